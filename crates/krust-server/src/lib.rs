@@ -1,0 +1,1 @@
+//! The krust broker core.

@@ -1,0 +1,89 @@
+"""The Rust core of krust (network, storage, replica manager), as seen from Python.
+
+This stub is the contract between `crates/krust-python` and `python/krust`.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypedDict
+
+class PartitionImage(TypedDict):
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+class TopicImage(TypedDict):
+    name: str
+    topic_id: bytes  # 16 bytes (a Kafka Uuid)
+    internal: bool
+    configs: dict[str, str]  # topic-level overrides only, Kafka names (e.g. "segment.bytes")
+    partitions: list[PartitionImage]
+
+class BrokerImage(TypedDict):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+class MetadataImage(TypedDict):
+    cluster_id: str
+    controller_id: int
+    metadata_offset: int
+    brokers: list[BrokerImage]
+    topics: list[TopicImage]
+
+class StoredRecord(TypedDict):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+class BridgeRequest:
+    """One Python-owned request (or an internal request from the core) crossing the bridge."""
+
+    @property
+    def api_key(self) -> int: ...
+    @property
+    def api_version(self) -> int: ...
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def client_host(self) -> str: ...
+    @property
+    def body(self) -> bytes:
+        """The request body after the request header, exactly as on the wire."""
+    def respond(self, body: bytes) -> None:
+        """Send the encoded response body (no header); callable once, from any thread."""
+    def close_connection(self) -> None:
+        """Answer nothing and close the client's connection (Kafka's reaction to a bad request)."""
+
+class Broker:
+    """One broker's Rust core. `settings` holds validated values under Kafka's config names."""
+
+    def __init__(self, settings: Mapping[str, object]) -> None:
+        """Open (and if needed recover) every log under log.dirs. Does not listen yet."""
+    def apply_metadata(self, image: MetadataImage) -> None:
+        """Replace the metadata cache; create logs of new partitions, delete logs of removed topics."""
+    def internal_append(
+        self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
+    ) -> int:
+        """Append records (key, value) as one batch to a local log, flushed to disk; returns its base offset."""
+    def internal_read(
+        self, topic: str, partition: int, start_offset: int, max_bytes: int
+    ) -> list[StoredRecord]:
+        """Read records from `start_offset` on (at most about `max_bytes` of batches)."""
+    def log_end_offset(self, topic: str, partition: int) -> int: ...
+    def serve(self, handler: Callable[[BridgeRequest], None]) -> None:
+        """Listen and serve until SIGINT/SIGTERM or `shutdown()`; the GIL is released meanwhile.
+
+        `handler` is called on the core's dedicated bridge thread, one request at a time; it must
+        return quickly (hand the work to the Python event loop) and answer via `respond` later.
+        """
+    def shutdown(self) -> None:
+        """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
+    def close(self) -> None:
+        """Flush logs, write checkpoints and the clean-shutdown marker."""
