@@ -77,8 +77,15 @@ class Broker:
     ) -> list[StoredRecord]:
         """Read records from `start_offset` on (at most about `max_bytes` of batches)."""
     def log_end_offset(self, topic: str, partition: int) -> int: ...
-    def serve(self, handler: Callable[[BridgeRequest], None]) -> None:
+    def serve(
+        self,
+        handler: Callable[[BridgeRequest], None],
+        python_apis: Mapping[int, tuple[int, int]],
+    ) -> None:
         """Listen and serve until SIGINT/SIGTERM or `shutdown()`; the GIL is released meanwhile.
+
+        `python_apis` maps each Python-owned api key to its (min, max) version; the core sends
+        those requests to `handler` and advertises the ranges in ApiVersions.
 
         `handler` is called on the core's dedicated bridge thread, one request at a time; it must
         return quickly (hand the work to the Python event loop) and answer via `respond` later.
