@@ -1,0 +1,586 @@
+"""Broker configuration: every key krust reads, with Kafka's name, type, default and validation.
+
+Sources, later ones winning: the defaults below < `--config FILE` (Java .properties) <
+`KRUST_*` environment variables < `--override key=value`. Any unknown key, bad value or
+unusable log directory is a `ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import os
+import re
+import socket
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+ENV_PREFIX = "KRUST_"
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(Exception):
+    """A configuration problem that stops start-up; `str()` is one line naming the key."""
+
+    def __init__(self, key: str | None, problem: str) -> None:
+        super().__init__(f"{key}: {problem}" if key else problem)
+        self.key = key
+        self.problem = problem
+
+
+class ConfigType(enum.Enum):
+    """Kafka's ConfigDef types, with Kafka's parsing rules."""
+
+    BOOLEAN = "BOOLEAN"
+    SHORT = "SHORT"
+    INT = "INT"
+    LONG = "LONG"
+    DOUBLE = "DOUBLE"
+    STRING = "STRING"
+    LIST = "LIST"
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INTEGER_BOUNDS = {
+    ConfigType.SHORT: (-(2**15), 2**15 - 1),
+    ConfigType.INT: (-(2**31), INT_MAX),
+    ConfigType.LONG: (-(2**63), LONG_MAX),
+}
+
+
+def parse_typed(config_type: ConfigType, raw: str) -> Any:
+    """Parse `raw` the way Kafka's ConfigDef does; raises ValueError with the reason."""
+    text = raw.strip()
+    if config_type is ConfigType.BOOLEAN:
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise ValueError("expected true or false")
+    if config_type in _INTEGER_BOUNDS:
+        low, high = _INTEGER_BOUNDS[config_type]
+        if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
+            raise ValueError(f"not a number of type {config_type.value}")
+        return int(text)
+    if config_type is ConfigType.DOUBLE:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("not a number of type DOUBLE") from None
+    if config_type is ConfigType.LIST:
+        return [] if not text else [item.strip() for item in text.split(",")]
+    return text
+
+
+Validator = Callable[[Any], str | None]
+"""Returns why a parsed value is invalid, or None when it is fine."""
+
+
+def at_least(minimum: float) -> Validator:
+    return lambda value: None if value >= minimum else f"value must be at least {minimum}"
+
+
+def between(low: float, high: float) -> Validator:
+    return lambda value: None if low <= value <= high else f"value must be in [{low}, {high}]"
+
+
+def one_of(*options: str) -> Validator:
+    return lambda value: None if value in options else f"value must be one of {', '.join(options)}"
+
+
+def each_one_of(*options: str) -> Validator:
+    def check(values: list[str]) -> str | None:
+        bad = [item for item in values if item not in options]
+        return f"{', '.join(bad)} not in {', '.join(options)}" if bad else None
+
+    return check
+
+
+def _valid_uuid(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        decoded = base64.urlsafe_b64decode(value + "==")
+    except ValueError:
+        decoded = b""
+    if len(value) != 22 or len(decoded) != 16:
+        return "expected a Kafka uuid: 16 bytes in url-safe base64 (22 characters)"
+    return None
+
+
+_VOTER = re.compile(r"(\d+)@\[?([0-9A-Za-z\-%._:]+)\]?:(\d+)")
+
+
+def _valid_voters(voters: list[str]) -> str | None:
+    bad = [voter for voter in voters if not _VOTER.fullmatch(voter)]
+    return f"{', '.join(bad)}: expected id@host:port" if bad else None
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One broker config key: Kafka's name, type and default (None: unset), and a one-line doc."""
+
+    name: str
+    type: ConfigType
+    default: str | None
+    validator: Validator | None
+    doc: str
+
+    def parse(self, raw: str | None) -> Any:
+        if raw is None:
+            return None
+        try:
+            value = parse_typed(self.type, raw)
+        except ValueError as error:
+            raise ConfigError(self.name, f"invalid value {raw!r}: {error}") from None
+        problem = self.validator(value) if self.validator else None
+        if problem:
+            raise ConfigError(self.name, f"invalid value {raw!r}: {problem}")
+        return value
+
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+
+# fmt: off
+BROKER_KEYS: tuple[ConfigKey, ...] = (
+    # Node identity and roles (KRaft).
+    ConfigKey("node.id", ConfigType.INT, "1", at_least(0),
+              "This node's id (Kafka requires it; krust defaults to 1)."),
+    ConfigKey("process.roles", ConfigType.LIST, "broker,controller",
+              each_one_of("broker", "controller"),
+              "Roles of this node; krust runs combined broker,controller nodes."),
+    ConfigKey("controller.quorum.voters", ConfigType.LIST, "", _valid_voters,
+              "Controller quorum voters as id@host:port (accepted; krust's quorum is this node)."),
+    ConfigKey("cluster.id", ConfigType.STRING, None, _valid_uuid,
+              "krust extra: the cluster id used when formatting empty log dirs (default: random)."),
+    ConfigKey("broker.rack", ConfigType.STRING, None, None,
+              "Rack of this broker, reported in Metadata responses."),
+    # Network.
+    ConfigKey("listeners", ConfigType.LIST, "PLAINTEXT://localhost:9092", None,
+              "Addresses to listen on, NAME://host:port (empty host: all interfaces)."),
+    ConfigKey("advertised.listeners", ConfigType.LIST, None, None,
+              "Addresses clients are told to use (default: listeners)."),
+    ConfigKey("listener.security.protocol.map", ConfigType.STRING,
+              ",".join(f"{p}:{p}" for p in _PROTOCOLS), None,
+              "Listener name to security protocol, NAME:PROTOCOL pairs."),
+    ConfigKey("socket.send.buffer.bytes", ConfigType.INT, "102400", None,
+              "SO_SNDBUF of client sockets (-1: the OS default)."),
+    ConfigKey("socket.receive.buffer.bytes", ConfigType.INT, "102400", None,
+              "SO_RCVBUF of client sockets (-1: the OS default)."),
+    ConfigKey("socket.request.max.bytes", ConfigType.INT, "104857600", at_least(1),
+              "Largest request accepted, in bytes."),
+    ConfigKey("queued.max.requests", ConfigType.INT, "500", at_least(1),
+              "Requests in flight per connection before reading pauses."),
+    ConfigKey("max.connections.per.ip", ConfigType.INT, str(INT_MAX), at_least(0),
+              "Most connections allowed from one IP address."),
+    ConfigKey("max.connections", ConfigType.INT, str(INT_MAX), at_least(0),
+              "Most connections allowed in total."),
+    ConfigKey("connections.max.idle.ms", ConfigType.LONG, "600000", None,
+              "Idle connections are closed after this long."),
+    ConfigKey("num.network.threads", ConfigType.INT, "3", at_least(1),
+              "Accepted for compatibility; the core sizes its runtime itself."),
+    ConfigKey("num.io.threads", ConfigType.INT, "8", at_least(1),
+              "Accepted for compatibility; the core sizes its runtime itself."),
+    # Logs.
+    ConfigKey("log.dirs", ConfigType.LIST, None, None,
+              "Directories holding the logs (default: log.dir)."),
+    ConfigKey("log.dir", ConfigType.STRING, "./krust-data", None,
+              "The log directory when log.dirs is unset (Kafka: /tmp/kafka-logs)."),
+    ConfigKey("num.partitions", ConfigType.INT, "1", at_least(1),
+              "Partitions of a topic created without a count."),
+    ConfigKey("default.replication.factor", ConfigType.INT, "1", None,
+              "Replication factor of a topic created without one."),
+    ConfigKey("auto.create.topics.enable", ConfigType.BOOLEAN, "true", None,
+              "Create unknown topics on Metadata requests."),
+    ConfigKey("delete.topic.enable", ConfigType.BOOLEAN, "true", None,
+              "Allow DeleteTopics."),
+    ConfigKey("message.max.bytes", ConfigType.INT, "1048588", at_least(0),
+              "Largest record batch accepted (topic: max.message.bytes)."),
+    ConfigKey("log.segment.bytes", ConfigType.INT, "1073741824", at_least(14),
+              "Size at which a segment is rolled."),
+    ConfigKey("log.roll.ms", ConfigType.LONG, None, at_least(1),
+              "Age at which a segment is rolled (default: log.roll.hours)."),
+    ConfigKey("log.roll.hours", ConfigType.INT, "168", at_least(1),
+              "Age in hours at which a segment is rolled, if log.roll.ms is unset."),
+    ConfigKey("log.roll.jitter.ms", ConfigType.LONG, None, at_least(0),
+              "Random jitter subtracted from the roll age (default: log.roll.jitter.hours)."),
+    ConfigKey("log.roll.jitter.hours", ConfigType.INT, "0", at_least(0),
+              "Roll jitter in hours, if log.roll.jitter.ms is unset."),
+    ConfigKey("log.index.interval.bytes", ConfigType.INT, "4096", at_least(0),
+              "Bytes between two offset index entries."),
+    ConfigKey("log.index.size.max.bytes", ConfigType.INT, "10485760", at_least(4),
+              "Largest offset/time index file."),
+    ConfigKey("log.flush.interval.messages", ConfigType.LONG, str(LONG_MAX), at_least(1),
+              "Messages appended before the log is fsynced."),
+    ConfigKey("log.flush.interval.ms", ConfigType.LONG, None, None,
+              "Longest a message stays unflushed (default: log.flush.scheduler.interval.ms)."),
+    ConfigKey("log.flush.scheduler.interval.ms", ConfigType.LONG, str(LONG_MAX), None,
+              "How often the flusher checks whether a log needs a flush."),
+    ConfigKey("log.message.timestamp.type", ConfigType.STRING, "CreateTime",
+              one_of(*TIMESTAMP_TYPES),
+              "Record timestamps: CreateTime or LogAppendTime."),
+    ConfigKey("log.message.timestamp.before.max.ms", ConfigType.LONG, str(LONG_MAX), at_least(0),
+              "How far in the past a CreateTime timestamp may be."),
+    ConfigKey("log.message.timestamp.after.max.ms", ConfigType.LONG, str(LONG_MAX), at_least(0),
+              "How far in the future a CreateTime timestamp may be."),
+    ConfigKey("log.retention.ms", ConfigType.LONG, None, None,
+              "Age after which segments are deleted, -1: forever (default: minutes, then hours)."),
+    ConfigKey("log.retention.minutes", ConfigType.INT, None, None,
+              "Retention in minutes, if log.retention.ms is unset."),
+    ConfigKey("log.retention.hours", ConfigType.INT, "168", None,
+              "Retention in hours, if log.retention.ms and .minutes are unset."),
+    ConfigKey("log.retention.bytes", ConfigType.LONG, "-1", None,
+              "Size a partition is trimmed to, -1: no limit."),
+    ConfigKey("log.retention.check.interval.ms", ConfigType.LONG, "300000", at_least(1),
+              "How often retention is checked."),
+    ConfigKey("log.cleanup.policy", ConfigType.LIST, "delete", each_one_of(*CLEANUP_POLICIES),
+              "delete and/or compact."),
+    ConfigKey("log.segment.delete.delay.ms", ConfigType.LONG, "60000", at_least(0),
+              "Delay before a deleted segment's files are removed."),
+    ConfigKey("log.cleaner.delete.retention.ms", ConfigType.LONG, "86400000", at_least(0),
+              "How long compaction keeps tombstones."),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, "0", at_least(0),
+              "Youngest a record may be to get compacted."),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, str(LONG_MAX), at_least(1),
+              "Oldest a record may get before compaction."),
+    ConfigKey("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, "0.5", between(0, 1),
+              "Dirty ratio at which a log gets compacted."),
+    ConfigKey("log.preallocate", ConfigType.BOOLEAN, "false", None,
+              "Preallocate segment files."),
+    ConfigKey("min.insync.replicas", ConfigType.INT, "1", at_least(1),
+              "Fewest in-sync replicas for an acks=all produce."),
+    ConfigKey("compression.type", ConfigType.STRING, "producer", one_of(*COMPRESSION_TYPES),
+              "Compression of stored batches; producer keeps the producer's."),
+    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", None,
+              "Allow out-of-sync replicas to become leader."),
+    # Group coordinator.
+    ConfigKey("group.initial.rebalance.delay.ms", ConfigType.INT, "3000", None,
+              "Delay of the first rebalance of an empty group."),
+    ConfigKey("group.min.session.timeout.ms", ConfigType.INT, "6000", None,
+              "Smallest session timeout a member may ask for."),
+    ConfigKey("group.max.session.timeout.ms", ConfigType.INT, "1800000", None,
+              "Largest session timeout a member may ask for."),
+    ConfigKey("group.max.size", ConfigType.INT, str(INT_MAX), at_least(1),
+              "Most members in one group."),
+    ConfigKey("offsets.topic.num.partitions", ConfigType.INT, "50", at_least(1),
+              "Partitions of __consumer_offsets."),
+    ConfigKey("offsets.topic.replication.factor", ConfigType.SHORT, "1", at_least(1),
+              "Replication of __consumer_offsets (Kafka: 3; krust: 1, one node works)."),
+    ConfigKey("offsets.topic.segment.bytes", ConfigType.INT, "104857600", at_least(1),
+              "Segment size of __consumer_offsets."),
+    ConfigKey("offsets.retention.minutes", ConfigType.INT, "10080", at_least(1),
+              "How long committed offsets of an empty group are kept."),
+    ConfigKey("offsets.retention.check.interval.ms", ConfigType.LONG, "600000", at_least(1),
+              "How often stale offsets are removed."),
+    ConfigKey("offsets.commit.timeout.ms", ConfigType.INT, "5000", at_least(1),
+              "Longest an offset commit waits to be written."),
+    # Transactions and idempotence.
+    ConfigKey("transactional.id.expiration.ms", ConfigType.INT, "604800000", at_least(1),
+              "Idle transactional ids expire after this long."),
+    ConfigKey("producer.id.expiration.ms", ConfigType.INT, "86400000", at_least(1),
+              "Idle producer ids expire after this long."),
+)
+# fmt: on
+
+KEYS: Mapping[str, ConfigKey] = {key.name: key for key in BROKER_KEYS}
+
+
+def env_name(key: str) -> str:
+    """The environment variable of a key: KRUST_ + upper case, dots as underscores."""
+    return ENV_PREFIX + key.upper().replace(".", "_")
+
+
+class Listener(NamedTuple):
+    """One listener, as the core receives it: (name, host, port)."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER = re.compile(r"(.+)://\[?([0-9A-Za-z\-%._:]*)\]?:(-?[0-9]+)")
+
+
+def parse_listeners(key: str, entries: list[str]) -> list[Listener]:
+    listeners = []
+    for entry in entries:
+        match = _LISTENER.fullmatch(entry)
+        if not match or not 0 <= int(match[3]) <= 65535:
+            raise ConfigError(key, f"invalid listener {entry!r}: expected NAME://host:port")
+        listeners.append(Listener(match[1].upper(), match[2], int(match[3])))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(key, "each listener must have a different name")
+    return listeners
+
+
+class ConfigSource(enum.Enum):
+    DEFAULT = "default"
+    FILE = "config file"
+    ENV = "environment"
+    OVERRIDE = "--override"
+
+
+class BrokerConfig(Mapping[str, Any]):
+    """Validated values by Kafka name, derived keys resolved the way Kafka resolves them:
+    log.dirs (absolute paths), log.roll.ms, log.roll.jitter.ms, log.retention.ms,
+    log.flush.interval.ms, advertised.listeners; listeners are `Listener` tuples and
+    listener.security.protocol.map a dict."""
+
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, ConfigSource]) -> None:
+        self._values = dict(values)
+        self._sources = dict(sources)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def source(self, key: str) -> ConfigSource:
+        """Where the key's value came from (for DescribeConfigs-style config sources)."""
+        return self._sources.get(key, ConfigSource.DEFAULT)
+
+
+def load_config(
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Sequence[str] = (),
+) -> BrokerConfig:
+    """Merge every source, validate every key and check that the log directories are usable."""
+    raw: dict[str, str | None] = {key.name: key.default for key in BROKER_KEYS}
+    sources: dict[str, ConfigSource] = {}
+
+    def put(key: str, value: str, source: ConfigSource, origin: str) -> None:
+        if key not in KEYS:
+            raise ConfigError(origin, f"unknown configuration key {key!r}")
+        raw[key] = value
+        sources[key] = source
+
+    if config_file is not None:
+        for key, value in _read_properties(config_file).items():
+            put(key, value, ConfigSource.FILE, str(config_file))
+    by_env_name = {env_name(name): name for name in KEYS}
+    for variable, value in sorted((env if env is not None else os.environ).items()):
+        if variable.startswith(ENV_PREFIX):
+            if variable not in by_env_name:
+                raise ConfigError(variable, "not a krust configuration variable")
+            put(by_env_name[variable], value, ConfigSource.ENV, variable)
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep:
+            raise ConfigError("--override", f"expected key=value, got {override!r}")
+        put(key.strip(), value, ConfigSource.OVERRIDE, "--override")
+
+    values = {name: KEYS[name].parse(value) for name, value in raw.items()}
+    _resolve(values)
+    _check_log_dirs(values["log.dirs"])
+    return BrokerConfig(values, sources)
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(str(path), f"cannot read the config file: {_reason(error)}") from None
+    try:
+        return parse_properties(text)
+    except PropertiesError as error:
+        raise ConfigError(str(path), str(error)) from None
+
+
+class PropertiesError(ValueError):
+    """A malformed .properties file."""
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java .properties text like java.util.Properties.load: `#`/`!` comments,
+    `key=value`, `key: value` and `key value`, backslash line continuations, escapes
+    (\\t \\n \\r \\f \\uXXXX, backslash before any other character keeps that character)."""
+    entries: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        key_end = _find_key_end(line)
+        rest = line[key_end:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        try:
+            entries[_unescape(line[:key_end])] = _unescape(rest)
+        except PropertiesError as error:
+            raise PropertiesError(f"line {number}: {error}") from None
+    return entries
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Logical lines (continuations joined, comments and blank lines dropped) with the number
+    of the line each starts on."""
+    pending: list[str] = []
+    start = 0
+    for number, natural in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
+        stripped = natural.lstrip(" \t\f")
+        if not pending:
+            if not stripped or stripped[0] in "#!":
+                continue
+            start = number
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if trailing % 2:
+            pending.append(stripped[:-1])
+            continue
+        pending.append(stripped)
+        yield start, "".join(pending)
+        pending = []
+    if pending:
+        yield start, "".join(pending)
+
+
+def _find_key_end(line: str) -> int:
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char in "=: \t\f":
+            return index
+        index += 1
+    return len(line)
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        index += 1
+        if char != "\\" or index == len(text):
+            out.append(char)
+            continue
+        code = text[index]
+        index += 1
+        if code == "u":
+            digits = text[index : index + 4]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise PropertiesError("malformed \\uxxxx escape")
+            out.append(chr(int(digits, 16)))
+            index += 4
+        else:
+            out.append(_ESCAPES.get(code, code))
+    return "".join(out)
+
+
+def _resolve(values: dict[str, Any]) -> None:
+    """Derived keys, Kafka's precedence (KafkaConfig.logRollTimeMillis & co)."""
+    hour, minute = 3_600_000, 60_000
+    if values["log.roll.ms"] is None:
+        values["log.roll.ms"] = values["log.roll.hours"] * hour
+    if values["log.roll.jitter.ms"] is None:
+        values["log.roll.jitter.ms"] = values["log.roll.jitter.hours"] * hour
+    if values["log.retention.ms"] is None:
+        minutes = values["log.retention.minutes"]
+        values["log.retention.ms"] = (
+            minutes * minute if minutes is not None else values["log.retention.hours"] * hour
+        )
+    if values["log.retention.ms"] < 0:
+        values["log.retention.ms"] = -1
+    elif values["log.retention.ms"] == 0:
+        raise ConfigError("log.retention.ms", "must be unlimited (-1) or at least 1")
+    if values["log.flush.interval.ms"] is None:
+        values["log.flush.interval.ms"] = values["log.flush.scheduler.interval.ms"]
+
+    if set(values["process.roles"]) != {"broker", "controller"}:
+        raise ConfigError("process.roles", "krust runs combined nodes only: broker,controller")
+    values["listener.security.protocol.map"] = _protocol_map(
+        values["listener.security.protocol.map"]
+    )
+    listeners = parse_listeners("listeners", values["listeners"])
+    if not listeners:
+        raise ConfigError("listeners", "at least one listener is required")
+    for listener in listeners:
+        protocol = values["listener.security.protocol.map"].get(listener.name)
+        if protocol is None:
+            raise ConfigError("listeners", f"no security protocol defined for {listener.name}")
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                "listeners", f"{listener.name} uses {protocol}; krust serves PLAINTEXT only"
+            )
+    values["listeners"] = listeners
+    values["advertised.listeners"] = _advertised(values["advertised.listeners"], listeners)
+
+    dirs = values["log.dirs"] if values["log.dirs"] is not None else [values["log.dir"]]
+    dirs = [os.path.abspath(os.path.expanduser(d)) for d in dirs if d]
+    if not dirs:
+        raise ConfigError("log.dirs", "at least one log directory is required")
+    if len(set(dirs)) != len(dirs):
+        raise ConfigError("log.dirs", "a directory is listed more than once")
+    values["log.dirs"] = dirs
+
+
+def _protocol_map(text: str) -> dict[str, str]:
+    mapping = {}
+    for entry in filter(None, (item.strip() for item in text.split(","))):
+        name, sep, protocol = entry.partition(":")
+        if not sep or protocol.strip().upper() not in _PROTOCOLS:
+            raise ConfigError(
+                "listener.security.protocol.map",
+                f"invalid entry {entry!r}: expected NAME:PROTOCOL "
+                f"with PROTOCOL one of {', '.join(_PROTOCOLS)}",
+            )
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping
+
+
+def _advertised(entries: list[str] | None, listeners: list[Listener]) -> list[Listener]:
+    if entries is None:
+        # Like Kafka: an empty listener host is advertised as this machine's host name.
+        advertised = [lst._replace(host=lst.host or socket.gethostname()) for lst in listeners]
+    else:
+        advertised = parse_listeners("advertised.listeners", entries)
+    names = {listener.name for listener in listeners}
+    for listener in advertised:
+        if listener.name not in names:
+            raise ConfigError("advertised.listeners", f"{listener.name} is not in listeners")
+        if listener.host in ("0.0.0.0", "::", ""):
+            raise ConfigError(
+                "advertised.listeners",
+                f"{listener} is not routable: set advertised.listeners to a host clients can reach",
+            )
+    return advertised
+
+
+def _check_log_dirs(dirs: list[str]) -> None:
+    for directory in dirs:
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with tempfile.TemporaryFile(dir=directory):
+                pass
+        except OSError as error:
+            raise ConfigError("log.dirs", f"{directory} is not usable: {_reason(error)}") from None
+
+
+def _reason(error: Exception) -> str:
+    return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+
+
+def core_settings(config: BrokerConfig) -> dict[str, object]:
+    """The flat `settings` mapping for `krust._core.Broker`: every key under its Kafka name,
+    listeners as (name, host, port) tuples and log.dirs as absolute paths."""
+    settings: dict[str, object] = dict(config)
+    for key in ("listeners", "advertised.listeners"):
+        settings[key] = [tuple(listener) for listener in config[key]]
+    return settings
