@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs, idempotently, with no questions asked:
+# Debian packages (kcat, a JDK, Maven), krust itself (editable, so python/ edits need no reinstall),
+# the Python Kafka clients with every compression codec, and the Java client's jars + test program.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-python3}"
+java_dir="$repo/tests/java"
+
+step() { printf '==> %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing_debian_packages=()
+command -v kcat >/dev/null || missing_debian_packages+=(kcat)
+command -v javac >/dev/null || missing_debian_packages+=(default-jdk-headless)
+command -v mvn >/dev/null || missing_debian_packages+=(maven)
+if [ "${#missing_debian_packages[@]}" -gt 0 ]; then
+    step "apt-get install ${missing_debian_packages[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing_debian_packages[@]}" >/dev/null
+else
+    step "kcat, javac and mvn already installed"
+fi
+
+pip_install() {
+    "$python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "$@"
+}
+
+step "pip install -e . (builds the krust._core extension with maturin)"
+pip_install -e "$repo"
+
+# kafka-python imports python-snappy, lz4 and zstandard for its codecs (crc32c speeds up CRC
+# checks); aiokafka imports cramjam for snappy, lz4 and zstd. gzip is in the standard library.
+step "pip install test tools and Kafka clients (confluent-kafka, kafka-python, aiokafka + codecs)"
+pip_install \
+    "pytest>=8" "pytest-timeout>=2.3" "ruff>=0.6" \
+    "confluent-kafka>=2.6" \
+    "kafka-python[crc32c,lz4,snappy,zstd]>=2.2" \
+    "aiokafka[lz4,snappy,zstd]>=0.12"
+
+step "mvn dependency:copy-dependencies (kafka-clients jars into tests/java/build/libs)"
+mvn -B -q -f "$java_dir/pom.xml" dependency:copy-dependencies
+
+step "javac tests/java/src/KrustJavaClient.java into tests/java/build/classes"
+javac -nowarn -d "$java_dir/build/classes" -cp "$java_dir/build/libs/*" \
+    "$java_dir/src/KrustJavaClient.java"
+
+step "test dependencies ready"

@@ -1,0 +1,203 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * The Apache Kafka Java client, driven by the integration tests (tests/integration/clients/java.py).
+ *
+ * <p>Records travel as tab-separated lines of hex fields ("-" for null) so keys, values and headers
+ * cross the process boundary byte for byte:
+ * produce input {@code partition timestamp key value headers}, consume output
+ * {@code offset partition timestamp key value headers}; headers are "-" or comma-separated
+ * {@code hexKey:hexValue}.
+ *
+ * <pre>
+ * produce        BOOTSTRAP TOPIC CODEC                     (records on stdin; prints "partition offset")
+ * consume        BOOTSTRAP TOPIC PARTITION COUNT TIMEOUT_MS (assign + seek to beginning, no group)
+ * create-topic   BOOTSTRAP TOPIC PARTITIONS [NAME=VALUE ...]
+ * describe-topic BOOTSTRAP TOPIC                            (prints "topicId partitions")
+ * delete-topic   BOOTSTRAP TOPIC
+ * </pre>
+ *
+ * A failure prints "error: ExceptionName: message" on stderr and exits 1.
+ */
+public final class KrustJavaClient {
+    private static final HexFormat HEX = HexFormat.of();
+    private static final String NULL = "-";
+    private static final long ADMIN_TIMEOUT_SECONDS = 30;
+
+    private KrustJavaClient() {}
+
+    public static void main(String[] args) throws Exception {
+        try {
+            switch (args[0]) {
+                case "produce" -> produce(args[1], args[2], args[3]);
+                case "consume" -> consume(args[1], args[2], Integer.parseInt(args[3]),
+                        Integer.parseInt(args[4]), Long.parseLong(args[5]));
+                case "create-topic" -> createTopic(args[1], args[2], Integer.parseInt(args[3]),
+                        List.of(args).subList(4, args.length));
+                case "describe-topic" -> describeTopic(args[1], args[2]);
+                case "delete-topic" -> deleteTopic(args[1], args[2]);
+                default -> throw new IllegalArgumentException("unknown command " + args[0]);
+            }
+        } catch (ExecutionException e) {
+            fail(e.getCause());
+        } catch (Exception e) {
+            fail(e);
+        }
+    }
+
+    private static void fail(Throwable error) {
+        System.err.println("error: " + error.getClass().getSimpleName() + ": " + error.getMessage());
+        System.exit(1);
+    }
+
+    private static void produce(String bootstrap, String topic, String codec) throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.ACKS_CONFIG, "all");
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(
+                props, new ByteArraySerializer(), new ByteArraySerializer())) {
+            BufferedReader in = new BufferedReader(
+                    new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            for (String line = in.readLine(); line != null; line = in.readLine()) {
+                String[] f = line.split("\t", -1);
+                Long timestamp = NULL.equals(f[1]) ? null : Long.valueOf(f[1]);
+                sent.add(producer.send(new ProducerRecord<>(topic, Integer.valueOf(f[0]), timestamp,
+                        bytes(f[2]), bytes(f[3]), headers(f[4]))));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> future : sent) {
+                RecordMetadata metadata = future.get(30, TimeUnit.SECONDS);
+                System.out.println(metadata.partition() + " " + metadata.offset());
+            }
+        }
+    }
+
+    private static void consume(String bootstrap, String topic, int partition, int count,
+            long timeoutMs) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        TopicPartition tp = new TopicPartition(topic, partition);
+        int received = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(
+                props, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while (received < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    if (received++ < count) {
+                        System.out.println(r.offset() + "\t" + r.partition() + "\t" + r.timestamp()
+                                + "\t" + hex(r.key()) + "\t" + hex(r.value()) + "\t"
+                                + hexHeaders(r.headers().toArray()));
+                    }
+                }
+            }
+        }
+        if (received < count) {
+            throw new IllegalStateException(
+                    "timed out after " + received + " of " + count + " records");
+        }
+    }
+
+    private static Admin admin(String bootstrap) {
+        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000"));
+    }
+
+    private static void createTopic(String bootstrap, String topic, int partitions,
+            List<String> configs) throws Exception {
+        Map<String, String> topicConfigs = new HashMap<>();
+        for (String entry : configs) {
+            String[] nameValue = entry.split("=", 2);
+            topicConfigs.put(nameValue[0], nameValue[1]);
+        }
+        try (Admin admin = admin(bootstrap)) {
+            NewTopic newTopic = new NewTopic(topic, partitions, (short) 1).configs(topicConfigs);
+            admin.createTopics(List.of(newTopic)).all().get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        }
+    }
+
+    private static void describeTopic(String bootstrap, String topic) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            TopicDescription description = admin.describeTopics(List.of(topic))
+                    .allTopicNames().get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS).get(topic);
+            System.out.println(description.topicId() + " " + description.partitions().size());
+        }
+    }
+
+    private static void deleteTopic(String bootstrap, String topic) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            admin.deleteTopics(List.of(topic)).all().get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        }
+    }
+
+    private static byte[] bytes(String field) {
+        return NULL.equals(field) ? null : HEX.parseHex(field);
+    }
+
+    private static String hex(byte[] data) {
+        return data == null ? NULL : HEX.formatHex(data);
+    }
+
+    private static List<Header> headers(String field) {
+        if (NULL.equals(field)) {
+            return Collections.emptyList();
+        }
+        List<Header> headers = new ArrayList<>();
+        for (String pair : field.split(",")) {
+            String[] kv = pair.split(":", 2);
+            headers.add(new RecordHeader(
+                    new String(HEX.parseHex(kv[0]), StandardCharsets.UTF_8), bytes(kv[1])));
+        }
+        return headers;
+    }
+
+    private static String hexHeaders(Header[] headers) {
+        if (headers.length == 0) {
+            return NULL;
+        }
+        List<String> pairs = new ArrayList<>();
+        for (Header h : headers) {
+            pairs.add(hex(h.key().getBytes(StandardCharsets.UTF_8)) + ":" + hex(h.value()));
+        }
+        return String.join(",", pairs);
+    }
+}
