@@ -1,0 +1,52 @@
+"""What the coordinator reads from the controller: the shape of krust.controller's image.
+
+Structural types, so the coordinator depends on the documented contract (docs/python-services.md)
+rather than on the controller package, and unit tests can hand it plain fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class BrokerView(Protocol):
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+
+
+class PartitionView(Protocol):
+    @property
+    def leader(self) -> int: ...
+
+
+class TopicView(Protocol):
+    @property
+    def partitions(self) -> Mapping[int, PartitionView]: ...
+
+
+class ImageView(Protocol):
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def brokers(self) -> Mapping[int, BrokerView]: ...
+    @property
+    def topics(self) -> Mapping[str, TopicView]: ...
+
+
+class ControllerView(Protocol):
+    @property
+    def image(self) -> ImageView: ...
+
+    async def ensure_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        internal: bool = False,
+    ) -> Any: ...

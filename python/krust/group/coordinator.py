@@ -1,0 +1,377 @@
+"""The group coordinator: which groups this broker owns, their loading, and every group operation.
+
+A group belongs to one `__consumer_offsets` partition (partitioner.py); the leader of that
+partition is its coordinator. This broker serves a group only once that partition has been
+replayed from the log; until then it answers COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR
+when another broker leads the partition. The per-API logic lives in GroupManager (membership)
+and OffsetManager (offsets); this class routes, loads and runs the periodic offset expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Coroutine
+from typing import Any
+
+from krust.group.clock import Cancellable, Clock
+from krust.group.cluster import ControllerView, TopicView
+from krust.group.coordinator_log import CoordinatorLog, CoreLog
+from krust.group.group import GroupState
+from krust.group.group_manager import (
+    GroupManager,
+    JoinGroupRequest,
+    LeavingMember,
+    SyncGroupRequest,
+)
+from krust.group.loader import load_partition
+from krust.group.offset_manager import OffsetCommitRequest, OffsetManager, PartitionErrors
+from krust.group.offsets import OffsetAndMetadata
+from krust.group.partitioner import OFFSETS_TOPIC, partition_for
+from krust.group.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue
+from krust.group.results import (
+    CoordinatorLocation,
+    DescribedGroup,
+    DescribedMember,
+    ErrorCode,
+    JoinGroupResult,
+    ListedGroup,
+    SyncGroupResult,
+)
+from krust.group.settings import GroupCoordinatorConfig
+
+log = logging.getLogger(__name__)
+
+FetchedOffsets = list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]
+
+
+class PartitionState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        core: CoreLog,
+        controller: ControllerView,
+        clock: Clock,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.config = config
+        self._controller = controller
+        self._clock = clock
+        self._loop = loop
+        self.log = CoordinatorLog(core, loop)
+        self.groups = GroupManager(config, clock, loop, self._store_group)
+        self.offsets = OffsetManager(config, clock, self.groups, self._append, self._has_partition)
+        self._partitions: dict[int, PartitionState] = {}
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._topic_creation: asyncio.Task[Any] | None = None
+        self._expiry_timer: Cancellable | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the partitions this broker leads and start the periodic offset expiry."""
+        self.sync_partitions()
+        self._schedule_expiry()
+
+    async def close(self) -> None:
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        for task in [*self._loads.values(), *self._background]:
+            task.cancel()
+        self.groups.close()
+        await self.log.idle()
+
+    async def wait_loaded(self) -> None:
+        """Wait for the partition loads under way (start-up, tests)."""
+        while self._loads:
+            await asyncio.gather(*self._loads.values(), return_exceptions=True)
+
+    def sync_partitions(self) -> None:
+        """Load newly led partitions, unload the ones another broker now leads."""
+        topic = self._offsets_topic()
+        if topic is None:
+            return
+        node_id = self._controller.image.node_id
+        for partition, image in topic.partitions.items():
+            if image.leader == node_id:
+                if partition not in self._partitions:
+                    self._start_loading(partition)
+            elif partition in self._partitions:
+                self._unload(partition)
+
+    def _start_loading(self, partition: int) -> None:
+        self._partitions[partition] = PartitionState.LOADING
+        self._loads[partition] = self._loop.create_task(self._load(partition))
+
+    async def _load(self, partition: int) -> None:
+        try:
+            loaded = await load_partition(
+                self.log, partition, self.config.offsets_load_buffer_size, self._clock.now_ms()
+            )
+        except Exception:
+            log.exception("__consumer_offsets-%d: loading failed; will retry on demand", partition)
+            self._partitions.pop(partition, None)
+            return
+        finally:
+            self._loads.pop(partition, None)
+        if self._partitions.get(partition) is not PartitionState.LOADING:
+            return  # unloaded meanwhile
+        for group_id in loaded.offsets.group_ids():
+            self.offsets.store.put_group(group_id, loaded.offsets.group_offsets(group_id))
+        self.groups.on_groups_loaded(list(loaded.groups.values()))
+        self._partitions[partition] = PartitionState.ACTIVE
+        log.info(
+            "__consumer_offsets-%d: loaded %d groups from %d records",
+            partition,
+            len(loaded.groups),
+            loaded.records,
+        )
+
+    def _unload(self, partition: int) -> None:
+        self._partitions.pop(partition, None)
+        load = self._loads.pop(partition, None)
+        if load is not None:
+            load.cancel()
+        group_ids = [g for g in self.groups.groups if self.partition_for(g) == partition]
+        self.groups.unload(group_ids, ErrorCode.not_coordinator)
+        for group_id in self.offsets.store.group_ids():
+            if self.partition_for(group_id) == partition:
+                self.offsets.store.take_group(group_id)
+
+    def _schedule_expiry(self) -> None:
+        def fire() -> None:
+            self._spawn(self.offsets.expire_offsets(self._is_owned))
+            self._schedule_expiry()
+
+        interval = self.config.offsets_retention_check_interval_ms
+        self._expiry_timer = self._clock.call_later(interval, fire)
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        task = self._loop.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- ownership -----------------------------------------------------------------------------
+
+    def _offsets_topic(self) -> TopicView | None:
+        return self._controller.image.topics.get(OFFSETS_TOPIC)
+
+    def partition_for(self, group_id: str) -> int:
+        topic = self._offsets_topic()
+        # The existing topic's partition count wins over the setting, as in Kafka.
+        count = len(topic.partitions) if topic else self.config.offsets_topic_num_partitions
+        return partition_for(group_id, count)
+
+    def _is_owned(self, group_id: str) -> bool:
+        return self._partitions.get(self.partition_for(group_id)) is PartitionState.ACTIVE
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """NONE when this broker serves the group now, else why not (all retriable)."""
+        topic = self._offsets_topic()
+        if topic is None:
+            return ErrorCode.coordinator_not_available
+        partition = self.partition_for(group_id)
+        image = topic.partitions.get(partition)
+        if image is None or image.leader != self._controller.image.node_id:
+            if partition in self._partitions:
+                self._unload(partition)
+            return ErrorCode.not_coordinator
+        state = self._partitions.get(partition)
+        if state is PartitionState.ACTIVE:
+            return ErrorCode.none
+        if state is None:
+            self._start_loading(partition)
+        return ErrorCode.coordinator_load_in_progress
+
+    def _has_partition(self, topic: str, partition: int) -> bool:
+        image = self._controller.image.topics.get(topic)
+        return image is not None and partition in image.partitions
+
+    # -- FindCoordinator -----------------------------------------------------------------------
+
+    async def find_coordinator(self, key: str) -> CoordinatorLocation:
+        if self._offsets_topic() is None and not await self._create_offsets_topic():
+            return CoordinatorLocation(ErrorCode.coordinator_not_available)
+        topic = self._offsets_topic()
+        if topic is None:
+            return CoordinatorLocation(ErrorCode.coordinator_not_available)
+        image = self._controller.image
+        partition = topic.partitions.get(self.partition_for(key))
+        broker = image.brokers.get(partition.leader) if partition is not None else None
+        if partition is None or broker is None:
+            return CoordinatorLocation(ErrorCode.coordinator_not_available)
+        if partition.leader == image.node_id:
+            self.coordinator_error(key)  # start loading now, so the group is ready sooner
+        return CoordinatorLocation(ErrorCode.none, broker.node_id, broker.host, broker.port)
+
+    async def _create_offsets_topic(self) -> bool:
+        if self._topic_creation is None:
+            self._topic_creation = self._loop.create_task(
+                self._controller.ensure_topic(
+                    OFFSETS_TOPIC,
+                    self.config.offsets_topic_num_partitions,
+                    self.config.offsets_topic_replication_factor,
+                    {
+                        "cleanup.policy": "compact",
+                        "compression.type": "producer",
+                        "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+                    },
+                    internal=True,
+                )
+            )
+        creation = self._topic_creation
+        try:
+            await asyncio.shield(creation)
+        except Exception:
+            log.exception("creating %s failed", OFFSETS_TOPIC)
+            if self._topic_creation is creation:
+                self._topic_creation = None
+            return False
+        self.sync_partitions()
+        return True
+
+    # -- membership ----------------------------------------------------------------------------
+
+    async def join_group(self, request: JoinGroupRequest) -> JoinGroupResult:
+        error = self._group_error(request.group_id)
+        if error is ErrorCode.none and not (
+            self.config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
+            error = ErrorCode.invalid_session_timeout
+        if error is not ErrorCode.none:
+            return JoinGroupResult(error, member_id=request.member_id)
+        return await self.groups.join_group(request)
+
+    async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResult:
+        error = self._group_error(request.group_id)
+        if error is not ErrorCode.none:
+            return SyncGroupResult(error)
+        return await self.groups.sync_group(request)
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        error = self._group_error(group_id)
+        if error is not ErrorCode.none:
+            return error
+        return self.groups.heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    def leave_group(
+        self, group_id: str, members: list[LeavingMember]
+    ) -> tuple[ErrorCode, list[LeavingMember]]:
+        error = self._group_error(group_id)
+        if error is not ErrorCode.none:
+            return error, []
+        return self.groups.leave_group(group_id, members)
+
+    def _group_error(self, group_id: str) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        return self.coordinator_error(group_id)
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    async def commit_offsets(self, request: OffsetCommitRequest) -> PartitionErrors:
+        error = self.coordinator_error(request.group_id)
+        if error is not ErrorCode.none:
+            return [
+                (topic, [(commit.partition, error) for commit in commits])
+                for topic, commits in request.topics
+            ]
+        return await self.offsets.commit_offsets(request)
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> tuple[ErrorCode, FetchedOffsets]:
+        error = self.coordinator_error(group_id)
+        if error is not ErrorCode.none:
+            return error, []
+        return ErrorCode.none, self.offsets.fetch_offsets(group_id, topics)
+
+    async def delete_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> tuple[ErrorCode, PartitionErrors]:
+        error = self._group_error(group_id)
+        if error is not ErrorCode.none:
+            return error, []
+        return await self.offsets.delete_offsets(group_id, topics)
+
+    # -- administration ------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> DescribedGroup:
+        error = self.coordinator_error(group_id)
+        if error is not ErrorCode.none:
+            return DescribedGroup(group_id, error)
+        group = self.groups.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return DescribedGroup(group_id, ErrorCode.none, GroupState.DEAD.value)
+        # Kafka shows member metadata and assignments only for a Stable group.
+        stable = group.is_in(GroupState.STABLE)
+        members = tuple(
+            DescribedMember(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return DescribedGroup(
+            group_id,
+            ErrorCode.none,
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            members,
+        )
+
+    def list_groups(
+        self, states_filter: list[str], types_filter: list[str]
+    ) -> tuple[ErrorCode, list[ListedGroup]]:
+        """Groups of the loaded partitions; LOAD_IN_PROGRESS (with those) while others load."""
+        states = {state.strip().lower() for state in states_filter}
+        types = {group_type.strip().lower() for group_type in types_filter}
+        listed = [
+            ListedGroup(group.group_id, group.protocol_type or "", group.state.value)
+            for group in self.groups.groups.values()
+            if self._is_owned(group.group_id)
+            and not group.is_in(GroupState.DEAD)
+            and (not states or group.state.value.lower() in states)
+            and (not types or "classic" in types)
+        ]
+        loading = PartitionState.LOADING in self._partitions.values()
+        return (ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none), listed
+
+    async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, ErrorCode]]:
+        results = await asyncio.gather(*(self._delete_group(group_id) for group_id in group_ids))
+        return list(zip(group_ids, results, strict=True))
+
+    async def _delete_group(self, group_id: str) -> ErrorCode:
+        error = self._group_error(group_id)
+        if error is not ErrorCode.none:
+            return error
+        group = self.groups.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.group_id_not_found
+        if not group.is_in(GroupState.EMPTY):
+            return ErrorCode.non_empty_group
+        return await self.offsets.delete_group(group)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _append(self, group_id: str, records: list[CoordinatorRecord]) -> Awaitable[None]:
+        return self.log.append(self.partition_for(group_id), records)
+
+    def _store_group(self, group_id: str, value: GroupMetadataValue | None) -> asyncio.Future[None]:
+        return self.log.append(self.partition_for(group_id), [(GroupMetadataKey(group_id), value)])

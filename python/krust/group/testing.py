@@ -1,0 +1,222 @@
+"""In-memory stand-ins for the core and the controller, for the coordinator's unit tests.
+
+FakeCore keeps logs as lists of records with real offsets (and can compact them, leaving offset
+gaps like Kafka's cleaner); FakeController holds a metadata image of the documented shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from krust.group.clock import FakeClock
+from krust.group.coordinator import GroupCoordinator
+from krust.group.group_manager import JoinGroupRequest, SyncGroupRequest
+from krust.group.partitioner import OFFSETS_TOPIC
+from krust.group.settings import GroupCoordinatorConfig
+
+
+class FakeCore:
+    def __init__(self) -> None:
+        self.logs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.fail_appends = False
+        self.append_calls = 0
+
+    def internal_append(
+        self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
+    ) -> int:
+        if self.fail_appends:
+            raise OSError("injected disk failure")
+        self.append_calls += 1
+        log = self.logs.setdefault((topic, partition), [])
+        base = log[-1]["offset"] + 1 if log else 0
+        for index, (key, value) in enumerate(records):
+            log.append({"offset": base + index, "timestamp": 0, "key": key, "value": value})
+        return base
+
+    def internal_read(
+        self, topic: str, partition: int, start_offset: int, max_bytes: int
+    ) -> list[dict[str, Any]]:
+        chunk: list[dict[str, Any]] = []
+        size = 0
+        for record in self.logs.get((topic, partition), []):
+            if record["offset"] < start_offset:
+                continue
+            size += len(record["key"] or b"") + len(record["value"] or b"")
+            if chunk and size > max_bytes:
+                break
+            chunk.append(record)
+        return chunk
+
+    def log_end_offset(self, topic: str, partition: int) -> int:
+        log = self.logs.get((topic, partition), [])
+        return log[-1]["offset"] + 1 if log else 0
+
+    def records(self, topic: str = OFFSETS_TOPIC) -> list[dict[str, Any]]:
+        return [r for (name, _), log in sorted(self.logs.items()) if name == topic for r in log]
+
+    def compact(self, topic: str = OFFSETS_TOPIC) -> None:
+        """Keep the last record of each key (tombstones included), offsets unchanged."""
+        for (name, partition), log in self.logs.items():
+            if name != topic:
+                continue
+            last = {record["key"]: record["offset"] for record in log}
+            self.logs[(name, partition)] = [r for r in log if last[r["key"]] == r["offset"]]
+
+
+@dataclass(frozen=True)
+class FakeBroker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class FakePartition:
+    partition: int
+    leader: int
+
+
+@dataclass(frozen=True)
+class FakeTopic:
+    name: str
+    partitions: Mapping[int, FakePartition]
+    configs: Mapping[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+
+@dataclass
+class FakeImage:
+    node_id: int
+    brokers: dict[int, FakeBroker]
+    topics: dict[str, FakeTopic]
+
+
+class FakeController:
+    def __init__(self, node_id: int = 1, broker_ids: Sequence[int] = (1,)) -> None:
+        brokers = {b: FakeBroker(b, f"broker-{b}.test", 9090 + b) for b in broker_ids}
+        self.image = FakeImage(node_id, brokers, {})
+        self.created: list[tuple[str, int, int, dict[str, str], bool]] = []
+        self.fail_creation = False
+
+    def add_topic(
+        self, name: str, partitions: int, leader: int | None = None, internal: bool = False
+    ) -> FakeTopic:
+        owner = self.image.node_id if leader is None else leader
+        topic = FakeTopic(
+            name, {p: FakePartition(p, owner) for p in range(partitions)}, internal=internal
+        )
+        self.image.topics[name] = topic
+        return topic
+
+    def move_leader(self, name: str, partition: int, leader: int) -> None:
+        topic = self.image.topics[name]
+        partitions = dict(topic.partitions)
+        partitions[partition] = FakePartition(partition, leader)
+        self.image.topics[name] = FakeTopic(name, partitions, topic.configs, topic.internal)
+
+    async def ensure_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        internal: bool = False,
+    ) -> FakeTopic:
+        if self.fail_creation:
+            raise RuntimeError("injected: not enough brokers")
+        self.created.append((name, num_partitions, replication_factor, dict(configs), internal))
+        await asyncio.sleep(0)
+        existing = self.image.topics.get(name)
+        return existing or self.add_topic(name, num_partitions, internal=internal)
+
+
+def async_test(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    """Run an async test function on a fresh event loop."""
+
+    @functools.wraps(test)
+    def run() -> None:
+        asyncio.run(test())
+
+    return run
+
+
+def fast_config(**overrides: int) -> GroupCoordinatorConfig:
+    """Kafka's defaults with no initial rebalance delay and few partitions, plus overrides."""
+    settings: dict[str, int] = {
+        "group_initial_rebalance_delay_ms": 0,
+        "offsets_topic_num_partitions": 4,
+    }
+    settings.update(overrides)
+    return GroupCoordinatorConfig(**settings)
+
+
+async def start_coordinator(
+    config: GroupCoordinatorConfig | None = None,
+    core: FakeCore | None = None,
+    controller: FakeController | None = None,
+    clock: FakeClock | None = None,
+) -> GroupCoordinator:
+    """A loaded coordinator over an existing offsets topic led by this broker."""
+    config = config or fast_config()
+    controller = controller or FakeController()
+    if OFFSETS_TOPIC not in controller.image.topics:
+        controller.add_topic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, internal=True)
+    coordinator = GroupCoordinator(
+        config, core or FakeCore(), controller, clock or FakeClock(), asyncio.get_running_loop()
+    )
+    coordinator.start()
+    await coordinator.wait_loaded()
+    return coordinator
+
+
+def join_request(
+    group_id: str = "group",
+    member_id: str = "",
+    *,
+    protocols: Sequence[tuple[str, bytes]] = (("range", b"range-metadata"),),
+    protocol_type: str = "consumer",
+    group_instance_id: str | None = None,
+    session_timeout_ms: int = 10_000,
+    rebalance_timeout_ms: int = 30_000,
+    client_id: str = "client",
+    require_known_member_id: bool = False,
+    supports_skip_assignment: bool = False,
+) -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group_id=group_id,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        protocol_type=protocol_type,
+        protocols=tuple(protocols),
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        client_id=client_id,
+        client_host="/127.0.0.1",
+        require_known_member_id=require_known_member_id,
+        supports_skip_assignment=supports_skip_assignment,
+    )
+
+
+def sync_request(
+    group_id: str,
+    member_id: str,
+    generation_id: int,
+    assignments: Mapping[str, bytes] | None = None,
+    group_instance_id: str | None = None,
+    protocol_type: str | None = None,
+    protocol_name: str | None = None,
+) -> SyncGroupRequest:
+    return SyncGroupRequest(
+        group_id=group_id,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        generation_id=generation_id,
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        assignments=dict(assignments or {}),
+    )
