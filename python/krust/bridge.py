@@ -1,0 +1,187 @@
+"""The Python end of the bridge: Python-owned requests in, kio-decoded, handled, encoded, answered.
+
+The core calls `Dispatcher.submit` on its bridge thread; the work moves to the one asyncio
+loop every service runs on (a daemon thread), so a handler may wait (a JoinGroup waits for
+its rebalance) without holding up the core or other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kio.index import load_request_schema
+from kio.serial import entity_reader
+
+from krust.protocol import encode_entity
+
+logger = logging.getLogger("krust.bridge")
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Who sent a request and which API version it speaks."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+
+
+Handler = Callable[[Any, RequestContext], Awaitable[Any]]
+"""A kio request entity and its context in, a kio response entity of the same version out."""
+
+
+class BridgeRequest(Protocol):
+    """What `Dispatcher.submit` needs of `krust._core.BridgeRequest` (tests pass fakes)."""
+
+    @property
+    def api_key(self) -> int: ...
+    @property
+    def api_version(self) -> int: ...
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def client_host(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    def respond(self, body: bytes) -> None: ...
+    def close_connection(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Route:
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+class BadRequest(Exception):
+    """A request that cannot be answered; its connection gets closed."""
+
+
+class Dispatcher:
+    """Routes bridge requests by api key to async handlers on one event loop thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._routes: dict[int, _Route] = {}
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._thread = threading.Thread(target=self._run, name="krust-services", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
+        """Route versions min..max of `api_key` to `handler` (and advertise them)."""
+        if api_key in self._routes:
+            raise ValueError(f"api key {api_key} already has a handler")
+        if not 0 <= min_version <= max_version:
+            raise ValueError(f"bad version range {min_version}..{max_version}")
+        self._routes[api_key] = _Route(min_version, max_version, handler)
+
+    def supported_versions(self) -> dict[int, tuple[int, int]]:
+        return {key: (r.min_version, r.max_version) for key, r in self._routes.items()}
+
+    def submit(self, request: BridgeRequest) -> None:
+        """Hand a request to the event loop; called on the core's bridge thread, never raises."""
+        try:
+            self.loop.call_soon_threadsafe(self._start, request)
+        except Exception as error:  # the loop is closed: shutting down
+            logger.warning("dropping a request during shutdown: %s", error)
+            _close_quietly(request)
+
+    def _start(self, request: BridgeRequest) -> None:
+        task = self.loop.create_task(self._handle(request))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _handle(self, request: BridgeRequest) -> None:
+        try:
+            response = await self._serve(request)
+        except asyncio.CancelledError:
+            _close_quietly(request)
+            raise
+        except Exception as error:
+            logger.error(
+                "api %s v%s (correlation id %s, client %r from %s) failed, closing the "
+                "connection: %s: %s",
+                _attribute(request, "api_key"),
+                _attribute(request, "api_version"),
+                _attribute(request, "correlation_id"),
+                _attribute(request, "client_id"),
+                _attribute(request, "client_host"),
+                type(error).__name__,
+                error,
+            )
+            logger.debug("handler failure", exc_info=True)
+            _close_quietly(request)
+            return
+        try:
+            request.respond(response)
+        except Exception as error:
+            logger.warning("could not send a response: %s", error)
+
+    async def _serve(self, request: BridgeRequest) -> bytes:
+        api_key, version = request.api_key, request.api_version
+        route = self._routes.get(api_key)
+        if route is None or not route.min_version <= version <= route.max_version:
+            raise BadRequest("no handler for this api key and version")
+        request_type = load_request_schema(api_key, version)
+        body = request.body
+        entity, _ = entity_reader(request_type)(body, 0)
+        context = RequestContext(
+            api_key, version, request.correlation_id, request.client_id, request.client_host
+        )
+        response = await route.handler(entity, context)
+        if (response.__api_key__, response.__version__) != (api_key, version):
+            raise BadRequest(
+                f"the handler answered with api {response.__api_key__} v{response.__version__}"
+            )
+        return encode_entity(response)
+
+    def run(self, coroutine: Awaitable[Any], timeout: float | None = None) -> Any:
+        """Run a coroutine on the loop from another thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(_awaited(coroutine), self.loop).result(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel what is in flight (their connections close), stop the loop and its thread."""
+        if self.loop.is_closed():
+            return
+
+        def stop() -> None:
+            for task in self._in_flight:
+                task.cancel()
+            self.loop.call_soon(self.loop.stop)
+
+        self.loop.call_soon_threadsafe(stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _attribute(request: object, name: str) -> object:
+    try:
+        return getattr(request, name)
+    except Exception:
+        return "?"
+
+
+def _close_quietly(request: BridgeRequest) -> None:
+    try:
+        request.close_connection()
+    except Exception as error:
+        logger.warning("could not close a connection: %s", error)

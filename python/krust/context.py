@@ -1,0 +1,32 @@
+"""BrokerContext: what every service gets when it installs itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from krust.bridge import Dispatcher
+    from krust.controller import Controller
+
+
+class CoreBroker(Protocol):
+    """The part of `krust._core.Broker` services use (unit tests pass in-memory fakes)."""
+
+    def apply_metadata(self, image: Mapping[str, Any]) -> None: ...
+    def internal_append(
+        self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
+    ) -> int: ...
+    def internal_read(
+        self, topic: str, partition: int, start_offset: int, max_bytes: int
+    ) -> list[Any]: ...
+    def log_end_offset(self, topic: str, partition: int) -> int: ...
+
+
+@dataclass
+class BrokerContext:
+    config: Mapping[str, Any]  # validated values by Kafka name, e.g. config["node.id"]
+    core: CoreBroker
+    controller: Controller
+    dispatcher: Dispatcher
