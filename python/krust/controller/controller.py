@@ -1,0 +1,200 @@
+"""The controller: owns the metadata log and image, answers the topic and producer-id APIs.
+
+Every change is appended to the metadata log (durable) before the new image is applied to
+the core and the answer sent, so an acknowledged change survives a crash and a restart
+replays to the same image (same topic ids)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from krust.bridge import RequestContext
+from krust.context import BrokerContext, CoreBroker
+from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
+from krust.controller.image import ImageBuilder, MetadataImage, TopicImage, to_core_image
+from krust.controller.metadata_log import MetadataLog
+from krust.controller.records import MetadataRecord, ProducerIdsRecord
+from krust.controller.topics import (
+    PartitionsSpec,
+    TopicSpec,
+    plan_create_partitions,
+    plan_create_topics,
+    plan_delete_topics,
+)
+from krust.protocol import make_response
+
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+CREATE_PARTITIONS = 37
+ALLOCATE_PRODUCER_IDS = 67
+# The client id of the requests the core itself sends (topic auto-creation, producer ids).
+INTERNAL_CLIENT_ID = "krust-internal"
+PRODUCER_ID_BLOCK_SIZE = 1000
+LONG_MAX = 2**63 - 1
+
+
+class TopicCreationError(Exception):
+    """`ensure_topic` could not create a topic; carries the Kafka error code."""
+
+    def __init__(self, name: str, error: ErrorCode, message: str | None) -> None:
+        super().__init__(f"cannot create topic {name}: {error.name}: {message}")
+        self.error = error
+
+
+class Controller:
+    """The metadata state machine of a single-node KRaft quorum."""
+
+    def __init__(
+        self, config: Mapping[str, Any], core: CoreBroker, log: MetadataLog, image: MetadataImage
+    ) -> None:
+        self.image = image
+        self._config = config
+        self._core = core
+        self._log = log
+        self._internal_topics: set[str] = set()
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
+        """Format the log dirs if needed, replay the metadata log, register this broker and
+        push the image to the core. Blocking; runs before the server starts serving."""
+        node_id = config["node.id"]
+        cluster_id = format_log_dirs(config["log.dirs"], node_id, config["cluster.id"])
+        log = MetadataLog(core)
+        replayed = ImageBuilder(MetadataImage.empty(cluster_id, node_id))
+        controller = cls(config, core, log, replayed.replay_all(log.read_all()).build())
+        end = log.end_offset()
+        records = initial_records() if end == 0 else []
+        # Kafka's broker epoch is the offset of the registration record.
+        records.append(registration_record(config, broker_epoch=end + len(records)))
+        controller._commit_now(records)
+        return controller
+
+    def _commit_now(self, records: Sequence[MetadataRecord]) -> None:
+        """Append the records, then publish the image they lead to (an empty list rebuilds
+        the image, e.g. after a topic became internal)."""
+        builder = ImageBuilder(self.image, self._internal_topics)
+        if records:
+            base = self._log.append(records)
+            builder.replay_all(zip(itertools.count(base), records))
+        self.image = builder.build()
+        self._core.apply_metadata(to_core_image(self.image))
+
+    async def _commit(self, records: Sequence[MetadataRecord]) -> None:
+        # The append fsyncs: keep the event loop free for other requests meanwhile.
+        await asyncio.to_thread(self._commit_now, records)
+
+    async def ensure_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        internal: bool = False,
+    ) -> TopicImage:
+        """Create the topic if absent (as CreateTopics would); returns once the image with it
+        has been applied to the core. Raises TopicCreationError if it cannot be created."""
+        async with self._lock:
+            if internal and name not in self._internal_topics:
+                self._internal_topics.add(name)
+                existing = self.image.topics.get(name)
+                if existing is not None and not existing.internal:
+                    await self._commit([])
+            existing = self.image.topics.get(name)
+            if existing is not None:
+                return existing
+            spec = TopicSpec(name, num_partitions, replication_factor, (), tuple(configs.items()))
+            plan = plan_create_topics(self.image, self._config, [spec])
+            result = plan.results[0]
+            if result["error_code"] != ErrorCode.none:
+                raise TopicCreationError(name, result["error_code"], result["error_message"])
+            await self._commit(plan.records)
+            return self.image.topics[name]
+
+    async def create_topics(self, request: Any, context: RequestContext) -> Any:
+        specs = [
+            TopicSpec(
+                name=topic.name,
+                num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+                assignments=tuple(
+                    (a.partition_index, tuple(a.broker_ids)) for a in topic.assignments
+                ),
+                configs=tuple((c.name, c.value) for c in topic.configs),
+            )
+            for topic in request.topics
+        ]
+        async with self._lock:
+            plan = plan_create_topics(self.image, self._config, specs)
+            if plan.records and not request.validate_only:
+                await self._commit(plan.records)
+        return make_response(CREATE_TOPICS, context.api_version, {"topics": plan.results})
+
+    async def delete_topics(self, request: Any, context: RequestContext) -> Any:
+        entries: list[tuple[str | None, uuid.UUID | None]] = [
+            (name, None) for name in getattr(request, "topic_names", ())
+        ]
+        entries += [(topic.name, topic.topic_id) for topic in getattr(request, "topics", ())]
+        async with self._lock:
+            plan = plan_delete_topics(self.image, self._config, context.api_version, entries)
+            if plan.records:
+                await self._commit(plan.records)
+        return make_response(DELETE_TOPICS, context.api_version, {"responses": plan.results})
+
+    async def create_partitions(self, request: Any, context: RequestContext) -> Any:
+        specs = [
+            PartitionsSpec(
+                name=topic.name,
+                count=topic.count,
+                assignments=None
+                if topic.assignments is None
+                else tuple(tuple(a.broker_ids) for a in topic.assignments),
+            )
+            for topic in request.topics
+        ]
+        async with self._lock:
+            plan = plan_create_partitions(self.image, specs)
+            if plan.records and not request.validate_only:
+                await self._commit(plan.records)
+        return make_response(CREATE_PARTITIONS, context.api_version, {"results": plan.results})
+
+    async def allocate_producer_ids(self, request: Any, context: RequestContext) -> Any:
+        """Hand the core the next block of producer ids (Kafka's ProducerIdControlManager)."""
+
+        def answer(error: ErrorCode, start: int = -1, length: int = 0) -> Any:
+            fields = {"error_code": error, "producer_id_start": start, "producer_id_len": length}
+            return make_response(ALLOCATE_PRODUCER_IDS, context.api_version, fields)
+
+        if context.client_id != INTERNAL_CLIENT_ID:
+            return answer(ErrorCode.cluster_authorization_failed)
+        broker = self.image.brokers.get(request.broker_id)
+        # The core does not learn its broker epoch; -1 means "do not check".
+        if broker is None or request.broker_epoch not in (-1, broker.epoch):
+            return answer(ErrorCode.stale_broker_epoch)
+        async with self._lock:
+            start = self.image.next_producer_id
+            if start > LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
+                return answer(ErrorCode.unknown_server_error)
+            record = ProducerIdsRecord(
+                broker_id=request.broker_id,
+                broker_epoch=request.broker_epoch,
+                next_producer_id=start + PRODUCER_ID_BLOCK_SIZE,
+            )
+            await self._commit([record])
+        return answer(ErrorCode.none, start, PRODUCER_ID_BLOCK_SIZE)
+
+
+def install(ctx: BrokerContext) -> Controller:
+    """Route the controller's APIs (versions Kafka 4 serves) to `ctx.controller`."""
+    controller = ctx.controller
+    ctx.dispatcher.register(CREATE_TOPICS, 2, 7, controller.create_topics)
+    ctx.dispatcher.register(DELETE_TOPICS, 1, 6, controller.delete_topics)
+    ctx.dispatcher.register(CREATE_PARTITIONS, 0, 3, controller.create_partitions)
+    ctx.dispatcher.register(ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids)
+    return controller

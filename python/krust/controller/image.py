@@ -1,0 +1,262 @@
+"""The metadata image: what the metadata log's records add up to, and how records replay into it.
+
+Images are immutable; `ImageBuilder` replays records on top of one and builds the next, the
+way Kafka's MetadataDelta turns one MetadataImage into the next.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+from krust.controller.records import (
+    NO_LEADER_CHANGE,
+    TOPIC_RESOURCE,
+    ConfigRecord,
+    FeatureLevelRecord,
+    MetadataRecord,
+    MetadataRecordError,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+# Kafka's Topic.INTERNAL_TOPICS: reported with is_internal in Metadata responses.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class BrokerImage:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    epoch: int = -1
+    fenced: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionImage:
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    internal: bool
+    configs: Mapping[str, str]
+    partitions: Mapping[int, PartitionImage]
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    cluster_id: str
+    node_id: int
+    controller_id: int
+    metadata_offset: int
+    brokers: Mapping[int, BrokerImage]
+    topics: Mapping[str, TopicImage]
+    features: Mapping[str, int] = field(default_factory=lambda: EMPTY)
+    next_producer_id: int = 0
+
+    @cached_property
+    def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
+        return MappingProxyType({topic.topic_id: topic for topic in self.topics.values()})
+
+    @cached_property
+    def live_brokers(self) -> tuple[int, ...]:
+        """Ids of the registered, unfenced brokers, in id order."""
+        return tuple(sorted(b.node_id for b in self.brokers.values() if not b.fenced))
+
+    @staticmethod
+    def empty(cluster_id: str, node_id: int) -> MetadataImage:
+        return MetadataImage(cluster_id, node_id, node_id, -1, EMPTY, EMPTY)
+
+
+@dataclass
+class _TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage]
+
+
+class ImageBuilder:
+    """Replays records on top of an image; `build()` returns the resulting image."""
+
+    def __init__(self, image: MetadataImage, internal_topics: Set[str] = frozenset()) -> None:
+        self._base = image
+        self._internal_topics = INTERNAL_TOPICS | internal_topics
+        self._offset = image.metadata_offset
+        self._brokers = dict(image.brokers)
+        self._features = dict(image.features)
+        self._next_producer_id = image.next_producer_id
+        self._topics: dict[uuid.UUID, TopicImage | _TopicState] = dict(image.topics_by_id)
+        self._ids_by_name = {topic.name: topic.topic_id for topic in image.topics.values()}
+        self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
+
+    def replay_all(self, records: Iterable[tuple[int, MetadataRecord]]) -> ImageBuilder:
+        for offset, record in records:
+            self.replay(offset, record)
+        return self
+
+    def replay(self, offset: int, record: MetadataRecord) -> None:
+        """Apply one record at `offset`; MetadataRecordError if it contradicts the image."""
+        match record:
+            case RegisterBrokerRecord():
+                self._register_broker(record)
+            case TopicRecord():
+                if record.name in self._ids_by_name or record.topic_id in self._topics:
+                    raise MetadataRecordError(f"duplicate TopicRecord for {record.name}")
+                self._topics[record.topic_id] = _TopicState(record.name, record.topic_id, {})
+                self._ids_by_name[record.name] = record.topic_id
+            case PartitionRecord():
+                self._topic_state(record.topic_id).partitions[record.partition_id] = PartitionImage(
+                    partition=record.partition_id,
+                    leader=record.leader,
+                    leader_epoch=record.leader_epoch,
+                    partition_epoch=record.partition_epoch,
+                    replicas=tuple(record.replicas),
+                    isr=tuple(record.isr),
+                )
+            case PartitionChangeRecord():
+                self._change_partition(record)
+            case ConfigRecord():
+                self._set_config(record)
+            case RemoveTopicRecord():
+                removed = self._topics.pop(record.topic_id, None)
+                if removed is None:
+                    raise MetadataRecordError(f"RemoveTopicRecord for unknown {record.topic_id}")
+                del self._ids_by_name[removed.name]
+                self._configs.pop(removed.name, None)
+            case FeatureLevelRecord():
+                if record.feature_level == 0:
+                    self._features.pop(record.name, None)
+                else:
+                    self._features[record.name] = record.feature_level
+            case ProducerIdsRecord():
+                self._next_producer_id = record.next_producer_id
+            case NoOpRecord():
+                pass
+        self._offset = offset
+
+    def build(self) -> MetadataImage:
+        topics = {}
+        for topic_id, topic in self._topics.items():
+            name = topic.name
+            partitions = (
+                MappingProxyType(dict(topic.partitions))
+                if isinstance(topic, _TopicState)
+                else topic.partitions
+            )
+            topics[name] = TopicImage(
+                name=name,
+                topic_id=topic_id,
+                internal=name in self._internal_topics,
+                configs=MappingProxyType(dict(self._configs.get(name, {}))),
+                partitions=partitions,
+            )
+        return replace(
+            self._base,
+            metadata_offset=self._offset,
+            brokers=MappingProxyType(dict(self._brokers)),
+            topics=MappingProxyType(topics),
+            features=MappingProxyType(dict(self._features)),
+            next_producer_id=self._next_producer_id,
+        )
+
+    def _register_broker(self, record: RegisterBrokerRecord) -> None:
+        # The image keeps one address per broker: the first advertised listener.
+        endpoint = record.end_points[0] if record.end_points else None
+        self._brokers[record.broker_id] = BrokerImage(
+            node_id=record.broker_id,
+            host=endpoint.host if endpoint else "",
+            port=endpoint.port if endpoint else -1,
+            rack=record.rack,
+            epoch=record.broker_epoch,
+            fenced=record.fenced,
+        )
+
+    def _topic_state(self, topic_id: uuid.UUID) -> _TopicState:
+        topic = self._topics.get(topic_id)
+        if topic is None:
+            raise MetadataRecordError(f"partition record for unknown topic {topic_id}")
+        if isinstance(topic, TopicImage):
+            topic = _TopicState(topic.name, topic.topic_id, dict(topic.partitions))
+            self._topics[topic_id] = topic
+        return topic
+
+    def _change_partition(self, record: PartitionChangeRecord) -> None:
+        partitions = self._topic_state(record.topic_id).partitions
+        current = partitions.get(record.partition_id)
+        if current is None:
+            raise MetadataRecordError(
+                f"PartitionChangeRecord for unknown partition {record.partition_id}"
+            )
+        leader_changed = record.leader != NO_LEADER_CHANGE and record.leader != current.leader
+        partitions[record.partition_id] = replace(
+            current,
+            leader=record.leader if leader_changed else current.leader,
+            leader_epoch=current.leader_epoch + 1 if leader_changed else current.leader_epoch,
+            partition_epoch=current.partition_epoch + 1,
+            replicas=tuple(record.replicas) if record.replicas is not None else current.replicas,
+            isr=tuple(record.isr) if record.isr is not None else current.isr,
+        )
+
+    def _set_config(self, record: ConfigRecord) -> None:
+        # Only topic configs shape the image; broker-level dynamic configs are not modeled.
+        if record.resource_type != TOPIC_RESOURCE:
+            return
+        configs = self._configs.setdefault(record.resource_name, {})
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+
+
+def to_core_image(image: MetadataImage) -> dict[str, object]:
+    """The image in the shape `krust._core.Broker.apply_metadata` takes (see _core.pyi)."""
+    return {
+        "cluster_id": image.cluster_id,
+        "controller_id": image.controller_id,
+        "metadata_offset": image.metadata_offset,
+        "brokers": [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in image.brokers.values()
+            if not b.fenced
+        ],
+        "topics": [
+            {
+                "name": topic.name,
+                "topic_id": topic.topic_id.bytes,
+                "internal": topic.internal,
+                "configs": dict(topic.configs),
+                "partitions": [
+                    {
+                        "partition": p.partition,
+                        "leader": p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        "partition_epoch": p.partition_epoch,
+                        "replicas": list(p.replicas),
+                        "isr": list(p.isr),
+                    }
+                    for p in topic.partitions.values()
+                ],
+            }
+            for topic in image.topics.values()
+        ],
+    }

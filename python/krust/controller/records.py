@@ -1,0 +1,251 @@
+"""KIP-631 metadata records, as Kafka writes them to `__cluster_metadata`.
+
+Each class mirrors one version of a schema in Kafka's
+metadata/src/main/resources/common/metadata/*.json (field order, types, tags), written in
+kio's entity style so kio's serializer encodes and decodes it. The versions are the ones
+metadata.version 3.6-IV2 uses (see `METADATA_VERSION`).
+
+A record value is framed as: unsigned varint frame version (1), unsigned varint api key,
+unsigned varint record version, then the record body; the record key is null.
+"""
+
+import io
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_unsigned_varint
+from kio.serial.writers import write_unsigned_varint
+from kio.static.constants import EntityType
+from kio.static.primitive import i8, i16, i32, i64, u16
+
+FRAME_VERSION = 1
+METADATA_VERSION_FEATURE = "metadata.version"
+# metadata.version 3.6-IV2: the newest level whose records need neither directory
+# assignment (KIP-858) nor controller registration (KIP-919), which krust does not model.
+METADATA_VERSION = 14
+
+
+def _kafka(kafka_type: str, **extra: object) -> dict[str, object]:
+    return {"kafka_type": kafka_type, **extra}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerEndpoint:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    name: str = field(metadata=_kafka("string"))
+    host: str = field(metadata=_kafka("string"))
+    port: u16 = field(metadata=_kafka("uint16"))
+    security_protocol: i16 = field(metadata=_kafka("int16"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerFeature:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    name: str = field(metadata=_kafka("string"))
+    min_supported_version: i16 = field(metadata=_kafka("int16"))
+    max_supported_version: i16 = field(metadata=_kafka("int16"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRecord:
+    """A broker (re)registers: its endpoints, rack and epoch. Version 2."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 0
+    __version__: ClassVar[int] = 2
+    broker_id: i32 = field(metadata=_kafka("int32"))
+    is_migrating_zk_broker: bool = field(metadata=_kafka("bool"), default=False)
+    incarnation_id: uuid.UUID = field(metadata=_kafka("uuid"))
+    broker_epoch: i64 = field(metadata=_kafka("int64"))
+    end_points: tuple[BrokerEndpoint, ...]
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = field(metadata=_kafka("string"), default=None)
+    fenced: bool = field(metadata=_kafka("bool"), default=True)
+    in_controlled_shutdown: bool = field(metadata=_kafka("bool"), default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecord:
+    """A topic is created. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 2
+    __version__: ClassVar[int] = 0
+    name: str = field(metadata=_kafka("string"))
+    topic_id: uuid.UUID = field(metadata=_kafka("uuid"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRecord:
+    """A partition is created (or wholly replaced). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 3
+    __version__: ClassVar[int] = 0
+    partition_id: i32 = field(metadata=_kafka("int32"))
+    topic_id: uuid.UUID = field(metadata=_kafka("uuid"))
+    replicas: tuple[i32, ...] = field(metadata=_kafka("int32"))
+    isr: tuple[i32, ...] = field(metadata=_kafka("int32"))
+    removing_replicas: tuple[i32, ...] = field(metadata=_kafka("int32"), default=())
+    adding_replicas: tuple[i32, ...] = field(metadata=_kafka("int32"), default=())
+    leader: i32 = field(metadata=_kafka("int32"))
+    leader_recovery_state: i8 = field(metadata=_kafka("int8", tag=0), default=i8(0))
+    leader_epoch: i32 = field(metadata=_kafka("int32"))
+    partition_epoch: i32 = field(metadata=_kafka("int32"))
+
+
+NO_LEADER_CHANGE = -2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionChangeRecord:
+    """A partition's leader, ISR or replicas change; None/-2 mean unchanged. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 5
+    __version__: ClassVar[int] = 0
+    partition_id: i32 = field(metadata=_kafka("int32"))
+    topic_id: uuid.UUID = field(metadata=_kafka("uuid"))
+    isr: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=0), default=None)
+    leader: i32 = field(metadata=_kafka("int32", tag=1), default=i32(NO_LEADER_CHANGE))
+    replicas: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=2), default=None)
+    removing_replicas: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=3), default=None)
+    adding_replicas: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=4), default=None)
+    leader_recovery_state: i8 = field(metadata=_kafka("int8", tag=5), default=i8(-1))
+
+
+TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord:
+    """A config of a resource is set (value) or deleted (None). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 4
+    __version__: ClassVar[int] = 0
+    resource_type: i8 = field(metadata=_kafka("int8"))
+    resource_name: str = field(metadata=_kafka("string"))
+    name: str = field(metadata=_kafka("string"))
+    value: str | None = field(metadata=_kafka("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicRecord:
+    """A topic and all its partitions and configs are deleted. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 9
+    __version__: ClassVar[int] = 0
+    topic_id: uuid.UUID = field(metadata=_kafka("uuid"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureLevelRecord:
+    """A finalized feature level (metadata.version first of all). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 12
+    __version__: ClassVar[int] = 0
+    name: str = field(metadata=_kafka("string"))
+    feature_level: i16 = field(metadata=_kafka("int16"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsRecord:
+    """A block of producer ids was handed out; the next block starts at next_producer_id.
+    Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 15
+    __version__: ClassVar[int] = 0
+    broker_id: i32 = field(metadata=_kafka("int32"))
+    broker_epoch: i64 = field(metadata=_kafka("int64"), default=i64(-1))
+    next_producer_id: i64 = field(metadata=_kafka("int64"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoOpRecord:
+    """Advances the log without changing anything. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 20
+    __version__: ClassVar[int] = 0
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | ConfigRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | ProducerIdsRecord
+    | NoOpRecord
+)
+RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
+    (cls.__api_key__, cls.__version__): cls
+    for cls in (
+        RegisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        ConfigRecord,
+        RemoveTopicRecord,
+        FeatureLevelRecord,
+        ProducerIdsRecord,
+        NoOpRecord,
+    )
+}
+
+
+class MetadataRecordError(ValueError):
+    """A metadata log record krust cannot read."""
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    """The framed record value."""
+    buffer = io.BytesIO()
+    write_unsigned_varint(buffer, FRAME_VERSION)
+    write_unsigned_varint(buffer, record.__api_key__)
+    write_unsigned_varint(buffer, record.__version__)
+    entity_writer(type(record))(buffer, record)
+    return buffer.getvalue()
+
+
+def decode_record(value: bytes) -> MetadataRecord:
+    """The record of a framed value; raises MetadataRecordError for anything unreadable."""
+    try:
+        frame_version, offset = read_unsigned_varint(value, 0)
+        api_key, size = read_unsigned_varint(value, offset)
+        offset += size
+        version, size = read_unsigned_varint(value, offset)
+        offset += size
+    except Exception as error:
+        raise MetadataRecordError(f"truncated record frame: {error}") from None
+    if frame_version != FRAME_VERSION:
+        raise MetadataRecordError(f"unsupported frame version {frame_version}")
+    record_type = RECORD_TYPES.get((api_key, version))
+    if record_type is None:
+        raise MetadataRecordError(f"unsupported record: api key {api_key} version {version}")
+    try:
+        record, size = entity_reader(record_type)(value, offset)
+    except Exception as error:
+        raise MetadataRecordError(f"malformed {record_type.__name__}: {error}") from None
+    if offset + size != len(value):
+        raise MetadataRecordError(f"{len(value) - offset - size} trailing bytes after a record")
+    return record
