@@ -279,6 +279,10 @@ BROKER_KEYS: tuple[ConfigKey, ...] = (
               "How often stale offsets are removed."),
     ConfigKey("offsets.commit.timeout.ms", ConfigType.INT, "5000", at_least(1),
               "Longest an offset commit waits to be written."),
+    ConfigKey("offsets.load.buffer.size", ConfigType.INT, "5242880", at_least(1),
+              "Bytes read at a time when loading __consumer_offsets."),
+    ConfigKey("offset.metadata.max.bytes", ConfigType.INT, "4096", None,
+              "Largest metadata string an offset commit may carry."),
     # Transactions and idempotence.
     ConfigKey("transactional.id.expiration.ms", ConfigType.INT, "604800000", at_least(1),
               "Idle transactional ids expire after this long."),

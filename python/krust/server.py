@@ -1,0 +1,57 @@
+"""Wires the Rust core, the controller and the services to the bridge, and serves until a signal."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from krust import controller
+from krust.bridge import Dispatcher
+from krust.config import BrokerConfig, core_settings
+from krust.context import BrokerContext
+
+Installer = Callable[[BrokerContext], object]
+
+# Each service registers its APIs on ctx.dispatcher; the controller comes first.
+SERVICES: list[Installer] = [controller.install]
+
+
+def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
+    """Open the core, replay the metadata log, install the services, serve until
+    SIGINT/SIGTERM; then stop the services' loop and close the core (flush, checkpoints)."""
+    from krust import _core  # the extension; imported here so config and controller need it not
+
+    core = _core.Broker(core_settings(config))
+    dispatcher = Dispatcher()
+    try:
+        ctx = BrokerContext(
+            config=config,
+            core=core,
+            controller=controller.Controller.open(config, core),
+            dispatcher=dispatcher,
+        )
+        for install in SERVICES:
+            install(ctx)
+        on_ready()
+        with _shutdown_on_signals(core.shutdown):
+            core.serve(dispatcher.submit, dispatcher.supported_versions())
+    finally:
+        dispatcher.close()
+        core.close()
+
+
+@contextmanager
+def _shutdown_on_signals(shutdown: Callable[[], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM ask the core to stop serving (a clean shutdown, exit status 0)."""
+
+    def handle(_signum: int, _frame: FrameType | None) -> None:
+        shutdown()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
