@@ -1,1 +1,47 @@
-//! Kafka-compatible log storage.
+//! Kafka-compatible log storage: Kafka's on-disk layout, byte for byte, so Kafka's own tools
+//! (`kafka-dump-log`, `DumpLogSegments`) read what krust writes.
+//!
+//! Reading order, from bytes up:
+//! - [`batch`]: RecordBatch v2 header view — parse, check (CRC32C), patch; [`records`]: a cheap
+//!   structural walk over uncompressed records.
+//! - [`validate`]: Kafka's `LogValidator` checks for produced record sets.
+//! - [`offset_index`], [`time_index`]: the mmap'd sparse `.index` / `.timeindex` files.
+//! - [`segment`]: `LogSegment`, one `.log` file with its indexes; [`file_records`]: positional
+//!   reads of it.
+//! - [`producer_state`], [`producer_snapshot`]: idempotent-producer state and its snapshots.
+//! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
+//! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
+//!   clean or unclean stop.
+//! - [`log_manager`]: every log under `log.dirs`.
+
+pub mod batch;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod fetch;
+mod file_records;
+mod index_file;
+pub mod leader_epoch;
+pub mod log;
+pub mod log_manager;
+pub mod offset_index;
+pub mod partition_metadata;
+pub mod producer_snapshot;
+pub mod producer_state;
+pub mod records;
+mod recovery;
+pub mod segment;
+pub mod time_index;
+pub mod topic_partition;
+mod validate;
+
+#[cfg(test)]
+mod log_tests;
+
+pub use config::{LogConfig, TimestampType};
+pub use error::{AppendError, BatchError, LogError, ReadError};
+pub use fetch::{FetchDataInfo, ReadPlan};
+pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
+pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use segment::TimestampAndOffset;
+pub use topic_partition::TopicPartition;

@@ -1,0 +1,155 @@
+//! Kafka's checkpoint text files, written atomically (`<file>.tmp`, fsync, rename).
+//!
+//! Format: a version line `0`, a count line, then one entry per line with space-separated
+//! fields: `topic partition offset` for `recovery-point-offset-checkpoint` and
+//! `log-start-offset-checkpoint`, `epoch startOffset` for `leader-epoch-checkpoint`.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::LogError;
+use crate::topic_partition::TopicPartition;
+
+pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+const CHECKPOINT_VERSION: &str = "0";
+
+/// Replaces `path` with `contents` so that a crash leaves either the old or the new file.
+pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = PathBuf::from(tmp_name);
+    {
+        let mut file = File::create(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(parent) = path.parent() {
+        File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Renders entries (already formatted lines) in Kafka's checkpoint layout.
+pub(crate) fn format_checkpoint(lines: &[String]) -> String {
+    let mut text = format!("{CHECKPOINT_VERSION}\n{}\n", lines.len());
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Reads a checkpoint file into its entry lines, split on whitespace; a missing file is empty.
+pub(crate) fn read_checkpoint_entries(
+    path: &Path,
+    fields: usize,
+) -> Result<Vec<Vec<String>>, LogError> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(LogError::io(path)(e)),
+    };
+    let malformed = |reason: &str| LogError::Malformed {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    let mut lines = text.lines();
+    if lines.next().map(str::trim) != Some(CHECKPOINT_VERSION) {
+        return Err(malformed("unsupported version line"));
+    }
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| malformed("bad count line"))?;
+    let entries: Vec<Vec<String>> = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
+    if entries.len() != count {
+        return Err(malformed("entry count does not match the count line"));
+    }
+    if entries.iter().any(|e: &Vec<String>| e.len() != fields) {
+        return Err(malformed("wrong number of fields in an entry"));
+    }
+    Ok(entries)
+}
+
+/// A per-log-dir `topic partition offset` checkpoint file.
+#[derive(Clone, Debug)]
+pub struct OffsetCheckpointFile {
+    path: PathBuf,
+}
+
+impl OffsetCheckpointFile {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// All entries; an absent file reads as empty.
+    pub fn read(&self) -> Result<BTreeMap<TopicPartition, i64>, LogError> {
+        let malformed = || LogError::Malformed {
+            path: self.path.clone(),
+            reason: "unparsable entry".to_string(),
+        };
+        read_checkpoint_entries(&self.path, 3)?
+            .into_iter()
+            .map(|fields| {
+                let partition = fields[1].parse().map_err(|_| malformed())?;
+                let offset = fields[2].parse().map_err(|_| malformed())?;
+                Ok((TopicPartition::new(fields[0].clone(), partition), offset))
+            })
+            .collect()
+    }
+
+    /// Atomically replaces the file with `offsets`.
+    pub fn write(&self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<(), LogError> {
+        let lines: Vec<String> = offsets
+            .iter()
+            .map(|(tp, offset)| format!("{} {} {}", tp.topic, tp.partition, offset))
+            .collect();
+        write_atomically(&self.path, format_checkpoint(&lines).as_bytes())
+            .map_err(LogError::io(&self.path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_kafkas_layout_and_reads_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = OffsetCheckpointFile::new(dir.path().join(RECOVERY_POINT_CHECKPOINT_FILE));
+        assert!(file.read().unwrap().is_empty());
+        let mut offsets = BTreeMap::new();
+        offsets.insert(TopicPartition::new("a-b", 0), 17);
+        offsets.insert(TopicPartition::new("c", 3), 0);
+        file.write(&offsets).unwrap();
+        let text = fs::read_to_string(file.path()).unwrap();
+        assert_eq!(text, "0\n2\na-b 0 17\nc 3 0\n");
+        assert_eq!(file.read().unwrap(), offsets);
+        assert!(!dir
+            .path()
+            .join("recovery-point-offset-checkpoint.tmp")
+            .exists());
+    }
+
+    #[test]
+    fn rejects_a_count_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cp");
+        fs::write(&path, "0\n2\nt 0 5\n").unwrap();
+        assert!(matches!(
+            OffsetCheckpointFile::new(&path).read(),
+            Err(LogError::Malformed { .. })
+        ));
+    }
+}

@@ -1,0 +1,193 @@
+//! Typed errors, each mapped to the Kafka error code a client should see.
+
+use std::io;
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Kafka error codes used by the storage layer (see Kafka's `Errors` enum).
+pub mod codes {
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const INVALID_TIMESTAMP: i16 = 32;
+    pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const INVALID_RECORD: i16 = 87;
+    pub const INCONSISTENT_TOPIC_ID: i16 = 103;
+}
+
+/// Why a single record batch is not acceptable as it stands.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    #[error("record batch is truncated: {available} bytes available, {needed} needed")]
+    Truncated { available: usize, needed: usize },
+    #[error("record batch has an illegal length {0}")]
+    IllegalLength(i32),
+    #[error("record batch magic {0} is not supported (only v2)")]
+    UnsupportedMagic(i8),
+    #[error("record batch CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+}
+
+impl BatchError {
+    /// The Kafka error code for this problem.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            Self::Truncated { .. } | Self::IllegalLength(_) | Self::CrcMismatch { .. } => {
+                codes::CORRUPT_MESSAGE
+            }
+            Self::UnsupportedMagic(_) => codes::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+            Self::InvalidRecord(_) => codes::INVALID_RECORD,
+        }
+    }
+}
+
+/// Why `Log::append_as_leader` refused (or failed to store) a produced record set.
+#[derive(Debug, Error)]
+pub enum AppendError {
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    #[error("record set of {size} bytes exceeds segment.bytes {segment_bytes}")]
+    RecordListTooLarge { size: usize, segment_bytes: usize },
+    #[error("timestamp {timestamp} is out of the accepted range at {now_ms}")]
+    InvalidTimestamp { timestamp: i64, now_ms: i64 },
+    #[error(
+        "producer {producer_id}: sequence {found} does not follow {expected_after} (epoch {epoch})"
+    )]
+    OutOfOrderSequence {
+        producer_id: i64,
+        epoch: i16,
+        expected_after: i32,
+        found: i32,
+    },
+    #[error("producer {producer_id}: epoch {found} is older than the current epoch {current}")]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        current: i16,
+        found: i16,
+    },
+    #[error("the log is closed or was deleted")]
+    LogClosed,
+    #[error("storage failure: {0}")]
+    Storage(#[from] io::Error),
+}
+
+impl AppendError {
+    /// The Kafka error code for the Produce response.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            Self::Batch(e) => e.kafka_error_code(),
+            Self::MessageTooLarge { .. } => codes::MESSAGE_TOO_LARGE,
+            Self::RecordListTooLarge { .. } => codes::RECORD_LIST_TOO_LARGE,
+            Self::InvalidTimestamp { .. } => codes::INVALID_TIMESTAMP,
+            Self::OutOfOrderSequence { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            Self::InvalidProducerEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
+            Self::LogClosed | Self::Storage(_) => codes::KAFKA_STORAGE_ERROR,
+        }
+    }
+}
+
+/// Why a read (Fetch / ListOffsets) could not be served.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    #[error("offset {offset} is outside the log range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    #[error("the log is closed or was deleted")]
+    LogClosed,
+    #[error("storage failure: {0}")]
+    Storage(#[from] io::Error),
+}
+
+impl ReadError {
+    /// The Kafka error code for the Fetch / ListOffsets response.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            Self::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
+            Self::LogClosed | Self::Storage(_) => codes::KAFKA_STORAGE_ERROR,
+        }
+    }
+}
+
+/// Failures while opening, flushing, checkpointing or deleting logs.
+#[derive(Debug, Error)]
+pub enum LogError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: malformed file: {reason}")]
+    Malformed { path: PathBuf, reason: String },
+    #[error("{dir}: partition.metadata names a different topic id")]
+    InconsistentTopicId { dir: PathBuf },
+    #[error("invalid topic name {0:?}")]
+    InvalidTopicName(String),
+    #[error("{0} is present in more than one log dir")]
+    DuplicateLog(String),
+    #[error("invalid log configuration: {0}")]
+    InvalidConfig(String),
+    #[error("the log is closed or was deleted")]
+    LogClosed,
+}
+
+impl LogError {
+    /// The Kafka error code a request touching this log should get.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            Self::InconsistentTopicId { .. } => codes::INCONSISTENT_TOPIC_ID,
+            Self::InvalidTopicName(_) => codes::INVALID_TOPIC_EXCEPTION,
+            Self::InvalidConfig(_) => codes::INVALID_CONFIG,
+            _ => codes::KAFKA_STORAGE_ERROR,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> LogError {
+        let path = path.into();
+        move |source| LogError::Io { path, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_match_kafka() {
+        let magic = AppendError::from(BatchError::UnsupportedMagic(1));
+        assert_eq!(magic.kafka_error_code(), 43);
+        let crc = AppendError::from(BatchError::CrcMismatch {
+            stored: 1,
+            computed: 2,
+        });
+        assert_eq!(crc.kafka_error_code(), 2);
+        let big = AppendError::MessageTooLarge { size: 2, max: 1 };
+        assert_eq!(big.kafka_error_code(), 10);
+        let list = AppendError::RecordListTooLarge {
+            size: 2,
+            segment_bytes: 1,
+        };
+        assert_eq!(list.kafka_error_code(), 18);
+        let range = ReadError::OffsetOutOfRange {
+            offset: 9,
+            log_start_offset: 0,
+            log_end_offset: 1,
+        };
+        assert_eq!(range.kafka_error_code(), 1);
+        assert_eq!(AppendError::LogClosed.kafka_error_code(), 56);
+    }
+}

@@ -1,0 +1,183 @@
+//! A memory-mapped file of fixed-size big-endian entries: the storage shared by
+//! `OffsetIndex` and `TimeIndex`.
+//!
+//! An active segment's index is preallocated to `segment.index.bytes` (zero-filled, sparse) and
+//! trimmed to its entries when the segment is rolled or closed, as Kafka does. After an unclean
+//! stop a preallocated file still ends in zeros; those unused entries are not counted.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::MmapMut;
+
+pub(crate) struct IndexFile {
+    path: PathBuf,
+    file: Arc<File>,
+    mmap: Option<MmapMut>,
+    entry_size: usize,
+    entries: usize,
+}
+
+impl IndexFile {
+    /// Opens (creating if absent) an index file; with `max_bytes` it is resized to that capacity.
+    pub(crate) fn open(path: &Path, entry_size: usize, max_bytes: Option<u64>) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let length = file.metadata()?.len();
+        let mut index = Self {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            mmap: None,
+            entry_size,
+            entries: 0,
+        };
+        index.map(length)?;
+        index.entries = index.capacity();
+        while index.entries > 0 && index.entry(index.entries - 1).iter().all(|b| *b == 0) {
+            index.entries -= 1;
+        }
+        if let Some(max_bytes) = max_bytes {
+            index.resize(max_bytes)?;
+        }
+        Ok(index)
+    }
+
+    fn map(&mut self, length: u64) -> io::Result<()> {
+        self.mmap = None;
+        if length == 0 {
+            return Ok(());
+        }
+        // SAFETY: the file belongs to this partition directory, which only this process opens
+        // (one broker per log dir), and every resize unmaps before changing the file length,
+        // so the mapping never outlives or overruns the file.
+        self.mmap = Some(unsafe { MmapMut::map_mut(&*self.file)? });
+        Ok(())
+    }
+
+    /// Sets the file's capacity to `max_bytes` rounded down to whole entries (never below the
+    /// entries in use).
+    pub(crate) fn resize(&mut self, max_bytes: u64) -> io::Result<()> {
+        let entry_size = self.entry_size as u64;
+        let wanted = (max_bytes / entry_size * entry_size).max(self.entries as u64 * entry_size);
+        let current = self.mmap.as_ref().map_or(0, |m| m.len() as u64);
+        if wanted == current && self.file.metadata()?.len() == wanted {
+            return Ok(());
+        }
+        if let Some(mmap) = self.mmap.take() {
+            mmap.flush()?;
+        }
+        self.file.set_len(wanted)?;
+        self.map(wanted)
+    }
+
+    /// Shrinks the file to exactly the entries in use.
+    pub(crate) fn trim_to_valid_size(&mut self) -> io::Result<()> {
+        self.resize((self.entries * self.entry_size) as u64)
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.mmap.as_ref().map_or(0, |m| m.len() / self.entry_size)
+    }
+
+    pub(crate) fn entries(&self) -> usize {
+        self.entries
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.entries >= self.capacity()
+    }
+
+    pub(crate) fn entry(&self, i: usize) -> &[u8] {
+        let mmap = self
+            .mmap
+            .as_ref()
+            .expect("entry index is below the capacity");
+        &mmap[i * self.entry_size..(i + 1) * self.entry_size]
+    }
+
+    /// Appends one entry; false when the file is full.
+    pub(crate) fn push(&mut self, entry: &[u8]) -> bool {
+        debug_assert_eq!(entry.len(), self.entry_size);
+        if self.is_full() {
+            return false;
+        }
+        let start = self.entries * self.entry_size;
+        let mmap = self.mmap.as_mut().expect("a non-full index is mapped");
+        mmap[start..start + self.entry_size].copy_from_slice(entry);
+        self.entries += 1;
+        true
+    }
+
+    /// Keeps the first `entries` entries, zeroing the rest so a later open does not count them.
+    pub(crate) fn truncate_entries(&mut self, entries: usize) {
+        if entries >= self.entries {
+            return;
+        }
+        let (start, end) = (entries * self.entry_size, self.entries * self.entry_size);
+        if let Some(mmap) = self.mmap.as_mut() {
+            mmap[start..end].fill(0);
+        }
+        self.entries = entries;
+    }
+
+    /// The index of the last entry whose key is <= `target` (keys ascend), if any.
+    pub(crate) fn largest_lower_bound(
+        &self,
+        key: impl Fn(&[u8]) -> i64,
+        target: i64,
+    ) -> Option<usize> {
+        let (mut low, mut high) = (0, self.entries);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if key(self.entry(middle)) <= target {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low.checked_sub(1)
+    }
+
+    /// The index of the first entry whose key is >= `target` (keys ascend), or `entries()`.
+    pub(crate) fn smallest_upper_bound(&self, key: impl Fn(&[u8]) -> i64, target: i64) -> usize {
+        let (mut low, mut high) = (0, self.entries);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if key(self.entry(middle)) < target {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
+    }
+
+    pub(crate) fn file_handle(&self) -> Arc<File> {
+        Arc::clone(&self.file)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file length a trimmed index would have; a mismatch means it was not cleanly closed.
+    pub(crate) fn file_length_is_whole_entries(&self) -> io::Result<bool> {
+        Ok(self.file.metadata()?.len() % self.entry_size as u64 == 0)
+    }
+}
+
+pub(crate) fn be_i32(bytes: &[u8]) -> i32 {
+    i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+pub(crate) fn be_i64(bytes: &[u8]) -> i64 {
+    let mut raw = [0u8; 8];
+    raw.copy_from_slice(&bytes[..8]);
+    i64::from_be_bytes(raw)
+}

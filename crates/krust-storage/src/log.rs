@@ -1,0 +1,466 @@
+//! `Log`: one partition's log — an ordered set of segments, the offsets that bound it, its
+//! producer state and leader-epoch cache. Appends go to the last (active) segment.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::batch::{self, NO_TIMESTAMP};
+use crate::config::{LogConfig, TimestampType};
+use crate::error::{AppendError, LogError};
+use crate::leader_epoch::LeaderEpochFileCache;
+use crate::partition_metadata::PartitionMetadataFile;
+use crate::producer_state::{BatchMetadata, ProducerAppend, ProducerStateManager};
+use crate::recovery;
+use crate::segment::{AppendedBatch, IncomingAppend, LogSegment};
+use crate::topic_partition::TopicPartition;
+use crate::validate::validate_records;
+
+/// Where loading a log starts from: the log dir's checkpoints and clean-shutdown marker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadParams {
+    /// Offset below which the log is known to be fsynced (`recovery-point-offset-checkpoint`).
+    pub recovery_point: i64,
+    /// `log-start-offset-checkpoint`.
+    pub log_start_offset: i64,
+    /// The log dir held `.kafka_cleanshutdown`: skip the recovery scan.
+    pub had_clean_shutdown: bool,
+}
+
+/// The outcome of an append, as the Produce response needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// The largest timestamp stored for the appended batches.
+    pub max_timestamp: i64,
+    /// The broker time stamped on the batches for LogAppendTime topics, else -1.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    /// Records appended (0 for a duplicate).
+    pub record_count: i64,
+    /// An idempotent retry of an already written batch: nothing was written and the offsets
+    /// are the original ones.
+    pub duplicate: bool,
+}
+
+/// File handles to fsync for a flush, taken under the lock and run outside it.
+pub struct FlushTask {
+    handles: Vec<Arc<File>>,
+    dir: PathBuf,
+    up_to: i64,
+    unflushed_messages: i64,
+}
+
+impl FlushTask {
+    /// fsyncs the segment files and the partition directory.
+    pub fn run(&self) -> io::Result<()> {
+        for handle in &self.handles {
+            handle.sync_all()?;
+        }
+        File::open(&self.dir)?.sync_all()
+    }
+
+    /// The offset below which the log is durable once `run` succeeded.
+    pub fn up_to(&self) -> i64 {
+        self.up_to
+    }
+}
+
+pub struct Log {
+    dir: PathBuf,
+    topic_partition: TopicPartition,
+    topic_id: Option<[u8; 16]>,
+    config: LogConfig,
+    pub(crate) segments: BTreeMap<i64, LogSegment>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
+    recovery_point: i64,
+    producer_state: ProducerStateManager,
+    pub(crate) leader_epoch_cache: LeaderEpochFileCache,
+    unflushed_messages: i64,
+    last_flush_ms: i64,
+    pub(crate) closed: bool,
+}
+
+pub(crate) fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir`, recovering it if the last stop was unclean.
+    ///
+    /// With a `topic_id`, `partition.metadata` is written if absent and must match if present.
+    pub fn open(
+        dir: &Path,
+        topic_partition: TopicPartition,
+        topic_id: Option<[u8; 16]>,
+        config: LogConfig,
+        params: LoadParams,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        config.validate()?;
+        fs::create_dir_all(dir).map_err(LogError::io(dir))?;
+        let topic_id = reconcile_topic_id(dir, topic_id)?;
+        let loaded = recovery::load_segments(dir, &config, &params, now_ms)?;
+        let log_end_offset = loaded.log_end_offset;
+        let first_base = loaded.segments.keys().next().copied().unwrap_or(0);
+        let log_start_offset = params.log_start_offset.max(first_base).min(log_end_offset);
+        let mut leader_epoch_cache = LeaderEpochFileCache::load(dir)?;
+        leader_epoch_cache.truncate_from_end(log_end_offset)?;
+        let mut producer_state = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
+        recovery::replay_producer_state(&mut producer_state, &loaded.segments, log_end_offset)
+            .map_err(LogError::io(dir))?;
+        let recovery_point = if params.had_clean_shutdown {
+            log_end_offset
+        } else {
+            params
+                .recovery_point
+                .clamp(log_start_offset, log_end_offset)
+        };
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            topic_partition,
+            topic_id,
+            config,
+            segments: loaded.segments,
+            log_start_offset,
+            log_end_offset,
+            recovery_point,
+            producer_state,
+            leader_epoch_cache,
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+            closed: false,
+        })
+    }
+
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.topic_partition
+    }
+
+    pub fn topic_id(&self) -> Option<[u8; 16]> {
+        self.topic_id
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Applies new topic settings; they take effect for the next append / roll.
+    pub fn update_config(&mut self, config: LogConfig) -> Result<(), LogError> {
+        config.validate()?;
+        for segment in self.segments.values_mut() {
+            segment.set_index_interval_bytes(&config);
+        }
+        self.config = config;
+        Ok(())
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// The offset the next appended record will get.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+
+    /// Offsets below this are fsynced.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// The latest leader epoch that appended to this log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.leader_epoch_cache.latest_epoch()
+    }
+
+    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset), or (-1, -1).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.leader_epoch_cache
+            .end_offset_for(epoch, self.log_end_offset)
+    }
+
+    pub fn leader_epoch_cache(&self) -> &LeaderEpochFileCache {
+        &self.leader_epoch_cache
+    }
+
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producer_state
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    /// Total bytes of the `.log` files.
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(LogSegment::size).sum()
+    }
+
+    /// Records appended since the last flush.
+    pub fn unflushed_messages(&self) -> i64 {
+        self.unflushed_messages
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    fn active_segment(&self) -> &LogSegment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_segment_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    /// Validates a Produce request's record set, assigns offsets and appends it.
+    ///
+    /// The batches are stored exactly as produced except for the patched base offset,
+    /// partition leader epoch and (for LogAppendTime topics) timestamp type, max timestamp
+    /// and CRC.
+    pub fn append_as_leader(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, AppendError> {
+        if self.closed {
+            return Err(AppendError::LogClosed);
+        }
+        let batches = validate_records(records, &self.config, now_ms)?;
+        // Like Kafka, the first retried batch answers the whole request.
+        for validated in batches.iter().filter(|b| b.header.has_producer_id()) {
+            if let Some(duplicate) = self.producer_state.find_duplicate(&validated.header) {
+                return Ok(self.duplicate_info(duplicate));
+            }
+        }
+        let mut staged = ProducerAppend::default();
+        let mut next_offset = self.log_end_offset;
+        for validated in &batches {
+            if validated.header.has_producer_id() {
+                self.producer_state
+                    .validate(&mut staged, &validated.header, next_offset)?;
+            }
+            next_offset += i64::from(validated.header.last_offset_delta) + 1;
+        }
+
+        let log_append_time = match self.config.message_timestamp_type {
+            TimestampType::LogAppendTime => now_ms,
+            TimestampType::CreateTime => NO_TIMESTAMP,
+        };
+        let mut buffer = records.to_vec();
+        let mut appended = Vec::with_capacity(batches.len());
+        let mut offset = self.log_end_offset;
+        for validated in &batches {
+            let bytes = &mut buffer[validated.range.clone()];
+            batch::set_base_offset(bytes, offset);
+            batch::set_partition_leader_epoch(bytes, leader_epoch);
+            let header = &validated.header;
+            let max_timestamp = match self.config.message_timestamp_type {
+                TimestampType::LogAppendTime => now_ms,
+                TimestampType::CreateTime => validated.max_timestamp,
+            };
+            let header_stale = header.max_timestamp != max_timestamp
+                || header.timestamp_type() != self.config.message_timestamp_type;
+            if header_stale {
+                batch::set_max_timestamp(bytes, self.config.message_timestamp_type, max_timestamp);
+            }
+            let last_offset = offset + i64::from(header.last_offset_delta);
+            appended.push(AppendedBatch {
+                last_offset,
+                max_timestamp,
+                size: bytes.len() as u64,
+            });
+            offset = last_offset + 1;
+        }
+        let first_offset = self.log_end_offset;
+        let last_offset = offset - 1;
+        let max_timestamp = appended
+            .iter()
+            .map(|b| b.max_timestamp)
+            .max()
+            .unwrap_or(NO_TIMESTAMP);
+        let incoming = IncomingAppend {
+            size: buffer.len() as u64,
+            max_timestamp,
+            last_offset,
+        };
+        if self
+            .active_segment()
+            .should_roll(&self.config, &incoming, now_ms)
+        {
+            self.roll(now_ms)?;
+        }
+        self.active_segment_mut().append(&buffer, &appended)?;
+
+        self.log_end_offset = offset;
+        self.producer_state.commit(staged, offset);
+        let record_count = offset - first_offset;
+        self.unflushed_messages += record_count;
+        self.leader_epoch_cache
+            .assign(leader_epoch, first_offset)
+            .map_err(|e| AppendError::Storage(io::Error::other(e.to_string())))?;
+        if self.unflushed_messages >= self.config.flush_interval_messages {
+            self.flush()
+                .map_err(|e| AppendError::Storage(io::Error::other(e.to_string())))?;
+        }
+        Ok(LogAppendInfo {
+            first_offset,
+            last_offset,
+            max_timestamp,
+            log_append_time,
+            log_start_offset: self.log_start_offset,
+            record_count,
+            duplicate: false,
+        })
+    }
+
+    fn duplicate_info(&self, duplicate: BatchMetadata) -> LogAppendInfo {
+        let log_append_time = match self.config.message_timestamp_type {
+            TimestampType::LogAppendTime => duplicate.timestamp,
+            TimestampType::CreateTime => NO_TIMESTAMP,
+        };
+        LogAppendInfo {
+            first_offset: duplicate.first_offset,
+            last_offset: duplicate.last_offset,
+            max_timestamp: duplicate.timestamp,
+            log_append_time,
+            log_start_offset: self.log_start_offset,
+            record_count: 0,
+            duplicate: true,
+        }
+    }
+
+    /// Starts a new active segment at the log end offset (snapshotting producer state there).
+    pub fn roll(&mut self, now_ms: i64) -> io::Result<()> {
+        let new_base = self.log_end_offset;
+        if self.active_segment().base_offset() == new_base {
+            return Ok(());
+        }
+        let segment = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
+        self.active_segment_mut().on_become_inactive()?;
+        self.segments.insert(new_base, segment);
+        self.producer_state.take_snapshot()
+    }
+
+    /// The fsync work that would make the whole log durable, or `None` if it already is.
+    pub fn flush_task(&self) -> Option<FlushTask> {
+        if self.closed || self.recovery_point >= self.log_end_offset {
+            return None;
+        }
+        let first = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(base, _)| *base);
+        let handles = self
+            .segments
+            .range(first..)
+            .flat_map(|(_, segment)| segment.flush_handles())
+            .collect();
+        Some(FlushTask {
+            handles,
+            dir: self.dir.clone(),
+            up_to: self.log_end_offset,
+            unflushed_messages: self.unflushed_messages,
+        })
+    }
+
+    /// Records a successful `FlushTask::run`: the recovery point advances.
+    pub fn complete_flush(&mut self, task: &FlushTask) {
+        self.recovery_point = self.recovery_point.max(task.up_to);
+        self.unflushed_messages = (self.unflushed_messages - task.unflushed_messages).max(0);
+        self.last_flush_ms = wall_clock_ms();
+    }
+
+    /// fsyncs everything appended so far.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        match self.flush_task() {
+            Some(task) => {
+                task.run().map_err(LogError::io(&self.dir))?;
+                self.complete_flush(&task);
+            }
+            None => self.last_flush_ms = wall_clock_ms(),
+        }
+        Ok(())
+    }
+
+    /// Whether `flush.messages` / `flush.ms` call for a flush, or a rolled segment awaits one.
+    pub fn needs_flush(&self, now_ms: i64) -> bool {
+        if self.closed || self.recovery_point >= self.log_end_offset {
+            return false;
+        }
+        self.unflushed_messages >= self.config.flush_interval_messages
+            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
+            || self.recovery_point < self.active_segment().base_offset()
+    }
+
+    /// Flushes, seals the active segment's indexes and snapshots producer state. Later calls
+    /// on this log fail with "closed".
+    pub fn close(&mut self) -> Result<(), LogError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.flush()?;
+        self.active_segment_mut()
+            .on_become_inactive()
+            .map_err(LogError::io(&self.dir))?;
+        self.producer_state
+            .take_snapshot()
+            .map_err(LogError::io(&self.dir))?;
+        self.closed = true;
+        Ok(())
+    }
+
+    /// Closes the log and removes its directory with every file in it.
+    pub fn delete(&mut self) -> Result<(), LogError> {
+        self.closed = true;
+        self.segments.clear();
+        match fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(LogError::io(&self.dir)(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn reconcile_topic_id(
+    dir: &Path,
+    topic_id: Option<[u8; 16]>,
+) -> Result<Option<[u8; 16]>, LogError> {
+    let file = PartitionMetadataFile::new(dir);
+    let stored = file.read()?;
+    match (stored, topic_id) {
+        (Some(stored), Some(given)) if stored != given => Err(LogError::InconsistentTopicId {
+            dir: dir.to_path_buf(),
+        }),
+        (None, Some(given)) => {
+            file.write(&given)?;
+            Ok(Some(given))
+        }
+        (stored, given) => Ok(stored.or(given)),
+    }
+}

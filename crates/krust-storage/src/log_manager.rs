@@ -1,0 +1,264 @@
+//! `LogManager`: every partition log under the configured `log.dirs`, their checkpoints and
+//! the clean-shutdown marker.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tracing::{info, warn};
+
+use crate::checkpoint::{
+    write_atomically, OffsetCheckpointFile, LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+};
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::log::{wall_clock_ms, LoadParams, Log};
+use crate::topic_partition::{is_valid_topic_name, TopicPartition};
+
+/// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+
+/// A partition's log, shared between request handlers.
+pub type SharedLog = Arc<Mutex<Log>>;
+
+pub struct LogManager {
+    log_dirs: Vec<PathBuf>,
+    default_config: LogConfig,
+    logs: RwLock<BTreeMap<TopicPartition, SharedLog>>,
+}
+
+impl LogManager {
+    /// Loads every `<topic>-<partition>` directory under `log_dirs` (creating missing dirs),
+    /// recovering logs of dirs without the clean-shutdown marker, then removes the marker.
+    pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<Self, LogError> {
+        default_config.validate()?;
+        let mut logs = BTreeMap::new();
+        for dir in log_dirs {
+            fs::create_dir_all(dir).map_err(LogError::io(dir))?;
+            for (tp, log) in load_log_dir(dir, &default_config)? {
+                if logs.contains_key(&tp) {
+                    return Err(LogError::DuplicateLog(tp.to_string()));
+                }
+                logs.insert(tp, Arc::new(Mutex::new(log)));
+            }
+            let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+            if marker.exists() {
+                fs::remove_file(&marker).map_err(LogError::io(&marker))?;
+            }
+        }
+        Ok(Self {
+            log_dirs: log_dirs.to_vec(),
+            default_config,
+            logs: RwLock::new(logs),
+        })
+    }
+
+    pub fn log_dirs(&self) -> &[PathBuf] {
+        &self.log_dirs
+    }
+
+    pub fn default_config(&self) -> &LogConfig {
+        &self.default_config
+    }
+
+    pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog> {
+        self.logs.read().get(tp).cloned()
+    }
+
+    /// The partition's log, created in the least loaded log dir if it does not exist yet.
+    pub fn get_or_create(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Option<[u8; 16]>,
+        config: LogConfig,
+    ) -> Result<SharedLog, LogError> {
+        if let Some(log) = self.get(tp) {
+            return Ok(log);
+        }
+        if !is_valid_topic_name(&tp.topic) || tp.partition < 0 {
+            return Err(LogError::InvalidTopicName(tp.to_string()));
+        }
+        let mut logs = self.logs.write();
+        if let Some(log) = logs.get(tp) {
+            return Ok(Arc::clone(log));
+        }
+        let parent = self.least_loaded_dir(&logs);
+        let log = Log::open(
+            &parent.join(tp.dir_name()),
+            tp.clone(),
+            topic_id,
+            config,
+            LoadParams::default(),
+            wall_clock_ms(),
+        )?;
+        info!(partition = %tp, dir = %parent.display(), "created log");
+        let log = Arc::new(Mutex::new(log));
+        logs.insert(tp.clone(), Arc::clone(&log));
+        Ok(log)
+    }
+
+    fn least_loaded_dir(&self, logs: &BTreeMap<TopicPartition, SharedLog>) -> PathBuf {
+        let mut counts: HashMap<PathBuf, usize> =
+            self.log_dirs.iter().map(|d| (d.clone(), 0)).collect();
+        for log in logs.values() {
+            if let Some(parent) = log.lock().dir().parent() {
+                if let Some(count) = counts.get_mut(parent) {
+                    *count += 1;
+                }
+            }
+        }
+        self.log_dirs
+            .iter()
+            .min_by_key(|d| counts.get(*d).copied().unwrap_or(0))
+            .cloned()
+            .expect("at least one log dir")
+    }
+
+    /// Removes the partition's log and its directory; false if there was none.
+    pub fn delete(&self, tp: &TopicPartition) -> Result<bool, LogError> {
+        let Some(log) = self.logs.write().remove(tp) else {
+            return Ok(false);
+        };
+        log.lock().delete()?;
+        info!(partition = %tp, "deleted log");
+        Ok(true)
+    }
+
+    /// Applies new settings to every partition of `topic`.
+    pub fn update_config(&self, topic: &str, config: &LogConfig) -> Result<(), LogError> {
+        config.validate()?;
+        for (_, log) in self.logs.read().iter().filter(|(tp, _)| tp.topic == topic) {
+            log.lock().update_config(config.clone())?;
+        }
+        Ok(())
+    }
+
+    /// All partitions with a log here.
+    pub fn all_partitions(&self) -> Vec<TopicPartition> {
+        self.logs.read().keys().cloned().collect()
+    }
+
+    /// Flushes logs due per `flush.messages` / `flush.ms`, and rolled segments not yet
+    /// fsynced (which advances the recovery point). The fsyncs run outside each log's lock.
+    pub fn flush_dirty(&self, now_ms: i64) -> Result<(), LogError> {
+        let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
+        let mut first_error = None;
+        for log in logs {
+            let task = {
+                let log = log.lock();
+                if !log.needs_flush(now_ms) {
+                    continue;
+                }
+                log.flush_task()
+            };
+            let Some(task) = task else { continue };
+            let dir = log.lock().dir().to_path_buf();
+            match task.run() {
+                Ok(()) => log.lock().complete_flush(&task),
+                Err(e) => {
+                    warn!(dir = %dir.display(), error = %e, "flush failed");
+                    first_error.get_or_insert(LogError::Io {
+                        path: dir,
+                        source: e,
+                    });
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
+    pub fn checkpoint(&self) -> Result<(), LogError> {
+        let mut per_dir: HashMap<
+            PathBuf,
+            (BTreeMap<TopicPartition, i64>, BTreeMap<TopicPartition, i64>),
+        > = self
+            .log_dirs
+            .iter()
+            .map(|d| (d.clone(), Default::default()))
+            .collect();
+        for (tp, log) in self.logs.read().iter() {
+            let log = log.lock();
+            let Some(entry) = log.dir().parent().and_then(|p| per_dir.get_mut(p)) else {
+                continue;
+            };
+            entry.0.insert(tp.clone(), log.recovery_point());
+            entry.1.insert(tp.clone(), log.log_start_offset());
+        }
+        for (dir, (recovery_points, log_starts)) in per_dir {
+            OffsetCheckpointFile::new(dir.join(RECOVERY_POINT_CHECKPOINT_FILE))
+                .write(&recovery_points)?;
+            OffsetCheckpointFile::new(dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))
+                .write(&log_starts)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and closes every log (writing producer snapshots), checkpoints, and marks each
+    /// log dir as cleanly shut down. The logs refuse further appends and reads.
+    pub fn shutdown(&self) -> Result<(), LogError> {
+        for log in self.logs.read().values() {
+            log.lock().close()?;
+        }
+        self.checkpoint()?;
+        for dir in &self.log_dirs {
+            let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+            write_atomically(&marker, b"{\"version\":0,\"brokerEpoch\":-1}")
+                .map_err(LogError::io(&marker))?;
+        }
+        Ok(())
+    }
+}
+
+fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, LogError> {
+    match OffsetCheckpointFile::new(&path).read() {
+        Err(LogError::Malformed { reason, .. }) => {
+            warn!(path = %path.display(), %reason, "ignoring malformed checkpoint; logs will be fully recovered");
+            Ok(BTreeMap::new())
+        }
+        other => other,
+    }
+}
+
+fn load_log_dir(dir: &Path, config: &LogConfig) -> Result<Vec<(TopicPartition, Log)>, LogError> {
+    let had_clean_shutdown = dir.join(CLEAN_SHUTDOWN_FILE).exists();
+    let recovery_points = read_checkpoint_or_empty(dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
+    let log_starts = read_checkpoint_or_empty(dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
+    let now_ms = wall_clock_ms();
+    let mut logs = Vec::new();
+    for entry in fs::read_dir(dir).map_err(LogError::io(dir))? {
+        let entry = entry.map_err(LogError::io(dir))?;
+        let is_dir = entry
+            .file_type()
+            .map_err(LogError::io(entry.path()))?
+            .is_dir();
+        let Some(tp) = entry
+            .file_name()
+            .to_str()
+            .and_then(TopicPartition::from_dir_name)
+        else {
+            continue;
+        };
+        if !is_dir {
+            continue;
+        }
+        let params = LoadParams {
+            recovery_point: recovery_points.get(&tp).copied().unwrap_or(0),
+            log_start_offset: log_starts.get(&tp).copied().unwrap_or(0),
+            had_clean_shutdown,
+        };
+        let log = Log::open(
+            &entry.path(),
+            tp.clone(),
+            None,
+            config.clone(),
+            params,
+            now_ms,
+        )?;
+        logs.push((tp, log));
+    }
+    Ok(logs)
+}

@@ -1,0 +1,368 @@
+//! `ProducerStateManager`: idempotent-producer state of one partition (KIP-98).
+//!
+//! Per producer id it keeps the epoch and the last five batches' sequence and offset ranges,
+//! so a retried batch is recognised and answered with its original offsets, a gap in
+//! sequences is refused, and a fenced (older) epoch is refused. The state is snapshotted to
+//! `<offset>.snapshot` files so a restart replays only the log after the latest snapshot.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+
+use crate::batch::{increment_sequence, BatchHeader};
+use crate::checkpoint::write_atomically;
+use crate::error::{AppendError, LogError};
+use crate::producer_snapshot::{self, SnapshotEntry, SNAPSHOT_FILE_SUFFIX};
+use crate::segment::{offset_file_path, parse_offset_file_name};
+
+/// How many recent batches per producer are remembered for duplicate detection (Kafka's 5,
+/// matching `max.in.flight.requests.per.connection` <= 5 for idempotent producers).
+pub const NUM_BATCHES_TO_RETAIN: usize = 5;
+const NO_PRODUCER_EPOCH: i16 = -1;
+const NO_SEQUENCE: i32 = -1;
+
+/// Sequence and offset range of one appended batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchMetadata {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// The batch's max timestamp.
+    pub timestamp: i64,
+}
+
+/// What the partition remembers about one producer id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerStateEntry {
+    pub producer_epoch: i16,
+    pub batches: VecDeque<BatchMetadata>,
+    pub coordinator_epoch: i32,
+    pub current_txn_first_offset: i64,
+}
+
+impl ProducerStateEntry {
+    fn empty() -> Self {
+        Self {
+            producer_epoch: NO_PRODUCER_EPOCH,
+            batches: VecDeque::new(),
+            coordinator_epoch: -1,
+            current_txn_first_offset: -1,
+        }
+    }
+
+    fn last_seq(&self) -> i32 {
+        self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+
+    fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+        if epoch != self.producer_epoch {
+            self.batches.clear();
+            self.producer_epoch = epoch;
+        }
+        self.batches.push_back(batch);
+        if self.batches.len() > NUM_BATCHES_TO_RETAIN {
+            self.batches.pop_front();
+        }
+    }
+}
+
+/// Producer updates of one append, applied only after its batches are on disk.
+#[derive(Default)]
+pub(crate) struct ProducerAppend {
+    updates: HashMap<i64, ProducerStateEntry>,
+}
+
+pub struct ProducerStateManager {
+    dir: PathBuf,
+    producers: HashMap<i64, ProducerStateEntry>,
+    map_end_offset: i64,
+}
+
+fn metadata(header: &BatchHeader, first_offset: i64) -> BatchMetadata {
+    BatchMetadata {
+        first_seq: header.base_sequence,
+        last_seq: header.last_sequence(),
+        first_offset,
+        last_offset: first_offset + i64::from(header.last_offset_delta),
+        timestamp: header.max_timestamp,
+    }
+}
+
+impl ProducerStateManager {
+    /// Loads the newest valid snapshot at or below `log_end_offset`; newer snapshots (written
+    /// for data that did not survive) are deleted. The log must be replayed from
+    /// `map_end_offset()` up to its end.
+    pub(crate) fn load(
+        dir: &Path,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    ) -> Result<Self, LogError> {
+        let mut manager = Self {
+            dir: dir.to_path_buf(),
+            producers: HashMap::new(),
+            map_end_offset: log_start_offset,
+        };
+        let mut snapshots = manager.snapshot_offsets()?;
+        snapshots.sort_unstable();
+        for offset in snapshots.iter().rev().copied() {
+            let path = offset_file_path(dir, offset, SNAPSHOT_FILE_SUFFIX);
+            if offset > log_end_offset || offset < log_start_offset {
+                remove_file(&path)?;
+                continue;
+            }
+            let bytes = fs::read(&path).map_err(LogError::io(&path))?;
+            match producer_snapshot::decode(&bytes) {
+                Ok(entries) => {
+                    manager.restore(&entries);
+                    manager.map_end_offset = offset;
+                    break;
+                }
+                Err(reason) => {
+                    warn!(path = %path.display(), %reason, "deleting corrupt producer snapshot");
+                    remove_file(&path)?;
+                }
+            }
+        }
+        Ok(manager)
+    }
+
+    fn restore(&mut self, entries: &[SnapshotEntry]) {
+        for e in entries {
+            let mut entry = ProducerStateEntry::empty();
+            entry.producer_epoch = e.epoch;
+            entry.coordinator_epoch = e.coordinator_epoch;
+            entry.current_txn_first_offset = e.current_txn_first_offset;
+            if e.last_offset >= 0 {
+                entry.batches.push_back(BatchMetadata {
+                    first_seq: increment_sequence(e.last_sequence, -e.offset_delta),
+                    last_seq: e.last_sequence,
+                    first_offset: e.last_offset - i64::from(e.offset_delta),
+                    last_offset: e.last_offset,
+                    timestamp: e.timestamp,
+                });
+            }
+            self.producers.insert(e.producer_id, entry);
+        }
+    }
+
+    fn snapshot_offsets(&self) -> Result<Vec<i64>, LogError> {
+        let entries = fs::read_dir(&self.dir).map_err(LogError::io(&self.dir))?;
+        let mut offsets = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(LogError::io(&self.dir))?;
+            let name = entry.file_name();
+            if let Some(offset) = name
+                .to_str()
+                .and_then(|n| parse_offset_file_name(n, SNAPSHOT_FILE_SUFFIX))
+            {
+                offsets.push(offset);
+            }
+        }
+        Ok(offsets)
+    }
+
+    /// All known producers.
+    pub fn producers(&self) -> &HashMap<i64, ProducerStateEntry> {
+        &self.producers
+    }
+
+    /// The offset up to which the log has been applied to this state.
+    pub fn map_end_offset(&self) -> i64 {
+        self.map_end_offset
+    }
+
+    /// A batch of the same epoch and exact sequence range among the producer's last five.
+    pub(crate) fn find_duplicate(&self, header: &BatchHeader) -> Option<BatchMetadata> {
+        let entry = self.producers.get(&header.producer_id)?;
+        if entry.producer_epoch != header.producer_epoch {
+            return None;
+        }
+        let last_seq = header.last_sequence();
+        entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == header.base_sequence && b.last_seq == last_seq)
+            .copied()
+    }
+
+    /// Kafka's epoch and sequence checks for a client batch, staging the update in `staged`.
+    pub(crate) fn validate(
+        &self,
+        staged: &mut ProducerAppend,
+        header: &BatchHeader,
+        first_offset: i64,
+    ) -> Result<(), AppendError> {
+        let producer_id = header.producer_id;
+        let entry = staged.updates.entry(producer_id).or_insert_with(|| {
+            self.producers
+                .get(&producer_id)
+                .cloned()
+                .unwrap_or_else(ProducerStateEntry::empty)
+        });
+        let epoch = header.producer_epoch;
+        if entry.producer_epoch != NO_PRODUCER_EPOCH && epoch < entry.producer_epoch {
+            return Err(AppendError::InvalidProducerEpoch {
+                producer_id,
+                current: entry.producer_epoch,
+                found: epoch,
+            });
+        }
+        let first_seq = header.base_sequence;
+        let in_order = if epoch != entry.producer_epoch {
+            // A new epoch starts at sequence 0; an unknown producer may start anywhere (its
+            // earlier batches may have been removed from the log), as in Kafka.
+            first_seq == 0 || entry.producer_epoch == NO_PRODUCER_EPOCH
+        } else {
+            let last_seq = entry.last_seq();
+            first_seq == increment_sequence(last_seq, 1)
+                || (last_seq == NO_SEQUENCE && first_seq == 0)
+        };
+        if !in_order {
+            return Err(AppendError::OutOfOrderSequence {
+                producer_id,
+                epoch,
+                expected_after: entry.last_seq(),
+                found: first_seq,
+            });
+        }
+        entry.add_batch(epoch, metadata(header, first_offset));
+        Ok(())
+    }
+
+    /// Applies the staged updates of an append that reached the log.
+    pub(crate) fn commit(&mut self, staged: ProducerAppend, end_offset: i64) {
+        self.producers.extend(staged.updates);
+        self.map_end_offset = end_offset;
+    }
+
+    /// Applies a batch read back from the log (no validation: it was accepted once).
+    pub(crate) fn replay(&mut self, header: &BatchHeader) {
+        if header.has_producer_id() {
+            let entry = self
+                .producers
+                .entry(header.producer_id)
+                .or_insert_with(ProducerStateEntry::empty);
+            if header.is_control() {
+                if header.producer_epoch != entry.producer_epoch {
+                    entry.batches.clear();
+                    entry.producer_epoch = header.producer_epoch;
+                }
+            } else {
+                entry.add_batch(header.producer_epoch, metadata(header, header.base_offset));
+            }
+        }
+        self.map_end_offset = header.last_offset() + 1;
+    }
+
+    /// Marks the log as applied up to `offset` (batches before it were all replayed).
+    pub(crate) fn advance_to(&mut self, offset: i64) {
+        self.map_end_offset = self.map_end_offset.max(offset);
+    }
+
+    /// Writes `<map_end_offset>.snapshot`.
+    pub(crate) fn take_snapshot(&self) -> io::Result<()> {
+        let mut entries: Vec<SnapshotEntry> = self
+            .producers
+            .iter()
+            .map(|(producer_id, e)| {
+                let last = e.batches.back();
+                SnapshotEntry {
+                    producer_id: *producer_id,
+                    epoch: e.producer_epoch,
+                    last_sequence: last.map_or(NO_SEQUENCE, |b| b.last_seq),
+                    last_offset: last.map_or(-1, |b| b.last_offset),
+                    offset_delta: last.map_or(0, |b| (b.last_offset - b.first_offset) as i32),
+                    timestamp: last.map_or(-1, |b| b.timestamp),
+                    coordinator_epoch: e.coordinator_epoch,
+                    current_txn_first_offset: e.current_txn_first_offset,
+                }
+            })
+            .collect();
+        entries.sort_by_key(|e| e.producer_id);
+        let path = offset_file_path(&self.dir, self.map_end_offset, SNAPSHOT_FILE_SUFFIX);
+        write_atomically(&path, &producer_snapshot::encode(&entries))
+    }
+}
+
+fn remove_file(path: &Path) -> Result<(), LogError> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(LogError::io(path)(e)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::test_batches::TestBatch;
+    use crate::batch::BatchHeader;
+
+    fn header(pid: i64, epoch: i16, seq: i32, count: usize) -> BatchHeader {
+        BatchHeader::parse(
+            &TestBatch::simple(count, 0)
+                .idempotent(pid, epoch, seq)
+                .encode(),
+        )
+        .unwrap()
+    }
+
+    fn append(
+        m: &mut ProducerStateManager,
+        h: &BatchHeader,
+        first_offset: i64,
+    ) -> Result<(), AppendError> {
+        let mut staged = ProducerAppend::default();
+        m.validate(&mut staged, h, first_offset)?;
+        m.commit(staged, first_offset + i64::from(h.last_offset_delta) + 1);
+        Ok(())
+    }
+
+    #[test]
+    fn sequence_epoch_and_duplicate_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::load(dir.path(), 0, 0).unwrap();
+        append(&mut m, &header(1, 0, 0, 3), 0).unwrap();
+        append(&mut m, &header(1, 0, 3, 2), 3).unwrap();
+        let dup = m.find_duplicate(&header(1, 0, 0, 3)).unwrap();
+        assert_eq!((dup.first_offset, dup.last_offset), (0, 2));
+        let gap = append(&mut m, &header(1, 0, 9, 1), 5).unwrap_err();
+        assert_eq!(gap.kafka_error_code(), 45);
+        append(&mut m, &header(1, 2, 0, 1), 5).unwrap();
+        let old = append(&mut m, &header(1, 1, 0, 1), 6).unwrap_err();
+        assert_eq!(old.kafka_error_code(), 47);
+        let not_zero = append(&mut m, &header(1, 3, 4, 1), 6).unwrap_err();
+        assert_eq!(not_zero.kafka_error_code(), 45);
+    }
+
+    #[test]
+    fn remembers_only_the_last_five_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::load(dir.path(), 0, 0).unwrap();
+        for i in 0..7 {
+            append(&mut m, &header(9, 0, i, 1), i64::from(i)).unwrap();
+        }
+        assert!(m.find_duplicate(&header(9, 0, 1, 1)).is_none());
+        assert!(m.find_duplicate(&header(9, 0, 2, 1)).is_some());
+    }
+
+    #[test]
+    fn snapshot_round_trip_and_stale_snapshots_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::load(dir.path(), 0, 0).unwrap();
+        append(&mut m, &header(4, 1, 0, 2), 0).unwrap();
+        m.take_snapshot().unwrap();
+        append(&mut m, &header(4, 1, 2, 2), 2).unwrap();
+        m.take_snapshot().unwrap();
+        assert!(dir.path().join("00000000000000000002.snapshot").exists());
+        assert!(dir.path().join("00000000000000000004.snapshot").exists());
+        let loaded = ProducerStateManager::load(dir.path(), 0, 3).unwrap();
+        assert_eq!(loaded.map_end_offset(), 2);
+        assert!(!dir.path().join("00000000000000000004.snapshot").exists());
+        let dup = loaded.find_duplicate(&header(4, 1, 0, 2)).unwrap();
+        assert_eq!((dup.first_offset, dup.last_offset), (0, 1));
+    }
+}

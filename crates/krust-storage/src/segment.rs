@@ -1,0 +1,360 @@
+//! `LogSegment`: one `.log` file of record batches plus its `.index` and `.timeindex`.
+//!
+//! Files are named by the segment's base offset, zero-padded to 20 digits, like Kafka's.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::{BatchHeader, Compression, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
+use crate::config::{LogConfig, TimestampType};
+use crate::file_records::{read_at, BatchScanner};
+use crate::offset_index::OffsetIndex;
+use crate::records::RecordWalk;
+use crate::time_index::TimeIndex;
+
+pub const LOG_FILE_SUFFIX: &str = ".log";
+pub const INDEX_FILE_SUFFIX: &str = ".index";
+pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
+
+/// `<dir>/<20-digit offset><suffix>`.
+pub fn offset_file_path(dir: &Path, offset: i64, suffix: &str) -> PathBuf {
+    dir.join(format!("{offset:020}{suffix}"))
+}
+
+/// The offset encoded in a Kafka-style file name with the given suffix, if it is one.
+pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<i64> {
+    let digits = name.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// What was appended for one batch: enough to maintain the indexes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AppendedBatch {
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub size: u64,
+}
+
+/// The incoming append, as far as the roll decision cares.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IncomingAppend {
+    pub size: u64,
+    pub max_timestamp: i64,
+    pub last_offset: i64,
+}
+
+/// The first offset at or after a timestamp (ListOffsets), with the timestamp found there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+    /// The leader epoch that wrote `offset`, when the log knows it.
+    pub leader_epoch: Option<i32>,
+}
+
+pub struct LogSegment {
+    base_offset: i64,
+    log_path: PathBuf,
+    log: Arc<File>,
+    size: u64,
+    pub(crate) offset_index: OffsetIndex,
+    pub(crate) time_index: TimeIndex,
+    indexes_were_missing: bool,
+    index_interval_bytes: u64,
+    pub(crate) bytes_since_last_index_entry: u64,
+    pub(crate) max_timestamp_so_far: i64,
+    pub(crate) offset_of_max_timestamp_so_far: i64,
+    rolling_based_timestamp: Option<i64>,
+    created_ms: i64,
+}
+
+impl LogSegment {
+    /// Creates a new, empty segment with preallocated indexes.
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> io::Result<Self> {
+        let segment = Self::open(dir, base_offset, config, true, now_ms)?;
+        if segment.size > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("segment {} already holds data", segment.log_path.display()),
+            ));
+        }
+        Ok(segment)
+    }
+
+    /// Opens a segment's files (creating absent ones); `active` preallocates the indexes.
+    pub(crate) fn open(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        active: bool,
+        now_ms: i64,
+    ) -> io::Result<Self> {
+        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+        let index_path = offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX);
+        let time_index_path = offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX);
+        let indexes_were_missing = !index_path.exists() || !time_index_path.exists();
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)?;
+        let size = log.metadata()?.len();
+        let max_index = active.then(|| config.max_index_bytes());
+        let offset_index = OffsetIndex::open(&index_path, base_offset, max_index)?;
+        let time_index = TimeIndex::open(&time_index_path, base_offset, max_index)?;
+        let last_time = time_index.last_entry();
+        let mut segment = Self {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size,
+            offset_index,
+            time_index,
+            indexes_were_missing,
+            index_interval_bytes: config.index_interval_bytes(),
+            bytes_since_last_index_entry: 0,
+            max_timestamp_so_far: last_time.timestamp,
+            offset_of_max_timestamp_so_far: last_time.offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+        };
+        if size > 0 {
+            let mut scanner = BatchScanner::new(&segment.log, 0, size);
+            segment.rolling_based_timestamp = scanner.next_header()?.map(|(_, h)| h.max_timestamp);
+        }
+        Ok(segment)
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// Bytes of batches in the `.log` file.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The largest batch timestamp seen in this segment (NO_TIMESTAMP if none).
+    pub fn max_timestamp_so_far(&self) -> i64 {
+        self.max_timestamp_so_far
+    }
+
+    /// True when an index is absent or fails Kafka's sanity check and must be rebuilt.
+    pub(crate) fn needs_index_rebuild(&self) -> io::Result<bool> {
+        Ok(self.indexes_were_missing
+            || !self.offset_index.sanity_check()?
+            || !self.time_index.sanity_check()?)
+    }
+
+    pub(crate) fn log_file(&self) -> &Arc<File> {
+        &self.log
+    }
+
+    pub(crate) fn set_size(&mut self, size: u64) {
+        self.size = size;
+    }
+
+    /// Writes already validated and patched batches at the end of the `.log` file and indexes them.
+    pub(crate) fn append(&mut self, bytes: &[u8], batches: &[AppendedBatch]) -> io::Result<()> {
+        if let Err(e) = self.log.write_all_at(bytes, self.size) {
+            // Best effort: leave no partial batch behind the committed size.
+            let _ = self.log.set_len(self.size);
+            return Err(e);
+        }
+        let mut position = self.size;
+        for batch in batches {
+            self.index_batch(position, batch);
+            position += batch.size;
+        }
+        self.size = position;
+        Ok(())
+    }
+
+    /// Kafka's per-batch index rule: an offset entry (and a time entry) once more than
+    /// `index.interval.bytes` were appended since the last one.
+    pub(crate) fn index_batch(&mut self, position: u64, batch: &AppendedBatch) {
+        if self.rolling_based_timestamp.is_none() {
+            self.rolling_based_timestamp = Some(batch.max_timestamp);
+        }
+        if batch.max_timestamp > self.max_timestamp_so_far {
+            self.max_timestamp_so_far = batch.max_timestamp;
+            self.offset_of_max_timestamp_so_far = batch.last_offset;
+        }
+        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+            self.offset_index.append(batch.last_offset, position as u32);
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+            );
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += batch.size;
+    }
+
+    /// Applies a changed `index.interval.bytes`.
+    pub(crate) fn set_index_interval_bytes(&mut self, config: &LogConfig) {
+        self.index_interval_bytes = config.index_interval_bytes();
+    }
+
+    /// Forgets per-segment state before a rebuild from the `.log` file.
+    pub(crate) fn reset_for_rebuild(&mut self) {
+        self.offset_index.truncate_to(self.base_offset);
+        self.time_index.truncate_to(self.base_offset);
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp_so_far = NO_TIMESTAMP;
+        self.offset_of_max_timestamp_so_far = self.base_offset;
+        self.rolling_based_timestamp = None;
+        self.indexes_were_missing = false;
+    }
+
+    /// Kafka's `shouldRoll`: size, age, full index, or relative-offset overflow.
+    pub(crate) fn should_roll(
+        &self,
+        config: &LogConfig,
+        incoming: &IncomingAppend,
+        now_ms: i64,
+    ) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let waited = match self.rolling_based_timestamp {
+            Some(t) if t >= 0 => incoming.max_timestamp.saturating_sub(t),
+            _ => now_ms.saturating_sub(self.created_ms),
+        };
+        self.size + incoming.size > config.segment_bytes()
+            || waited > config.segment_ms
+            || self.offset_index.is_full()
+            || self.time_index.is_full()
+            || incoming.last_offset - self.base_offset > i64::from(i32::MAX)
+    }
+
+    /// The offset after the last batch in this segment (Kafka's `readNextOffset`).
+    pub(crate) fn next_offset(&self) -> io::Result<i64> {
+        let start = u64::from(self.offset_index.last_entry().position);
+        let mut scanner = BatchScanner::new(&self.log, start, self.size);
+        let mut next = self.base_offset;
+        while let Some((_, header)) = scanner.next_header()? {
+            next = header.last_offset() + 1;
+        }
+        Ok(next)
+    }
+
+    /// The file position where reading for `offset` should start (sparse index lookup).
+    pub(crate) fn index_position(&self, offset: i64) -> u64 {
+        u64::from(self.offset_index.lookup(offset).position)
+    }
+
+    /// Finds the first record at or after `timestamp`, starting no earlier than `starting_offset`.
+    ///
+    /// Uncompressed CreateTime batches are walked record by record; for compressed batches
+    /// (whose records are not decompressed here) the batch's base offset is returned.
+    pub(crate) fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        starting_offset: i64,
+    ) -> io::Result<Option<TimestampAndOffset>> {
+        let indexed = self.time_index.lookup(timestamp);
+        let start = self.index_position(indexed.offset.max(starting_offset));
+        let mut scanner = BatchScanner::new(&self.log, start, self.size);
+        while let Some((position, header)) = scanner.next_header()? {
+            if header.max_timestamp < timestamp || header.last_offset() < starting_offset {
+                continue;
+            }
+            return self.first_record_at_or_after(position, &header, timestamp, starting_offset);
+        }
+        Ok(None)
+    }
+
+    fn first_record_at_or_after(
+        &self,
+        position: u64,
+        header: &BatchHeader,
+        timestamp: i64,
+        starting_offset: i64,
+    ) -> io::Result<Option<TimestampAndOffset>> {
+        let found = |timestamp, offset: i64| {
+            Some(TimestampAndOffset {
+                timestamp,
+                offset: offset.max(starting_offset),
+                leader_epoch: None,
+            })
+        };
+        let walkable = header.compression() == Compression::None
+            && header.timestamp_type() == TimestampType::CreateTime;
+        if !walkable {
+            return Ok(found(header.max_timestamp, header.base_offset));
+        }
+        let bytes = read_at(&self.log, position, header.size_in_bytes())?;
+        for record in RecordWalk::new(&bytes[RECORD_BATCH_OVERHEAD..]) {
+            let Ok(record) = record else { break };
+            let record_timestamp = header.base_timestamp + record.timestamp_delta;
+            let offset = header.base_offset + i64::from(record.offset_delta);
+            if record_timestamp >= timestamp && offset >= starting_offset {
+                return Ok(found(record_timestamp, offset));
+            }
+        }
+        Ok(found(header.max_timestamp, header.base_offset))
+    }
+
+    /// Seals the segment when a newer one takes over: final time-index entry, trimmed indexes.
+    pub(crate) fn on_become_inactive(&mut self) -> io::Result<()> {
+        if self.max_timestamp_so_far != NO_TIMESTAMP {
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+            );
+        }
+        self.offset_index.file().trim_to_valid_size()?;
+        self.time_index.file().trim_to_valid_size()
+    }
+
+    /// Preallocates the indexes again so the segment can take appends.
+    pub(crate) fn prepare_for_appends(&mut self, config: &LogConfig) -> io::Result<()> {
+        self.offset_index.file().resize(config.max_index_bytes())?;
+        self.time_index.file().resize(config.max_index_bytes())
+    }
+
+    /// Handles to fsync: the `.log` file and both indexes.
+    pub(crate) fn flush_handles(&self) -> [Arc<File>; 3] {
+        [
+            Arc::clone(&self.log),
+            self.offset_index.file_ref().file_handle(),
+            self.time_index.file_ref().file_handle(),
+        ]
+    }
+
+    /// Removes the segment's files.
+    pub(crate) fn delete_files(self) -> io::Result<()> {
+        for path in [
+            self.log_path.clone(),
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+        ] {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

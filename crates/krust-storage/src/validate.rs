@@ -1,0 +1,218 @@
+//! `LogValidator`: the checks a produced record set passes before the leader assigns offsets.
+//!
+//! Batches are checked from their headers (magic, size, CRC, counts, producer fields); the
+//! records of uncompressed batches are walked structurally, never decoded into objects.
+//! Compressed batches stay compressed and are checked at the header level only.
+
+use std::ops::Range;
+
+use crate::batch::{self, BatchHeader, Compression, RECORD_BATCH_OVERHEAD};
+use crate::config::{LogConfig, TimestampType};
+use crate::error::{AppendError, BatchError};
+use crate::records::RecordWalk;
+
+/// One batch of a produced record set that passed validation.
+#[derive(Clone, Debug)]
+pub(crate) struct ValidatedBatch {
+    pub range: Range<usize>,
+    pub header: BatchHeader,
+    /// The max timestamp to store: from the records when they were walked, else the header's.
+    pub max_timestamp: i64,
+}
+
+/// Validates a Produce request's record set for this log.
+pub(crate) fn validate_records(
+    records: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<Vec<ValidatedBatch>, AppendError> {
+    if records.is_empty() {
+        return Err(invalid("the record set holds no record batch").into());
+    }
+    let ranges = batch::split_batches(records)?;
+    let segment_bytes = config.segment_bytes() as usize;
+    if records.len() > segment_bytes {
+        return Err(AppendError::RecordListTooLarge {
+            size: records.len(),
+            segment_bytes,
+        });
+    }
+    ranges
+        .into_iter()
+        .map(|range| {
+            validate_batch(&records[range.clone()], config, now_ms).map(
+                |(header, max_timestamp)| ValidatedBatch {
+                    range,
+                    header,
+                    max_timestamp,
+                },
+            )
+        })
+        .collect()
+}
+
+fn invalid(reason: &str) -> BatchError {
+    BatchError::InvalidRecord(reason.to_string())
+}
+
+fn validate_batch(
+    bytes: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<(BatchHeader, i64), AppendError> {
+    let header = BatchHeader::parse(bytes).ok_or(BatchError::Truncated {
+        available: bytes.len(),
+        needed: RECORD_BATCH_OVERHEAD,
+    })?;
+    if header.magic != batch::MAGIC_V2 {
+        return Err(BatchError::UnsupportedMagic(header.magic).into());
+    }
+    if bytes.len() > config.max_message_bytes() {
+        return Err(AppendError::MessageTooLarge {
+            size: bytes.len(),
+            max: config.max_message_bytes(),
+        });
+    }
+    batch::check_integrity(bytes)?;
+    check_header_fields(&header)?;
+    let max_timestamp = if header.compression() == Compression::None {
+        walk_records(bytes, &header, config, now_ms)?
+    } else {
+        for timestamp in [header.base_timestamp, header.max_timestamp] {
+            check_timestamp(timestamp, config, now_ms)?;
+        }
+        header.max_timestamp
+    };
+    Ok((header, max_timestamp))
+}
+
+fn check_header_fields(header: &BatchHeader) -> Result<(), BatchError> {
+    if header.base_offset != 0 {
+        return Err(invalid("a produced batch must have base offset 0"));
+    }
+    if header.records_count <= 0 {
+        return Err(invalid("a batch must hold at least one record"));
+    }
+    if i64::from(header.last_offset_delta) + 1 != i64::from(header.records_count) {
+        return Err(invalid("record count does not match lastOffsetDelta"));
+    }
+    if header.is_control() {
+        return Err(invalid("clients may not write control batches"));
+    }
+    if header.has_producer_id() && header.base_sequence < 0 {
+        return Err(invalid("an idempotent batch needs a base sequence >= 0"));
+    }
+    if header.is_transactional() && !header.has_producer_id() {
+        return Err(invalid("a transactional batch needs a producer id"));
+    }
+    Ok(())
+}
+
+/// Walks an uncompressed batch's records: count and offset deltas must match the header,
+/// CreateTime timestamps must be in range. Returns the records' max timestamp.
+fn walk_records(
+    bytes: &[u8],
+    header: &BatchHeader,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<i64, AppendError> {
+    let mut count = 0i32;
+    let mut max_timestamp = batch::NO_TIMESTAMP;
+    for record in RecordWalk::new(&bytes[RECORD_BATCH_OVERHEAD..]) {
+        let record = record?;
+        if record.offset_delta != count {
+            return Err(invalid("record offset deltas must count up from 0").into());
+        }
+        let timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
+        check_timestamp(timestamp, config, now_ms)?;
+        max_timestamp = max_timestamp.max(timestamp);
+        count += 1;
+    }
+    if count != header.records_count {
+        return Err(invalid("record count does not match the records in the batch").into());
+    }
+    Ok(max_timestamp)
+}
+
+/// `message.timestamp.before.max.ms` / `after.max.ms` for CreateTime topics.
+fn check_timestamp(timestamp: i64, config: &LogConfig, now_ms: i64) -> Result<(), AppendError> {
+    if config.message_timestamp_type == TimestampType::LogAppendTime
+        || timestamp == batch::NO_TIMESTAMP
+    {
+        return Ok(());
+    }
+    let too_old = timestamp < now_ms.saturating_sub(config.message_timestamp_before_max_ms);
+    let too_new = timestamp > now_ms.saturating_add(config.message_timestamp_after_max_ms);
+    if too_old || too_new {
+        return Err(AppendError::InvalidTimestamp { timestamp, now_ms });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::test_batches::TestBatch;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn code(records: &[u8], config: &LogConfig) -> i16 {
+        validate_records(records, config, NOW)
+            .unwrap_err()
+            .kafka_error_code()
+    }
+
+    #[test]
+    fn accepts_a_normal_batch_and_reports_its_max_timestamp() {
+        let bytes = TestBatch::simple(3, NOW).encode();
+        let v = validate_records(&bytes, &LogConfig::default(), NOW).unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].max_timestamp, NOW + 2);
+    }
+
+    #[test]
+    fn maps_each_problem_to_its_kafka_error() {
+        let config = LogConfig::default();
+        let good = TestBatch::simple(3, NOW).encode();
+        let mut v1 = good.clone();
+        v1[16] = 1;
+        assert_eq!(code(&v1, &config), 43);
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 0x10;
+        assert_eq!(code(&flipped, &config), 2);
+        assert_eq!(code(&good[..good.len() - 1], &config), 2);
+        assert_eq!(code(&[], &config), 87);
+        let small = LogConfig {
+            max_message_bytes: (good.len() - 1) as i32,
+            ..LogConfig::default()
+        };
+        assert_eq!(code(&good, &small), 10);
+        let tiny_segment = LogConfig {
+            segment_bytes: (good.len() - 1) as i32,
+            ..LogConfig::default()
+        };
+        assert_eq!(code(&good, &tiny_segment), 18);
+        let future = TestBatch::simple(1, NOW + 2 * 3_600_000).encode();
+        assert_eq!(code(&future, &config), 32);
+        let append_time = LogConfig {
+            message_timestamp_type: TimestampType::LogAppendTime,
+            ..LogConfig::default()
+        };
+        assert!(validate_records(&future, &append_time, NOW).is_ok());
+    }
+
+    #[test]
+    fn count_and_header_inconsistencies_are_invalid_records() {
+        let mut bad_count = TestBatch::simple(3, NOW);
+        bad_count.records.pop();
+        let mut bytes = bad_count.encode();
+        // Claim three records while holding two: patch recordsCount and lastOffsetDelta.
+        bytes[57..61].copy_from_slice(&3i32.to_be_bytes());
+        bytes[23..27].copy_from_slice(&2i32.to_be_bytes());
+        crate::batch::set_max_timestamp(&mut bytes, TimestampType::CreateTime, NOW + 1);
+        assert_eq!(code(&bytes, &LogConfig::default()), 87);
+        let mut no_seq = TestBatch::simple(1, NOW).idempotent(5, 0, 0);
+        no_seq.base_sequence = -1;
+        assert_eq!(code(&no_seq.encode(), &LogConfig::default()), 87);
+    }
+}
