@@ -37,6 +37,8 @@ mod validate;
 
 #[cfg(test)]
 mod log_tests;
+#[cfg(test)]
+mod recovery_tests;
 
 pub use config::{LogConfig, TimestampType};
 pub use error::{AppendError, BatchError, LogError, ReadError};

@@ -24,6 +24,13 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 /// A partition's log, shared between request handlers.
 pub type SharedLog = Arc<Mutex<Log>>;
 
+/// The offsets one log dir's checkpoint files record.
+#[derive(Default)]
+struct DirCheckpoints {
+    recovery_points: BTreeMap<TopicPartition, i64>,
+    log_start_offsets: BTreeMap<TopicPartition, i64>,
+}
+
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
@@ -172,10 +179,7 @@ impl LogManager {
 
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
     pub fn checkpoint(&self) -> Result<(), LogError> {
-        let mut per_dir: HashMap<
-            PathBuf,
-            (BTreeMap<TopicPartition, i64>, BTreeMap<TopicPartition, i64>),
-        > = self
+        let mut per_dir: HashMap<PathBuf, DirCheckpoints> = self
             .log_dirs
             .iter()
             .map(|d| (d.clone(), Default::default()))
@@ -185,10 +189,21 @@ impl LogManager {
             let Some(entry) = log.dir().parent().and_then(|p| per_dir.get_mut(p)) else {
                 continue;
             };
-            entry.0.insert(tp.clone(), log.recovery_point());
-            entry.1.insert(tp.clone(), log.log_start_offset());
+            entry
+                .recovery_points
+                .insert(tp.clone(), log.recovery_point());
+            entry
+                .log_start_offsets
+                .insert(tp.clone(), log.log_start_offset());
         }
-        for (dir, (recovery_points, log_starts)) in per_dir {
+        for (
+            dir,
+            DirCheckpoints {
+                recovery_points,
+                log_start_offsets: log_starts,
+            },
+        ) in per_dir
+        {
             OffsetCheckpointFile::new(dir.join(RECOVERY_POINT_CHECKPOINT_FILE))
                 .write(&recovery_points)?;
             OffsetCheckpointFile::new(dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))
@@ -261,4 +276,114 @@ fn load_log_dir(dir: &Path, config: &LogConfig) -> Result<Vec<(TopicPartition, L
         logs.push((tp, log));
     }
     Ok(logs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::test_batches::TestBatch;
+    use crate::log_tests::NOW;
+
+    fn append(manager: &LogManager, tp: &TopicPartition, count: usize) -> i64 {
+        let log = manager
+            .get_or_create(tp, None, LogConfig::default())
+            .unwrap();
+        let info = log
+            .lock()
+            .append_as_leader(&TestBatch::simple(count, NOW).encode(), 0, NOW)
+            .unwrap();
+        info.last_offset
+    }
+
+    #[test]
+    fn shutdown_writes_marker_and_checkpoints_and_reopen_loads_every_partition() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, LogConfig::default()).unwrap();
+        let a = TopicPartition::new("orders-eu-v2", 3);
+        let b = TopicPartition::new("clicks", 0);
+        append(&manager, &a, 4);
+        append(&manager, &b, 2);
+        // New partitions spread over the least loaded log dir.
+        let parent = |tp: &TopicPartition| {
+            manager
+                .get(tp)
+                .unwrap()
+                .lock()
+                .dir()
+                .parent()
+                .unwrap()
+                .to_path_buf()
+        };
+        assert_ne!(parent(&a), parent(&b));
+        manager.shutdown().unwrap();
+        let a_dir = parent(&a);
+        assert!(a_dir.join(CLEAN_SHUTDOWN_FILE).exists());
+        let recovery = fs::read_to_string(a_dir.join(RECOVERY_POINT_CHECKPOINT_FILE)).unwrap();
+        assert_eq!(recovery, "0\n1\norders-eu-v2 3 4\n");
+        let starts = fs::read_to_string(a_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE)).unwrap();
+        assert_eq!(starts, "0\n1\norders-eu-v2 3 0\n");
+        drop(manager);
+
+        fs::create_dir_all(dirs[0].join("lost+found")).unwrap();
+        fs::create_dir_all(dirs[0].join("clicks-0.5f3e-delete")).unwrap();
+        fs::write(dirs[0].join("meta.properties"), "version=1\n").unwrap();
+        let reopened = LogManager::open(&dirs, LogConfig::default()).unwrap();
+        assert_eq!(reopened.all_partitions(), vec![b.clone(), a.clone()]);
+        assert!(!a_dir.join(CLEAN_SHUTDOWN_FILE).exists());
+        assert_eq!(reopened.get(&a).unwrap().lock().log_end_offset(), 4);
+        assert_eq!(append(&reopened, &b, 1), 2);
+    }
+
+    #[test]
+    fn an_unclean_stop_loses_nothing_written() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().to_path_buf()];
+        let tp = TopicPartition::new("t", 1);
+        {
+            let manager = LogManager::open(&dirs, LogConfig::default()).unwrap();
+            for _ in 0..5 {
+                append(&manager, &tp, 3);
+            }
+        }
+        let manager = LogManager::open(&dirs, LogConfig::default()).unwrap();
+        assert_eq!(manager.get(&tp).unwrap().lock().log_end_offset(), 15);
+    }
+
+    #[test]
+    fn delete_removes_the_partition_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let manager = LogManager::open(&[root.path().to_path_buf()], LogConfig::default()).unwrap();
+        let tp = TopicPartition::new("gone", 0);
+        append(&manager, &tp, 1);
+        assert!(root.path().join("gone-0").exists());
+        assert!(manager.delete(&tp).unwrap());
+        assert!(!root.path().join("gone-0").exists());
+        assert!(manager.get(&tp).is_none());
+        assert!(!manager.delete(&tp).unwrap());
+        let bad = TopicPartition::new("no spaces", 0);
+        let err = manager
+            .get_or_create(&bad, None, LogConfig::default())
+            .err()
+            .unwrap();
+        assert_eq!(err.kafka_error_code(), 17);
+    }
+
+    #[test]
+    fn flush_dirty_honours_flush_ms_and_update_config() {
+        let root = tempfile::tempdir().unwrap();
+        let manager = LogManager::open(&[root.path().to_path_buf()], LogConfig::default()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        append(&manager, &tp, 3);
+        let log = manager.get(&tp).unwrap();
+        manager.flush_dirty(wall_clock_ms()).unwrap();
+        assert_eq!(log.lock().recovery_point(), 0);
+        let eager = LogConfig {
+            flush_interval_ms: 0,
+            ..LogConfig::default()
+        };
+        manager.update_config("t", &eager).unwrap();
+        manager.flush_dirty(wall_clock_ms()).unwrap();
+        assert_eq!(log.lock().recovery_point(), 3);
+    }
 }

@@ -68,10 +68,13 @@ pub(crate) fn load_segments(
             .map_err(LogError::io(dir))?;
         let must_recover = recover_from.is_some_and(|from| base >= from);
         if must_recover || segment.needs_index_rebuild().map_err(LogError::io(dir))? {
-            let truncated = recover_segment(&mut segment).map_err(LogError::io(dir))?;
+            let truncated = recover_segment(&mut segment, config).map_err(LogError::io(dir))?;
             if truncated > 0 {
                 warn!(dir = %dir.display(), base, truncated, "truncated a corrupt segment tail");
                 damaged = true;
+            }
+            if base != last_base && !damaged {
+                segment.on_become_inactive().map_err(LogError::io(dir))?;
             }
         }
         segments.insert(base, segment);
@@ -117,8 +120,9 @@ fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, LogError> {
 
 /// Re-validates a segment from its first byte, rebuilding its indexes; cuts the file at the
 /// first invalid batch. Returns the number of bytes cut off.
-pub(crate) fn recover_segment(segment: &mut LogSegment) -> io::Result<u64> {
+pub(crate) fn recover_segment(segment: &mut LogSegment, config: &LogConfig) -> io::Result<u64> {
     segment.reset_for_rebuild();
+    segment.prepare_for_appends(config)?;
     let file = std::sync::Arc::clone(segment.log_file());
     let file_size = file.metadata()?.len();
     let base_offset = segment.base_offset();
