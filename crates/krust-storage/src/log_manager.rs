@@ -42,6 +42,9 @@ impl LogManager {
     /// recovering logs of dirs without the clean-shutdown marker, then removes the marker.
     pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<Self, LogError> {
         default_config.validate()?;
+        if log_dirs.is_empty() {
+            return Err(LogError::InvalidConfig("log.dirs is empty".to_string()));
+        }
         let mut logs = BTreeMap::new();
         for dir in log_dirs {
             fs::create_dir_all(dir).map_err(LogError::io(dir))?;
@@ -333,6 +336,18 @@ mod tests {
         assert!(!a_dir.join(CLEAN_SHUTDOWN_FILE).exists());
         assert_eq!(reopened.get(&a).unwrap().lock().log_end_offset(), 4);
         assert_eq!(append(&reopened, &b, 1), 2);
+    }
+
+    #[test]
+    fn logs_and_read_plans_can_cross_threads() {
+        fn shareable<T: Send + Sync>() {}
+        fn movable<T: Send>() {}
+        shareable::<LogManager>();
+        shareable::<SharedLog>();
+        movable::<crate::fetch::ReadPlan>();
+        movable::<crate::log::FlushTask>();
+        let err = LogManager::open(&[], LogConfig::default()).err().unwrap();
+        assert!(matches!(err, LogError::InvalidConfig(_)));
     }
 
     #[test]
