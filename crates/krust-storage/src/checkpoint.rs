@@ -9,7 +9,7 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::error::LogError;
+use crate::error::StorageError;
 use crate::topic_partition::TopicPartition;
 
 pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
@@ -47,13 +47,13 @@ pub(crate) fn format_checkpoint(lines: &[String]) -> String {
 pub(crate) fn read_checkpoint_entries(
     path: &Path,
     fields: usize,
-) -> Result<Vec<Vec<String>>, LogError> {
+) -> Result<Vec<Vec<String>>, StorageError> {
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(LogError::io(path)(e)),
+        Err(e) => return Err(StorageError::io(path)(e)),
     };
-    let malformed = |reason: &str| LogError::Malformed {
+    let malformed = |reason: &str| StorageError::Malformed {
         path: path.to_path_buf(),
         reason: reason.to_string(),
     };
@@ -94,8 +94,8 @@ impl OffsetCheckpointFile {
     }
 
     /// All entries; an absent file reads as empty.
-    pub fn read(&self) -> Result<BTreeMap<TopicPartition, i64>, LogError> {
-        let malformed = || LogError::Malformed {
+    pub fn read(&self) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
+        let malformed = || StorageError::Malformed {
             path: self.path.clone(),
             reason: "unparsable entry".to_string(),
         };
@@ -110,13 +110,13 @@ impl OffsetCheckpointFile {
     }
 
     /// Atomically replaces the file with `offsets`.
-    pub fn write(&self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<(), LogError> {
+    pub fn write(&self, offsets: &BTreeMap<TopicPartition, i64>) -> Result<(), StorageError> {
         let lines: Vec<String> = offsets
             .iter()
             .map(|(tp, offset)| format!("{} {} {}", tp.topic, tp.partition, offset))
             .collect();
         write_atomically(&self.path, format_checkpoint(&lines).as_bytes())
-            .map_err(LogError::io(&self.path))
+            .map_err(StorageError::io(&self.path))
     }
 }
 
@@ -149,7 +149,7 @@ mod tests {
         fs::write(&path, "0\n2\nt 0 5\n").unwrap();
         assert!(matches!(
             OffsetCheckpointFile::new(&path).read(),
-            Err(LogError::Malformed { .. })
+            Err(StorageError::Malformed { .. })
         ));
     }
 }

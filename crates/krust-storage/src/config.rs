@@ -1,6 +1,6 @@
 //! `LogConfig`: the per-topic settings the storage layer obeys, with Kafka's names and defaults.
 
-use crate::error::LogError;
+use crate::error::StorageError;
 
 /// `message.timestamp.type`: whose clock stamps a batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -57,7 +57,7 @@ impl Default for LogConfig {
 
 impl LogConfig {
     /// Rejects values Kafka's topic-config validator would reject.
-    pub fn validate(&self) -> Result<(), LogError> {
+    pub fn validate(&self) -> Result<(), StorageError> {
         let positive = [
             ("segment.bytes", i64::from(self.segment_bytes)),
             ("segment.ms", self.segment_ms),
@@ -67,7 +67,7 @@ impl LogConfig {
         ];
         for (name, value) in positive {
             if value <= 0 {
-                return Err(LogError::InvalidConfig(format!(
+                return Err(StorageError::InvalidConfig(format!(
                     "{name} must be > 0, got {value}"
                 )));
             }
@@ -85,14 +85,14 @@ impl LogConfig {
         ];
         for (name, value) in non_negative {
             if value < 0 {
-                return Err(LogError::InvalidConfig(format!(
+                return Err(StorageError::InvalidConfig(format!(
                     "{name} must be >= 0, got {value}"
                 )));
             }
         }
         // Each index must hold at least one time-index entry (the larger entry kind).
         if self.segment_index_bytes < 12 {
-            return Err(LogError::InvalidConfig(format!(
+            return Err(StorageError::InvalidConfig(format!(
                 "segment.index.bytes must be >= 12, got {}",
                 self.segment_index_bytes
             )));

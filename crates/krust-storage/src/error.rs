@@ -124,7 +124,7 @@ impl ReadError {
 
 /// Failures while opening, flushing, checkpointing or deleting logs.
 #[derive(Debug, Error)]
-pub enum LogError {
+pub enum StorageError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -145,7 +145,7 @@ pub enum LogError {
     LogClosed,
 }
 
-impl LogError {
+impl StorageError {
     /// The Kafka error code a request touching this log should get.
     pub fn kafka_error_code(&self) -> i16 {
         match self {
@@ -156,9 +156,9 @@ impl LogError {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> LogError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StorageError {
         let path = path.into();
-        move |source| LogError::Io { path, source }
+        move |source| StorageError::Io { path, source }
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::batch::NO_TIMESTAMP;
 use crate::error::ReadError;
 use crate::file_records::{read_at, BatchScanner};
 use crate::log::Log;
@@ -182,5 +183,20 @@ impl Log {
             }
         }
         Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP (KIP-734): the first record carrying the log's largest
+    /// timestamp, or `None` for an empty log.
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>, ReadError> {
+        let max_timestamp = self
+            .segments
+            .values()
+            .map(|s| s.max_timestamp_so_far())
+            .max()
+            .unwrap_or(NO_TIMESTAMP);
+        if max_timestamp == NO_TIMESTAMP {
+            return Ok(None);
+        }
+        self.fetch_offset_by_timestamp(max_timestamp)
     }
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{format_checkpoint, read_checkpoint_entries, write_atomically};
-use crate::error::LogError;
+use crate::error::StorageError;
 
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
 /// Kafka's `UNDEFINED_EPOCH` / `UNDEFINED_EPOCH_OFFSET`.
@@ -26,9 +26,9 @@ pub struct LeaderEpochFileCache {
 
 impl LeaderEpochFileCache {
     /// Loads the partition directory's checkpoint (empty when absent).
-    pub fn load(partition_dir: &Path) -> Result<Self, LogError> {
+    pub fn load(partition_dir: &Path) -> Result<Self, StorageError> {
         let path = partition_dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
-        let malformed = || LogError::Malformed {
+        let malformed = || StorageError::Malformed {
             path: path.clone(),
             reason: "unparsable epoch entry".to_string(),
         };
@@ -40,7 +40,7 @@ impl LeaderEpochFileCache {
                     start_offset: fields[1].parse().map_err(|_| malformed())?,
                 })
             })
-            .collect::<Result<Vec<_>, LogError>>()?;
+            .collect::<Result<Vec<_>, StorageError>>()?;
         entries.sort_by_key(|e| e.epoch);
         Ok(Self { path, entries })
     }
@@ -55,7 +55,7 @@ impl LeaderEpochFileCache {
 
     /// Records that `epoch` starts at `start_offset`, if it is newer than the latest epoch.
     /// Entries that would contradict it (starting at or after that offset) are dropped.
-    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<(), StorageError> {
         if epoch < 0 || self.latest_epoch().is_some_and(|latest| epoch <= latest) {
             return Ok(());
         }
@@ -96,7 +96,7 @@ impl LeaderEpochFileCache {
     }
 
     /// Drops epochs starting at or after `end_offset` (the log was cut there).
-    pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<(), LogError> {
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<(), StorageError> {
         let before = self.entries.len();
         self.entries.retain(|e| e.start_offset < end_offset);
         if self.entries.len() != before {
@@ -105,14 +105,14 @@ impl LeaderEpochFileCache {
         Ok(())
     }
 
-    fn persist(&self) -> Result<(), LogError> {
+    fn persist(&self) -> Result<(), StorageError> {
         let lines: Vec<String> = self
             .entries
             .iter()
             .map(|e| format!("{} {}", e.epoch, e.start_offset))
             .collect();
         write_atomically(&self.path, format_checkpoint(&lines).as_bytes())
-            .map_err(LogError::io(&self.path))
+            .map_err(StorageError::io(&self.path))
     }
 }
 

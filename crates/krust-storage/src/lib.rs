@@ -41,7 +41,7 @@ mod log_tests;
 mod recovery_tests;
 
 pub use config::{LogConfig, TimestampType};
-pub use error::{AppendError, BatchError, LogError, ReadError};
+pub use error::{AppendError, BatchError, ReadError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::batch::{self, NO_TIMESTAMP};
 use crate::config::{LogConfig, TimestampType};
-use crate::error::{AppendError, LogError};
+use crate::error::{AppendError, StorageError};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::partition_metadata::PartitionMetadataFile;
 use crate::producer_state::{BatchMetadata, ProducerAppend, ProducerStateManager};
@@ -18,6 +18,8 @@ use crate::recovery;
 use crate::segment::{AppendedBatch, IncomingAppend, LogSegment};
 use crate::topic_partition::TopicPartition;
 use crate::validate::validate_records;
+
+pub use crate::fetch::{FetchDataInfo, ReadPlan};
 
 /// Where loading a log starts from: the log dir's checkpoints and clean-shutdown marker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,9 +105,9 @@ impl Log {
         config: LogConfig,
         params: LoadParams,
         now_ms: i64,
-    ) -> Result<Self, LogError> {
+    ) -> Result<Self, StorageError> {
         config.validate()?;
-        fs::create_dir_all(dir).map_err(LogError::io(dir))?;
+        fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
         let topic_id = reconcile_topic_id(dir, topic_id)?;
         let loaded = recovery::load_segments(dir, &config, &params, now_ms)?;
         let log_end_offset = loaded.log_end_offset;
@@ -115,7 +117,7 @@ impl Log {
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
         let mut producer_state = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
         recovery::replay_producer_state(&mut producer_state, &loaded.segments, log_end_offset)
-            .map_err(LogError::io(dir))?;
+            .map_err(StorageError::io(dir))?;
         let recovery_point = if params.had_clean_shutdown {
             log_end_offset
         } else {
@@ -148,6 +150,13 @@ impl Log {
         self.topic_id
     }
 
+    /// Records the partition's topic id in `partition.metadata`; a different stored id is
+    /// an error (INCONSISTENT_TOPIC_ID).
+    pub fn assign_topic_id(&mut self, topic_id: [u8; 16]) -> Result<(), StorageError> {
+        self.topic_id = reconcile_topic_id(&self.dir, Some(topic_id))?;
+        Ok(())
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -157,7 +166,7 @@ impl Log {
     }
 
     /// Applies new topic settings; they take effect for the next append / roll.
-    pub fn update_config(&mut self, config: LogConfig) -> Result<(), LogError> {
+    pub fn update_config(&mut self, config: LogConfig) -> Result<(), StorageError> {
         config.validate()?;
         for segment in self.segments.values_mut() {
             segment.set_index_interval_bytes(&config);
@@ -398,10 +407,10 @@ impl Log {
     }
 
     /// fsyncs everything appended so far.
-    pub fn flush(&mut self) -> Result<(), LogError> {
+    pub fn flush(&mut self) -> Result<(), StorageError> {
         match self.flush_task() {
             Some(task) => {
-                task.run().map_err(LogError::io(&self.dir))?;
+                task.run().map_err(StorageError::io(&self.dir))?;
                 self.complete_flush(&task);
             }
             None => self.last_flush_ms = wall_clock_ms(),
@@ -421,27 +430,27 @@ impl Log {
 
     /// Flushes, seals the active segment's indexes and snapshots producer state. Later calls
     /// on this log fail with "closed".
-    pub fn close(&mut self) -> Result<(), LogError> {
+    pub fn close(&mut self) -> Result<(), StorageError> {
         if self.closed {
             return Ok(());
         }
         self.flush()?;
         self.active_segment_mut()
             .on_become_inactive()
-            .map_err(LogError::io(&self.dir))?;
+            .map_err(StorageError::io(&self.dir))?;
         self.producer_state
             .take_snapshot()
-            .map_err(LogError::io(&self.dir))?;
+            .map_err(StorageError::io(&self.dir))?;
         self.closed = true;
         Ok(())
     }
 
     /// Closes the log and removes its directory with every file in it.
-    pub fn delete(&mut self) -> Result<(), LogError> {
+    pub fn delete(&mut self) -> Result<(), StorageError> {
         self.closed = true;
         self.segments.clear();
         match fs::remove_dir_all(&self.dir) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(LogError::io(&self.dir)(e)),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(StorageError::io(&self.dir)(e)),
             _ => Ok(()),
         }
     }
@@ -450,11 +459,11 @@ impl Log {
 fn reconcile_topic_id(
     dir: &Path,
     topic_id: Option<[u8; 16]>,
-) -> Result<Option<[u8; 16]>, LogError> {
+) -> Result<Option<[u8; 16]>, StorageError> {
     let file = PartitionMetadataFile::new(dir);
     let stored = file.read()?;
     match (stored, topic_id) {
-        (Some(stored), Some(given)) if stored != given => Err(LogError::InconsistentTopicId {
+        (Some(stored), Some(given)) if stored != given => Err(StorageError::InconsistentTopicId {
             dir: dir.to_path_buf(),
         }),
         (None, Some(given)) => {

@@ -14,7 +14,7 @@ use crate::checkpoint::{
     RECOVERY_POINT_CHECKPOINT_FILE,
 };
 use crate::config::LogConfig;
-use crate::error::LogError;
+use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
 use crate::topic_partition::{is_valid_topic_name, TopicPartition};
 
@@ -40,23 +40,23 @@ pub struct LogManager {
 impl LogManager {
     /// Loads every `<topic>-<partition>` directory under `log_dirs` (creating missing dirs),
     /// recovering logs of dirs without the clean-shutdown marker, then removes the marker.
-    pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<Self, LogError> {
+    pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<Self, StorageError> {
         default_config.validate()?;
         if log_dirs.is_empty() {
-            return Err(LogError::InvalidConfig("log.dirs is empty".to_string()));
+            return Err(StorageError::InvalidConfig("log.dirs is empty".to_string()));
         }
         let mut logs = BTreeMap::new();
         for dir in log_dirs {
-            fs::create_dir_all(dir).map_err(LogError::io(dir))?;
+            fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
             for (tp, log) in load_log_dir(dir, &default_config)? {
                 if logs.contains_key(&tp) {
-                    return Err(LogError::DuplicateLog(tp.to_string()));
+                    return Err(StorageError::DuplicateLog(tp.to_string()));
                 }
                 logs.insert(tp, Arc::new(Mutex::new(log)));
             }
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             if marker.exists() {
-                fs::remove_file(&marker).map_err(LogError::io(&marker))?;
+                fs::remove_file(&marker).map_err(StorageError::io(&marker))?;
             }
         }
         Ok(Self {
@@ -79,17 +79,24 @@ impl LogManager {
     }
 
     /// The partition's log, created in the least loaded log dir if it does not exist yet.
+    /// An existing log takes `config` and, when given, the topic id.
     pub fn get_or_create(
         &self,
         tp: &TopicPartition,
         topic_id: Option<[u8; 16]>,
         config: LogConfig,
-    ) -> Result<SharedLog, LogError> {
+    ) -> Result<SharedLog, StorageError> {
         if let Some(log) = self.get(tp) {
+            let mut guard = log.lock();
+            guard.update_config(config)?;
+            if let Some(topic_id) = topic_id {
+                guard.assign_topic_id(topic_id)?;
+            }
+            drop(guard);
             return Ok(log);
         }
         if !is_valid_topic_name(&tp.topic) || tp.partition < 0 {
-            return Err(LogError::InvalidTopicName(tp.to_string()));
+            return Err(StorageError::InvalidTopicName(tp.to_string()));
         }
         let mut logs = self.logs.write();
         if let Some(log) = logs.get(tp) {
@@ -128,7 +135,7 @@ impl LogManager {
     }
 
     /// Removes the partition's log and its directory; false if there was none.
-    pub fn delete(&self, tp: &TopicPartition) -> Result<bool, LogError> {
+    pub fn delete(&self, tp: &TopicPartition) -> Result<bool, StorageError> {
         let Some(log) = self.logs.write().remove(tp) else {
             return Ok(false);
         };
@@ -137,13 +144,16 @@ impl LogManager {
         Ok(true)
     }
 
-    /// Applies new settings to every partition of `topic`.
-    pub fn update_config(&self, topic: &str, config: &LogConfig) -> Result<(), LogError> {
-        config.validate()?;
-        for (_, log) in self.logs.read().iter().filter(|(tp, _)| tp.topic == topic) {
-            log.lock().update_config(config.clone())?;
+    /// Applies new topic settings to the partition's log; false if there is no such log.
+    pub fn update_config(
+        &self,
+        tp: &TopicPartition,
+        config: LogConfig,
+    ) -> Result<bool, StorageError> {
+        match self.get(tp) {
+            Some(log) => log.lock().update_config(config).map(|()| true),
+            None => Ok(false),
         }
-        Ok(())
     }
 
     /// All partitions with a log here.
@@ -153,7 +163,7 @@ impl LogManager {
 
     /// Flushes logs due per `flush.messages` / `flush.ms`, and rolled segments not yet
     /// fsynced (which advances the recovery point). The fsyncs run outside each log's lock.
-    pub fn flush_dirty(&self, now_ms: i64) -> Result<(), LogError> {
+    pub fn flush_dirty(&self, now_ms: i64) -> Result<(), StorageError> {
         let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
         let mut first_error = None;
         for log in logs {
@@ -170,7 +180,7 @@ impl LogManager {
                 Ok(()) => log.lock().complete_flush(&task),
                 Err(e) => {
                     warn!(dir = %dir.display(), error = %e, "flush failed");
-                    first_error.get_or_insert(LogError::Io {
+                    first_error.get_or_insert(StorageError::Io {
                         path: dir,
                         source: e,
                     });
@@ -181,7 +191,7 @@ impl LogManager {
     }
 
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
-    pub fn checkpoint(&self) -> Result<(), LogError> {
+    pub fn checkpoint(&self) -> Result<(), StorageError> {
         let mut per_dir: HashMap<PathBuf, DirCheckpoints> = self
             .log_dirs
             .iter()
@@ -217,7 +227,7 @@ impl LogManager {
 
     /// Flushes and closes every log (writing producer snapshots), checkpoints, and marks each
     /// log dir as cleanly shut down. The logs refuse further appends and reads.
-    pub fn shutdown(&self) -> Result<(), LogError> {
+    pub fn shutdown(&self) -> Result<(), StorageError> {
         for log in self.logs.read().values() {
             log.lock().close()?;
         }
@@ -225,15 +235,15 @@ impl LogManager {
         for dir in &self.log_dirs {
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             write_atomically(&marker, b"{\"version\":0,\"brokerEpoch\":-1}")
-                .map_err(LogError::io(&marker))?;
+                .map_err(StorageError::io(&marker))?;
         }
         Ok(())
     }
 }
 
-fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, LogError> {
+fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
     match OffsetCheckpointFile::new(&path).read() {
-        Err(LogError::Malformed { reason, .. }) => {
+        Err(StorageError::Malformed { reason, .. }) => {
             warn!(path = %path.display(), %reason, "ignoring malformed checkpoint; logs will be fully recovered");
             Ok(BTreeMap::new())
         }
@@ -241,17 +251,20 @@ fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i6
     }
 }
 
-fn load_log_dir(dir: &Path, config: &LogConfig) -> Result<Vec<(TopicPartition, Log)>, LogError> {
+fn load_log_dir(
+    dir: &Path,
+    config: &LogConfig,
+) -> Result<Vec<(TopicPartition, Log)>, StorageError> {
     let had_clean_shutdown = dir.join(CLEAN_SHUTDOWN_FILE).exists();
     let recovery_points = read_checkpoint_or_empty(dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
     let log_starts = read_checkpoint_or_empty(dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
     let now_ms = wall_clock_ms();
     let mut logs = Vec::new();
-    for entry in fs::read_dir(dir).map_err(LogError::io(dir))? {
-        let entry = entry.map_err(LogError::io(dir))?;
+    for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
+        let entry = entry.map_err(StorageError::io(dir))?;
         let is_dir = entry
             .file_type()
-            .map_err(LogError::io(entry.path()))?
+            .map_err(StorageError::io(entry.path()))?
             .is_dir();
         let Some(tp) = entry
             .file_name()
@@ -336,6 +349,21 @@ mod tests {
         assert!(!a_dir.join(CLEAN_SHUTDOWN_FILE).exists());
         assert_eq!(reopened.get(&a).unwrap().lock().log_end_offset(), 4);
         assert_eq!(append(&reopened, &b, 1), 2);
+        // A loaded log learns its topic id and config from the first get_or_create.
+        let small = LogConfig {
+            segment_bytes: 1000,
+            ..LogConfig::default()
+        };
+        let log = reopened
+            .get_or_create(&a, Some([1; 16]), small.clone())
+            .unwrap();
+        assert_eq!(log.lock().config(), &small);
+        assert!(a_dir
+            .join("orders-eu-v2-3")
+            .join("partition.metadata")
+            .exists());
+        let clash = reopened.get_or_create(&a, Some([2; 16]), small);
+        assert_eq!(clash.err().unwrap().kafka_error_code(), 103);
     }
 
     #[test]
@@ -347,7 +375,7 @@ mod tests {
         movable::<crate::fetch::ReadPlan>();
         movable::<crate::log::FlushTask>();
         let err = LogManager::open(&[], LogConfig::default()).err().unwrap();
-        assert!(matches!(err, LogError::InvalidConfig(_)));
+        assert!(matches!(err, StorageError::InvalidConfig(_)));
     }
 
     #[test]
@@ -397,7 +425,7 @@ mod tests {
             flush_interval_ms: 0,
             ..LogConfig::default()
         };
-        manager.update_config("t", &eager).unwrap();
+        assert!(manager.update_config(&tp, eager).unwrap());
         manager.flush_dirty(wall_clock_ms()).unwrap();
         assert_eq!(log.lock().recovery_point(), 3);
     }

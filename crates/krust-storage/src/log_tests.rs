@@ -372,6 +372,8 @@ fn offset_by_timestamp_finds_the_first_record_at_or_after() {
     assert_eq!(found.offset, 9);
     assert_eq!(log.fetch_offset_by_timestamp(0).unwrap().unwrap().offset, 0);
     assert!(log.fetch_offset_by_timestamp(NOW + 43).unwrap().is_none());
+    let max = log.offset_of_max_timestamp().unwrap().unwrap();
+    assert_eq!((max.offset, max.timestamp), (14, NOW + 42));
 }
 
 #[test]

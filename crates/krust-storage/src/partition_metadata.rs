@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::write_atomically;
-use crate::error::LogError;
+use crate::error::StorageError;
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
@@ -27,19 +27,19 @@ impl PartitionMetadataFile {
         }
     }
 
-    pub fn write(&self, topic_id: &[u8; 16]) -> Result<(), LogError> {
+    pub fn write(&self, topic_id: &[u8; 16]) -> Result<(), StorageError> {
         let text = format!("version: 0\ntopic_id: {}", encode_uuid(topic_id));
-        write_atomically(&self.path, text.as_bytes()).map_err(LogError::io(&self.path))
+        write_atomically(&self.path, text.as_bytes()).map_err(StorageError::io(&self.path))
     }
 
     /// The stored topic id; `None` when the file does not exist.
-    pub fn read(&self) -> Result<Option<[u8; 16]>, LogError> {
+    pub fn read(&self) -> Result<Option<[u8; 16]>, StorageError> {
         let text = match fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(LogError::io(&self.path)(e)),
+            Err(e) => return Err(StorageError::io(&self.path)(e)),
         };
-        let malformed = |reason: &str| LogError::Malformed {
+        let malformed = |reason: &str| StorageError::Malformed {
             path: self.path.clone(),
             reason: reason.to_string(),
         };

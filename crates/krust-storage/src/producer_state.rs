@@ -14,7 +14,7 @@ use tracing::warn;
 
 use crate::batch::{increment_sequence, BatchHeader};
 use crate::checkpoint::write_atomically;
-use crate::error::{AppendError, LogError};
+use crate::error::{AppendError, StorageError};
 use crate::producer_snapshot::{self, SnapshotEntry, SNAPSHOT_FILE_SUFFIX};
 use crate::segment::{offset_file_path, parse_offset_file_name};
 
@@ -100,7 +100,7 @@ impl ProducerStateManager {
         dir: &Path,
         log_start_offset: i64,
         log_end_offset: i64,
-    ) -> Result<Self, LogError> {
+    ) -> Result<Self, StorageError> {
         let mut manager = Self {
             dir: dir.to_path_buf(),
             producers: HashMap::new(),
@@ -114,7 +114,7 @@ impl ProducerStateManager {
                 remove_file(&path)?;
                 continue;
             }
-            let bytes = fs::read(&path).map_err(LogError::io(&path))?;
+            let bytes = fs::read(&path).map_err(StorageError::io(&path))?;
             match producer_snapshot::decode(&bytes) {
                 Ok(entries) => {
                     manager.restore(&entries);
@@ -149,11 +149,11 @@ impl ProducerStateManager {
         }
     }
 
-    fn snapshot_offsets(&self) -> Result<Vec<i64>, LogError> {
-        let entries = fs::read_dir(&self.dir).map_err(LogError::io(&self.dir))?;
+    fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
+        let entries = fs::read_dir(&self.dir).map_err(StorageError::io(&self.dir))?;
         let mut offsets = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(LogError::io(&self.dir))?;
+            let entry = entry.map_err(StorageError::io(&self.dir))?;
             let name = entry.file_name();
             if let Some(offset) = name
                 .to_str()
@@ -288,9 +288,9 @@ impl ProducerStateManager {
     }
 }
 
-fn remove_file(path: &Path) -> Result<(), LogError> {
+fn remove_file(path: &Path) -> Result<(), StorageError> {
     match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(LogError::io(path)(e)),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(StorageError::io(path)(e)),
         _ => Ok(()),
     }
 }

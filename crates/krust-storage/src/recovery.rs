@@ -16,7 +16,7 @@ use tracing::warn;
 
 use crate::batch::{check_integrity, declared_size, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
 use crate::config::LogConfig;
-use crate::error::LogError;
+use crate::error::StorageError;
 use crate::file_records::{read_at, BatchScanner};
 use crate::log::LoadParams;
 use crate::producer_state::ProducerStateManager;
@@ -36,11 +36,12 @@ pub(crate) fn load_segments(
     config: &LogConfig,
     params: &LoadParams,
     now_ms: i64,
-) -> Result<LoadedSegments, LogError> {
+) -> Result<LoadedSegments, StorageError> {
     let bases = segment_base_offsets(dir)?;
     let Some(&last_base) = bases.last() else {
         let base = params.log_start_offset.max(0);
-        let segment = LogSegment::create(dir, base, config, now_ms).map_err(LogError::io(dir))?;
+        let segment =
+            LogSegment::create(dir, base, config, now_ms).map_err(StorageError::io(dir))?;
         return Ok(LoadedSegments {
             segments: BTreeMap::from([(base, segment)]),
             log_end_offset: base,
@@ -61,20 +62,26 @@ pub(crate) fn load_segments(
             warn!(dir = %dir.display(), base, "deleting segment after a damaged one");
             LogSegment::open(dir, base, config, false, now_ms)
                 .and_then(LogSegment::delete_files)
-                .map_err(LogError::io(dir))?;
+                .map_err(StorageError::io(dir))?;
             continue;
         }
         let mut segment = LogSegment::open(dir, base, config, base == last_base, now_ms)
-            .map_err(LogError::io(dir))?;
+            .map_err(StorageError::io(dir))?;
         let must_recover = recover_from.is_some_and(|from| base >= from);
-        if must_recover || segment.needs_index_rebuild().map_err(LogError::io(dir))? {
-            let truncated = recover_segment(&mut segment, config).map_err(LogError::io(dir))?;
+        if must_recover
+            || segment
+                .needs_index_rebuild()
+                .map_err(StorageError::io(dir))?
+        {
+            let truncated = recover_segment(&mut segment, config).map_err(StorageError::io(dir))?;
             if truncated > 0 {
                 warn!(dir = %dir.display(), base, truncated, "truncated a corrupt segment tail");
                 damaged = true;
             }
             if base != last_base && !damaged {
-                segment.on_become_inactive().map_err(LogError::io(dir))?;
+                segment
+                    .on_become_inactive()
+                    .map_err(StorageError::io(dir))?;
             }
         }
         segments.insert(base, segment);
@@ -85,8 +92,8 @@ pub(crate) fn load_segments(
         .expect("at least one segment was loaded");
     active
         .prepare_for_appends(config)
-        .map_err(LogError::io(dir))?;
-    let log_end_offset = active.next_offset().map_err(LogError::io(dir))?;
+        .map_err(StorageError::io(dir))?;
+    let log_end_offset = active.next_offset().map_err(StorageError::io(dir))?;
     Ok(LoadedSegments {
         segments,
         log_end_offset,
@@ -94,11 +101,11 @@ pub(crate) fn load_segments(
 }
 
 /// Base offsets of the `.log` files; index files without a `.log` file are deleted.
-fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, LogError> {
+fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
     let mut bases = Vec::new();
     let mut index_files = Vec::new();
-    for entry in fs::read_dir(dir).map_err(LogError::io(dir))? {
-        let entry = entry.map_err(LogError::io(dir))?;
+    for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
+        let entry = entry.map_err(StorageError::io(dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
@@ -112,7 +119,7 @@ fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, LogError> {
     bases.sort_unstable();
     for (base, path) in index_files {
         if bases.binary_search(&base).is_err() {
-            fs::remove_file(&path).map_err(LogError::io(&path))?;
+            fs::remove_file(&path).map_err(StorageError::io(&path))?;
         }
     }
     Ok(bases)
