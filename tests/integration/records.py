@@ -55,8 +55,10 @@ def sample_records(
     base_ms = now_ms() - 10 * 60 * 1000
     records = []
     for i in range(count):
-        key = None if i % 7 == 3 else f"{tag}-key-{i}".encode()
-        if i == count // 2:
+        tombstone = i == count // 2
+        # A tombstone keeps its key (kafka-python refuses a record with neither).
+        key = None if i % 7 == 3 and not tombstone else f"{tag}-key-{i}".encode()
+        if tombstone:
             value = None
         else:
             body = f"{tag} value {i} ünïcødé ✓ " + "abcdefghij" * ((i * 37) % 300)

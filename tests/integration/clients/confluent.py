@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import time
+import uuid
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..records import Consumed, Record
@@ -138,6 +147,19 @@ def wait_for_partition_count(
         if seen == expected or time.monotonic() >= deadline:
             return seen
         time.sleep(0.2)
+
+
+def parse_topic_id(text: str) -> uuid.UUID:
+    """A Kafka Uuid from its base64 form: librdkafka prints standard, Java URL-safe base64."""
+    return uuid.UUID(
+        bytes=base64.urlsafe_b64decode(text.replace("+", "-").replace("/", "_") + "==")
+    )
+
+
+def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    admin = admin_client(bootstrap)
+    described = admin.describe_topics(TopicCollection([topic]), request_timeout=ADMIN_TIMEOUT_S)
+    return parse_topic_id(str(described[topic].result(timeout=ADMIN_TIMEOUT_S).topic_id))
 
 
 def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
