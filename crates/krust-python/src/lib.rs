@@ -1,3 +1,15 @@
+//! `krust._core`: the Rust core exposed to Python. The Python API is small (see
+//! python/krust/_core.pyi); everything else stays in the Rust crates.
+
+mod bridge_request;
+mod broker;
+mod conversions;
+
 use pyo3::prelude::*;
+
 #[pymodule]
-fn _core(_m: &Bound<'_, PyModule>) -> PyResult<()> { Ok(()) }
+fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<broker::PyBroker>()?;
+    module.add_class::<bridge_request::PyBridgeRequest>()?;
+    Ok(())
+}

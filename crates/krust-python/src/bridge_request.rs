@@ -1,0 +1,93 @@
+//! The Python face of a bridged request, and the thread that hands requests to Python.
+
+use bytes::Bytes;
+use krust_server::bridge::{BridgeReceiver, BridgeReply, BridgeRequest};
+use parking_lot::Mutex;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use tokio::sync::oneshot;
+
+/// One request crossing to Python; answered once with `respond` or `close_connection`.
+#[pyclass(name = "BridgeRequest", module = "krust._core", frozen)]
+pub struct PyBridgeRequest {
+    #[pyo3(get)]
+    api_key: i16,
+    #[pyo3(get)]
+    api_version: i16,
+    #[pyo3(get)]
+    correlation_id: i32,
+    #[pyo3(get)]
+    client_id: Option<String>,
+    #[pyo3(get)]
+    client_host: String,
+    body: Bytes,
+    reply: Mutex<Option<oneshot::Sender<BridgeReply>>>,
+}
+
+impl From<BridgeRequest> for PyBridgeRequest {
+    fn from(request: BridgeRequest) -> Self {
+        PyBridgeRequest {
+            api_key: request.api_key,
+            api_version: request.api_version,
+            correlation_id: request.correlation_id,
+            client_id: request.client_id,
+            client_host: request.client_host,
+            body: request.body,
+            reply: Mutex::new(Some(request.reply)),
+        }
+    }
+}
+
+#[pymethods]
+impl PyBridgeRequest {
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.body)
+    }
+
+    /// Sends the encoded response body; the connection frames and writes it.
+    fn respond(&self, body: &[u8]) -> PyResult<()> {
+        self.answer(BridgeReply::Response(Bytes::copy_from_slice(body)))
+    }
+
+    /// Answers nothing and closes the client's connection.
+    fn close_connection(&self) -> PyResult<()> {
+        self.answer(BridgeReply::CloseConnection)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "BridgeRequest(api_key={}, api_version={}, correlation_id={}, client_id={:?})",
+            self.api_key, self.api_version, self.correlation_id, self.client_id
+        )
+    }
+}
+
+impl PyBridgeRequest {
+    fn answer(&self, reply: BridgeReply) -> PyResult<()> {
+        let sender = self
+            .reply
+            .lock()
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this request was already answered"))?;
+        // The client may have gone away meanwhile; then there is no one to answer.
+        let _ = sender.send(reply);
+        Ok(())
+    }
+}
+
+/// Runs on a dedicated thread: takes requests off the bridge channel and hands each to the
+/// Python `handler`, holding the GIL only for that call. Returns when the core stops.
+pub fn run_bridge_thread(mut receiver: BridgeReceiver, handler: Py<PyAny>) {
+    while let Some(request) = receiver.recv_blocking() {
+        Python::attach(|py| {
+            let result = Py::new(py, PyBridgeRequest::from(request))
+                .and_then(|request| handler.call1(py, (request,)));
+            if let Err(error) = result {
+                // The request's reply sender is dropped with it: its connection is closed.
+                error.print(py);
+            }
+        });
+    }
+}

@@ -1,0 +1,150 @@
+//! `krust._core.Broker`: storage, metadata, internal logs and the serving loop.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use krust_server::bridge::Bridge;
+use krust_server::broker::Broker;
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::bridge_request::run_bridge_thread;
+use crate::conversions::{broker_settings, metadata_image};
+
+/// A record as Python passes it: (key, value), either may be None.
+type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// How often the serving loop wakes up to let Python see signals (Ctrl-C).
+const SIGNAL_POLL: Duration = Duration::from_millis(100);
+
+#[pyclass(name = "Broker", module = "krust._core", frozen)]
+pub struct PyBroker {
+    inner: Arc<Broker>,
+}
+
+fn runtime_error(error: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(error.to_string())
+}
+
+#[pymethods]
+impl PyBroker {
+    #[new]
+    fn new(py: Python<'_>, settings: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let settings = broker_settings(settings)?;
+        let broker = py
+            .detach(|| Broker::open(settings))
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        Ok(PyBroker {
+            inner: Arc::new(broker),
+        })
+    }
+
+    fn apply_metadata(&self, py: Python<'_>, image: &Bound<'_, PyAny>) -> PyResult<()> {
+        let image = metadata_image(image)?;
+        let broker = self.inner.clone();
+        py.detach(|| broker.apply_metadata(image))
+            .map_err(runtime_error)
+    }
+
+    fn internal_append(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        records: Vec<KeyValue>,
+    ) -> PyResult<i64> {
+        let records: Vec<(Option<Bytes>, Option<Bytes>)> = records
+            .into_iter()
+            .map(|(k, v)| (k.map(Bytes::from), v.map(Bytes::from)))
+            .collect();
+        let broker = self.inner.clone();
+        py.detach(|| broker.internal_append(topic, partition, &records))
+            .map_err(runtime_error)
+    }
+
+    fn internal_read<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        partition: i32,
+        start_offset: i64,
+        max_bytes: usize,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let broker = self.inner.clone();
+        let records = py
+            .detach(|| broker.internal_read(topic, partition, start_offset, max_bytes))
+            .map_err(runtime_error)?;
+        records
+            .into_iter()
+            .map(|r| {
+                let dict = PyDict::new(py);
+                dict.set_item("offset", r.offset)?;
+                dict.set_item("timestamp", r.timestamp)?;
+                dict.set_item("key", r.key.map(|k| PyBytes::new(py, &k)))?;
+                dict.set_item("value", r.value.map(|v| PyBytes::new(py, &v)))?;
+                Ok(dict)
+            })
+            .collect()
+    }
+
+    fn log_end_offset(&self, py: Python<'_>, topic: &str, partition: i32) -> PyResult<i64> {
+        let broker = self.inner.clone();
+        py.detach(|| broker.log_end_offset(topic, partition))
+            .map_err(runtime_error)
+    }
+
+    /// Serves until SIGTERM, Ctrl-C or `shutdown()`. The GIL is released while serving; the
+    /// tokio runtime is made here, in the serving process, never at import (fork safety).
+    fn serve(
+        &self,
+        py: Python<'_>,
+        handler: Py<PyAny>,
+        python_apis: BTreeMap<i16, (i16, i16)>,
+    ) -> PyResult<()> {
+        let (bridge, receiver) = Bridge::new(python_apis);
+        let bridge_thread = std::thread::Builder::new()
+            .name("krust-bridge".into())
+            .spawn(move || run_bridge_thread(receiver, handler))
+            .map_err(runtime_error)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("krust-io")
+            .enable_all()
+            .build()
+            .map_err(runtime_error)?;
+        let broker = self.inner.clone();
+        let mut server = runtime.spawn(async move { broker.serve(bridge).await });
+        let outcome = loop {
+            let finished = py.detach(|| {
+                runtime.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut server).await })
+            });
+            if let Ok(result) = finished {
+                break result;
+            }
+            if py.check_signals().is_err() {
+                // Ctrl-C: the same graceful stop as SIGTERM.
+                self.inner.shutdown();
+            }
+        };
+        py.detach(|| {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+            let _ = bridge_thread.join();
+        });
+        match outcome {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(PyOSError::new_err(error.to_string())),
+            Err(error) => Err(runtime_error(error)),
+        }
+    }
+
+    fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let broker = self.inner.clone();
+        py.detach(|| broker.close()).map_err(runtime_error)
+    }
+}

@@ -1,0 +1,196 @@
+//! Python values to core types: broker settings and metadata images.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use krust_server::metadata_cache::{
+    BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
+};
+use krust_server::settings::{BrokerSettings, Listener};
+use krust_storage::config::TimestampType;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyAny;
+use uuid::Uuid;
+
+fn get<'py, T: FromPyObjectOwned<'py>>(
+    mapping: &Bound<'py, PyAny>,
+    key: &str,
+) -> PyResult<Option<T>> {
+    match mapping.get_item(key) {
+        Ok(value) if value.is_none() => Ok(None),
+        Ok(value) => value.extract::<T>().map(Some).map_err(|e| {
+            let error: PyErr = e.into();
+            PyValueError::new_err(format!("setting {key}: {error}"))
+        }),
+        Err(_) => Ok(None),
+    }
+}
+
+fn set<'py, T: FromPyObjectOwned<'py>>(
+    mapping: &Bound<'py, PyAny>,
+    key: &str,
+    slot: &mut T,
+) -> PyResult<()> {
+    if let Some(value) = get(mapping, key)? {
+        *slot = value;
+    }
+    Ok(())
+}
+
+/// A Kafka "long" setting whose maximum means "never" (e.g. log.flush.interval.messages).
+fn set_long<'py>(mapping: &Bound<'py, PyAny>, key: &str, slot: &mut u64) -> PyResult<()> {
+    if let Some(value) = get::<i64>(mapping, key)? {
+        *slot = u64::try_from(value).unwrap_or(u64::MAX);
+    }
+    Ok(())
+}
+
+fn listeners(mapping: &Bound<'_, PyAny>, key: &str) -> PyResult<Option<Vec<Listener>>> {
+    Ok(
+        get::<Vec<(String, String, u16)>>(mapping, key)?.map(|list| {
+            list.into_iter()
+                .map(|(name, host, port)| Listener { name, host, port })
+                .collect()
+        }),
+    )
+}
+
+/// Reads the settings the core uses from the validated config mapping (Kafka names).
+pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
+    let mut s = BrokerSettings::default();
+    set(mapping, "node.id", &mut s.node_id)?;
+    if let Some(listeners) = listeners(mapping, "listeners")? {
+        s.advertised_listeners = listeners.clone();
+        s.listeners = listeners;
+    }
+    if let Some(advertised) = listeners(mapping, "advertised.listeners")? {
+        s.advertised_listeners = advertised;
+    }
+    if let Some(dirs) = get::<Vec<String>>(mapping, "log.dirs")? {
+        s.log_dirs = dirs.into_iter().map(PathBuf::from).collect();
+    }
+    set(mapping, "num.partitions", &mut s.num_partitions)?;
+    set(
+        mapping,
+        "default.replication.factor",
+        &mut s.default_replication_factor,
+    )?;
+    set(
+        mapping,
+        "auto.create.topics.enable",
+        &mut s.auto_create_topics_enable,
+    )?;
+    set(
+        mapping,
+        "socket.request.max.bytes",
+        &mut s.socket_request_max_bytes,
+    )?;
+    set(mapping, "queued.max.requests", &mut s.queued_max_requests)?;
+    set(
+        mapping,
+        "max.connections.per.ip",
+        &mut s.max_connections_per_ip,
+    )?;
+    set(mapping, "max.connections", &mut s.max_connections)?;
+    set_long(
+        mapping,
+        "connections.max.idle.ms",
+        &mut s.connections_max_idle_ms,
+    )?;
+    set_long(
+        mapping,
+        "log.flush.scheduler.interval.ms",
+        &mut s.log_flush_scheduler_interval_ms,
+    )?;
+    let log = &mut s.log_defaults;
+    set(mapping, "log.segment.bytes", &mut log.segment_bytes)?;
+    set(mapping, "log.roll.ms", &mut log.segment_ms)?;
+    set(
+        mapping,
+        "log.index.size.max.bytes",
+        &mut log.segment_index_bytes,
+    )?;
+    set(
+        mapping,
+        "log.index.interval.bytes",
+        &mut log.index_interval_bytes,
+    )?;
+    set(mapping, "message.max.bytes", &mut log.max_message_bytes)?;
+    set(
+        mapping,
+        "log.flush.interval.messages",
+        &mut log.flush_interval_messages,
+    )?;
+    set(mapping, "log.flush.interval.ms", &mut log.flush_interval_ms)?;
+    if let Some(kind) = get::<String>(mapping, "log.message.timestamp.type")? {
+        log.message_timestamp_type = match kind.as_str() {
+            "LogAppendTime" => TimestampType::LogAppendTime,
+            _ => TimestampType::CreateTime,
+        };
+    }
+    Ok(s)
+}
+
+/// Converts a `MetadataImage` TypedDict (see _core.pyi) into the core's image.
+pub fn metadata_image(image: &Bound<'_, PyAny>) -> PyResult<MetadataImage> {
+    let required = |key: &str| {
+        image
+            .get_item(key)
+            .map_err(|_| PyValueError::new_err(format!("metadata image lacks {key}")))
+    };
+    let brokers = required("brokers")?
+        .try_iter()?
+        .map(|b| {
+            let b = b?;
+            Ok(BrokerEndpoint {
+                node_id: b.get_item("node_id")?.extract()?,
+                host: b.get_item("host")?.extract()?,
+                port: b.get_item("port")?.extract()?,
+                rack: b.get_item("rack")?.extract()?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let topics = required("topics")?
+        .try_iter()?
+        .map(|t| topic(&t?))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(MetadataImage::new(
+        required("cluster_id")?.extract()?,
+        required("controller_id")?.extract()?,
+        required("metadata_offset")?.extract()?,
+        brokers,
+        topics,
+    ))
+}
+
+fn topic(t: &Bound<'_, PyAny>) -> PyResult<TopicMetadata> {
+    let id: Vec<u8> = t.get_item("topic_id")?.extract()?;
+    let topic_id =
+        Uuid::from_slice(&id).map_err(|_| PyValueError::new_err("topic_id must be 16 bytes"))?;
+    let mut partitions = t
+        .get_item("partitions")?
+        .try_iter()?
+        .map(|p| {
+            let p = p?;
+            Ok(PartitionMetadata {
+                partition: p.get_item("partition")?.extract()?,
+                leader: p.get_item("leader")?.extract()?,
+                leader_epoch: p.get_item("leader_epoch")?.extract()?,
+                partition_epoch: p.get_item("partition_epoch")?.extract()?,
+                replicas: p.get_item("replicas")?.extract()?,
+                isr: p.get_item("isr")?.extract()?,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    partitions.sort_by_key(|p| p.partition);
+    Ok(TopicMetadata {
+        name: t.get_item("name")?.extract()?,
+        topic_id,
+        internal: t.get_item("internal")?.extract()?,
+        configs: t
+            .get_item("configs")?
+            .extract::<HashMap<String, String>>()?,
+        partitions,
+    })
+}

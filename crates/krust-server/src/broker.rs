@@ -1,0 +1,185 @@
+//! The broker core as the bindings see it: storage opened at construction, metadata pushed in
+//! by the controller, internal logs for the controller and coordinators, and `serve`.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use krust_storage::{LogManager, StorageError, TopicPartition};
+use tokio::sync::watch;
+
+use crate::bridge::Bridge;
+use crate::handlers::produce::now_ms;
+use crate::metadata_cache::{MetadataCache, MetadataImage};
+use crate::replica_manager::{InternalLogError, ReplicaManager};
+use crate::server::{serve, ServeError, ServerContext};
+use crate::settings::BrokerSettings;
+
+/// A record as stored in an internal log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+}
+
+/// Why the broker could not open its storage.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open the logs in {dirs}: {source}")]
+pub struct OpenError {
+    dirs: String,
+    source: StorageError,
+}
+
+/// A failed internal read or write.
+#[derive(Debug, thiserror::Error)]
+pub enum InternalRecordsError {
+    #[error(transparent)]
+    Log(#[from] InternalLogError),
+    #[error("cannot encode or decode records: {0}")]
+    Codec(String),
+}
+
+pub struct Broker {
+    settings: BrokerSettings,
+    metadata: Arc<MetadataCache>,
+    replicas: Arc<ReplicaManager>,
+    stop: watch::Sender<bool>,
+}
+
+impl Broker {
+    /// Opens (and if needed recovers) every log under log.dirs.
+    pub fn open(settings: BrokerSettings) -> Result<Broker, OpenError> {
+        let log_manager = LogManager::open(&settings.log_dirs, settings.log_defaults.clone())
+            .map_err(|source| OpenError {
+                dirs: settings
+                    .log_dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                source,
+            })?;
+        let replicas =
+            ReplicaManager::new(settings.node_id, log_manager, settings.log_defaults.clone());
+        Ok(Broker {
+            settings,
+            metadata: Arc::default(),
+            replicas: Arc::new(replicas),
+            stop: watch::Sender::new(false),
+        })
+    }
+
+    pub fn settings(&self) -> &BrokerSettings {
+        &self.settings
+    }
+
+    /// Installs a new metadata image and reconciles the hosted partitions with it.
+    pub fn apply_metadata(&self, image: MetadataImage) -> Result<(), StorageError> {
+        self.replicas.apply_image(&image)?;
+        self.metadata.replace(image);
+        Ok(())
+    }
+
+    /// Appends `(key, value)` records as one uncompressed batch, flushed; returns its base offset.
+    pub fn internal_append(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: &[(Option<Bytes>, Option<Bytes>)],
+    ) -> Result<i64, InternalRecordsError> {
+        let now = now_ms();
+        let records: Vec<Record> = records
+            .iter()
+            .enumerate()
+            .map(|(i, (key, value))| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                // The encoder starts a new batch unless offset - sequence stays constant; this
+                // keeps one batch whose base sequence is -1 (no producer id).
+                sequence: i as i32 - 1,
+                timestamp: now,
+                key: key.clone(),
+                value: value.clone(),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut batch = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut batch,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
+        let tp = TopicPartition::new(topic, partition);
+        let info = self.replicas.append_internal(&tp, &batch, now)?;
+        Ok(info.first_offset)
+    }
+
+    /// Reads records at or after `start_offset` (about `max_bytes` worth of batches).
+    pub fn internal_read(
+        &self,
+        topic: &str,
+        partition: i32,
+        start_offset: i64,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredRecord>, InternalRecordsError> {
+        let tp = TopicPartition::new(topic, partition);
+        let mut bytes = self.replicas.read_internal(&tp, start_offset, max_bytes)?;
+        let sets = RecordBatchDecoder::decode_all(&mut bytes)
+            .map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
+        Ok(sets
+            .into_iter()
+            .flat_map(|set| set.records)
+            .filter(|r| r.offset >= start_offset && !r.control)
+            .map(|r| StoredRecord {
+                offset: r.offset,
+                timestamp: r.timestamp,
+                key: r.key,
+                value: r.value,
+            })
+            .collect())
+    }
+
+    pub fn log_end_offset(&self, topic: &str, partition: i32) -> Result<i64, InternalLogError> {
+        self.replicas
+            .internal_log_end_offset(&TopicPartition::new(topic, partition))
+    }
+
+    /// What connections share while serving, with Python-owned requests going to `bridge`.
+    pub fn server_context(&self, bridge: Bridge) -> Arc<ServerContext> {
+        Arc::new(ServerContext::new(
+            self.settings.clone(),
+            self.metadata.clone(),
+            self.replicas.clone(),
+            bridge,
+        ))
+    }
+
+    /// Serves clients until `shutdown()` or SIGTERM.
+    pub async fn serve(&self, bridge: Bridge) -> Result<(), ServeError> {
+        serve(self.server_context(bridge), self.stop.subscribe()).await
+    }
+
+    /// Asks `serve` to stop.
+    pub fn shutdown(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Flushes all logs and writes checkpoints and the clean-shutdown marker.
+    pub fn close(&self) -> Result<(), StorageError> {
+        self.replicas.shutdown()
+    }
+}

@@ -1,0 +1,308 @@
+//! Fetch: slices of segment files for each partition, with incremental sessions (KIP-227) and
+//! DelayedFetch (wait for `min_bytes` up to `max_wait_ms`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::dispatch::RequestContext;
+use crate::fetch_session::{SessionContext, SessionPartition};
+use crate::metadata_cache::MetadataImage;
+use crate::purgatory::NewDataWatch;
+use crate::replica_manager::Partition;
+use crate::server::ServerContext;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+
+/// One partition to read, with what the client asked of it.
+struct Wanted {
+    request: SessionPartition,
+    current_leader_epoch: i32,
+    partition: Result<Arc<Partition>, i16>,
+}
+
+pub async fn handle(
+    context: &ServerContext,
+    request: FetchRequest,
+    ctx: &RequestContext<'_>,
+) -> FetchResponse {
+    let version = ctx.version();
+    let image = context.metadata.image();
+    let requested = requested_partitions(&image, &request, version);
+    let epochs: Vec<(String, i32, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let name = topic_name(&image, &t.topic, t.topic_id, version);
+            t.partitions
+                .iter()
+                .map(move |p| (name.clone(), p.partition, p.current_leader_epoch))
+        })
+        .collect();
+    let forgotten: Vec<(String, i32)> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            let name = topic_name(&image, &t.topic, t.topic_id, version);
+            t.partitions.iter().map(move |p| (name.clone(), *p))
+        })
+        .collect();
+    let session = if version >= 7 {
+        context.fetch_sessions.resolve(
+            request.session_id,
+            request.session_epoch,
+            requested.clone(),
+            &forgotten,
+        )
+    } else {
+        SessionContext::Sessionless
+    };
+    let (session_id, targets, incremental) = match session {
+        SessionContext::Error(code) => {
+            return FetchResponse::default()
+                .with_error_code(code)
+                .with_session_id(request.session_id)
+        }
+        SessionContext::Sessionless => (0, requested, false),
+        SessionContext::Session {
+            session_id,
+            partitions,
+            incremental,
+        } => (session_id, partitions, incremental),
+    };
+    let wanted: Vec<Wanted> = targets
+        .into_iter()
+        .map(|request| {
+            let current_leader_epoch = epochs
+                .iter()
+                .find(|(t, p, _)| *t == request.topic && *p == request.partition)
+                .map(|(_, _, e)| *e)
+                .unwrap_or(-1);
+            let partition = locate(context, &image, &request, version);
+            Wanted {
+                request,
+                current_leader_epoch,
+                partition,
+            }
+        })
+        .collect();
+    let results = read_with_wait(&request, &wanted).await;
+    let responses = build_response(&wanted, results, incremental);
+    if session_id != 0 {
+        let sent: Vec<(String, i32, i64, i64)> = responses
+            .iter()
+            .flat_map(|(name, _, partitions)| {
+                partitions.iter().map(move |p| {
+                    (
+                        name.clone(),
+                        p.partition_index,
+                        p.high_watermark,
+                        p.log_start_offset,
+                    )
+                })
+            })
+            .collect();
+        context.fetch_sessions.record_sent(session_id, &sent);
+    }
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(
+            responses
+                .into_iter()
+                .map(|(name, topic_id, partitions)| {
+                    FetchableTopicResponse::default()
+                        .with_topic(TopicName(StrBytes::from_string(name)))
+                        .with_topic_id(if version >= 13 { topic_id } else { Uuid::nil() })
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+/// The topic's name: from the request before v13, from its id from v13 on ("" if unknown).
+fn topic_name(image: &MetadataImage, name: &TopicName, id: Uuid, version: i16) -> String {
+    if version >= 13 {
+        image
+            .topic_by_id(&id)
+            .map(|t| t.name.clone())
+            .unwrap_or_default()
+    } else {
+        name.0.to_string()
+    }
+}
+
+fn requested_partitions(
+    image: &MetadataImage,
+    request: &FetchRequest,
+    version: i16,
+) -> Vec<SessionPartition> {
+    request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let name = topic_name(image, &t.topic, t.topic_id, version);
+            let topic_id = t.topic_id;
+            t.partitions.iter().map(move |p| SessionPartition {
+                topic: name.clone(),
+                topic_id,
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+                last_sent: None,
+            })
+        })
+        .collect()
+}
+
+fn locate(
+    context: &ServerContext,
+    image: &MetadataImage,
+    request: &SessionPartition,
+    version: i16,
+) -> Result<Arc<Partition>, i16> {
+    if request.topic.is_empty() && version >= 13 {
+        return Err(UNKNOWN_TOPIC_ID);
+    }
+    if image.topic(&request.topic).is_none() {
+        return Err(UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    let partition = context
+        .replicas
+        .partition(&request.topic, request.partition)
+        .ok_or(UNKNOWN_TOPIC_OR_PARTITION)?;
+    if !partition.is_leader() {
+        return Err(NOT_LEADER_OR_FOLLOWER);
+    }
+    Ok(partition)
+}
+
+/// What one read of one partition produced.
+struct ReadResult {
+    error_code: i16,
+    records: Option<Bytes>,
+}
+
+/// Reads every partition, waiting (DelayedFetch) while fewer than min_bytes are available.
+async fn read_with_wait(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
+    let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let watched: Vec<Arc<Partition>> = wanted
+        .iter()
+        .filter_map(|w| w.partition.as_ref().ok().cloned())
+        .collect();
+    let mut new_data = NewDataWatch::new(&watched);
+    loop {
+        let results = read_once(request, wanted);
+        let bytes: usize = results
+            .iter()
+            .map(|r| r.records.as_ref().map_or(0, Bytes::len))
+            .sum();
+        let has_error = results.iter().any(|r| r.error_code != 0);
+        let now = Instant::now();
+        if has_error || bytes >= request.min_bytes.max(0) as usize || now >= deadline {
+            return results;
+        }
+        new_data.wait(deadline - now).await;
+    }
+}
+
+fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
+    let mut remaining = if request.max_bytes > 0 {
+        request.max_bytes as usize
+    } else {
+        usize::MAX
+    };
+    let mut any_data = false;
+    wanted
+        .iter()
+        .map(|w| {
+            let partition = match &w.partition {
+                Ok(p) => p,
+                Err(code) => {
+                    return ReadResult {
+                        error_code: *code,
+                        records: None,
+                    }
+                }
+            };
+            if let Some(code) = epoch_error(w.current_leader_epoch, partition.leader_epoch()) {
+                return ReadResult {
+                    error_code: code,
+                    records: None,
+                };
+            }
+            let max_bytes = (w.request.max_bytes.max(0) as usize).min(remaining);
+            // KIP-74: the first batch of the response is sent whole even if over the limits.
+            match partition.read(w.request.fetch_offset, max_bytes, !any_data) {
+                Ok(data) => {
+                    remaining = remaining.saturating_sub(data.records.len());
+                    any_data |= !data.records.is_empty();
+                    ReadResult {
+                        error_code: 0,
+                        records: Some(data.records),
+                    }
+                }
+                Err(error) => ReadResult {
+                    error_code: error.kafka_error_code(),
+                    records: None,
+                },
+            }
+        })
+        .collect()
+}
+
+/// KIP-320: a client that knows a newer epoch is ahead of us; one with an older epoch is fenced.
+fn epoch_error(requested: i32, current: i32) -> Option<i16> {
+    if requested < 0 || requested == current {
+        None
+    } else if requested > current {
+        Some(UNKNOWN_LEADER_EPOCH)
+    } else {
+        Some(FENCED_LEADER_EPOCH)
+    }
+}
+
+type TopicResponses = Vec<(String, Uuid, Vec<PartitionData>)>;
+
+fn build_response(
+    wanted: &[Wanted],
+    results: Vec<ReadResult>,
+    incremental: bool,
+) -> TopicResponses {
+    let mut topics: TopicResponses = Vec::new();
+    for (w, result) in wanted.iter().zip(results) {
+        let (hw, log_start) = match &w.partition {
+            Ok(p) => (p.high_watermark(), p.log_start_offset()),
+            Err(_) => (-1, -1),
+        };
+        let has_records = result.records.as_ref().is_some_and(|r| !r.is_empty());
+        let changed = w.request.last_sent != Some((hw, log_start));
+        if incremental && result.error_code == 0 && !has_records && !changed {
+            continue;
+        }
+        let data = PartitionData::default()
+            .with_partition_index(w.request.partition)
+            .with_error_code(result.error_code)
+            .with_high_watermark(hw)
+            .with_last_stable_offset(hw)
+            .with_log_start_offset(log_start)
+            .with_preferred_read_replica(BrokerId(-1))
+            .with_records(result.records.or(Some(Bytes::new())));
+        match topics
+            .iter_mut()
+            .find(|(name, _, _)| *name == w.request.topic)
+        {
+            Some((_, _, partitions)) => partitions.push(data),
+            None => topics.push((w.request.topic.clone(), w.request.topic_id, vec![data])),
+        }
+    }
+    topics
+}

@@ -1,0 +1,37 @@
+//! InitProducerId for idempotent (non-transactional) producers.
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
+use crate::server::ServerContext;
+
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+
+pub async fn handle(
+    context: &ServerContext,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let response = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if request.transactional_id.is_some() {
+        // Transactions need the transaction coordinator, which this broker does not run yet.
+        return response.with_error_code(COORDINATOR_NOT_AVAILABLE);
+    }
+    // KIP-360: a producer that already has an id may bump its epoch instead of taking a new id.
+    let existing = request.producer_id.0;
+    let epoch = request.producer_epoch;
+    if existing >= 0 && (0..i16::MAX - 1).contains(&epoch) {
+        return response
+            .with_producer_id(ProducerId(existing))
+            .with_producer_epoch(epoch + 1);
+    }
+    match context.producer_ids.next_producer_id(&context.bridge).await {
+        Ok(id) => response
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(error) => {
+            tracing::warn!("cannot allocate a producer id: {error}");
+            response.with_error_code(COORDINATOR_NOT_AVAILABLE)
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Metadata: brokers, controller, and topics with partition leadership; auto-creates topics.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::dispatch::RequestContext;
+use crate::metadata_cache::{MetadataImage, TopicMetadata};
+use crate::server::ServerContext;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const LEADER_NOT_AVAILABLE: i16 = 5;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+/// Kafka's "authorized operations were not requested" marker.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+/// The CreateTopics version the core speaks to the controller.
+const CREATE_TOPICS_VERSION: i16 = 7;
+
+pub async fn handle(
+    context: &ServerContext,
+    request: MetadataRequest,
+    ctx: &RequestContext<'_>,
+) -> MetadataResponse {
+    let version = ctx.version();
+    // v0 has no null topic list: an empty list means every topic.
+    let all_topics = match &request.topics {
+        None => true,
+        Some(topics) => version == 0 && topics.is_empty(),
+    };
+    let auto_create = context.settings.auto_create_topics_enable
+        && (version < 4 || request.allow_auto_topic_creation);
+    let mut image = context.metadata.image();
+    let wanted = requested_topics(&request);
+    if auto_create {
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter_map(|t| t.name.as_ref())
+            .filter(|name| image.topic(name).is_none() && is_valid_topic_name(name))
+            .collect();
+        if !missing.is_empty() {
+            auto_create_topics(context, &missing).await;
+            image = context.metadata.image();
+        }
+    }
+    let topics = if all_topics {
+        let mut all: Vec<&Arc<TopicMetadata>> = image.topics.values().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all.into_iter()
+            .map(|topic| topic_response(&image, topic, version))
+            .collect()
+    } else {
+        wanted
+            .iter()
+            .map(|requested| lookup(&image, requested, version))
+            .collect()
+    };
+    MetadataResponse::default()
+        .with_brokers(brokers(&image))
+        .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
+        .with_controller_id(BrokerId(image.controller_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+/// A topic asked for by name or (v10+) by id.
+struct RequestedTopic {
+    name: Option<String>,
+    id: Uuid,
+}
+
+fn requested_topics(request: &MetadataRequest) -> Vec<RequestedTopic> {
+    request
+        .topics
+        .iter()
+        .flatten()
+        .map(|topic| RequestedTopic {
+            name: topic.name.as_ref().map(|n| n.0.to_string()),
+            id: topic.topic_id,
+        })
+        .collect()
+}
+
+fn lookup(
+    image: &MetadataImage,
+    requested: &RequestedTopic,
+    version: i16,
+) -> MetadataResponseTopic {
+    let found = match &requested.name {
+        Some(name) => image.topic(name),
+        None => image.topic_by_id(&requested.id),
+    };
+    if let Some(topic) = found {
+        return topic_response(image, topic, version);
+    }
+    let error = match &requested.name {
+        Some(name) if !is_valid_topic_name(name) => INVALID_TOPIC_EXCEPTION,
+        Some(_) => UNKNOWN_TOPIC_OR_PARTITION,
+        None => UNKNOWN_TOPIC_ID,
+    };
+    MetadataResponseTopic::default()
+        .with_error_code(error)
+        .with_name(
+            requested
+                .name
+                .as_ref()
+                .map(|n| TopicName(StrBytes::from_string(n.clone()))),
+        )
+        .with_topic_id(requested.id)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+fn topic_response(
+    image: &MetadataImage,
+    topic: &TopicMetadata,
+    version: i16,
+) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            let leader_alive = image.brokers.contains_key(&p.leader);
+            MetadataResponsePartition::default()
+                .with_error_code(if leader_alive {
+                    0
+                } else {
+                    LEADER_NOT_AVAILABLE
+                })
+                .with_partition_index(p.partition)
+                .with_leader_id(BrokerId(if leader_alive { p.leader } else { -1 }))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
+                .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_topic_id(if version >= 10 {
+            topic.topic_id
+        } else {
+            Uuid::nil()
+        })
+        .with_is_internal(topic.internal)
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+    image
+        .brokers
+        .values()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(b.port)
+                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        })
+        .collect()
+}
+
+/// Asks the controller to create topics with the broker defaults, as a Kafka broker forwards
+/// auto-creation to its controller. Failures are left for the lookup to report.
+async fn auto_create_topics(context: &ServerContext, names: &[&String]) {
+    let topics = names
+        .iter()
+        .map(|name| {
+            CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string((*name).clone())))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+        })
+        .collect();
+    let request = CreateTopicsRequest::default()
+        .with_topics(topics)
+        .with_timeout_ms(30_000);
+    match context
+        .bridge
+        .call_internal(&request, CREATE_TOPICS_VERSION)
+        .await
+    {
+        Ok(response) => {
+            for topic in response.topics {
+                if topic.error_code != 0 && topic.error_code != TOPIC_ALREADY_EXISTS {
+                    tracing::info!(
+                        "auto-creating topic {} failed with error {}",
+                        topic.name.0.as_str(),
+                        topic.error_code
+                    );
+                }
+            }
+        }
+        Err(error) => tracing::warn!("auto-creating topics failed: {error}"),
+    }
+}
+
+/// Kafka's legal topic names: 1-249 of [a-zA-Z0-9._-], not "." or "..".
+pub fn is_valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}

@@ -1,0 +1,84 @@
+//! Handlers of the apis the core answers natively, without crossing to Python.
+
+pub mod api_versions;
+pub mod describe_cluster;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest,
+};
+use kafka_protocol::protocol::Decodable;
+
+use crate::dispatch::{respond, Outcome, RequestContext};
+use crate::server::ServerContext;
+
+/// A decoded request of an api the core answers itself.
+#[derive(Debug)]
+pub enum NativeRequest {
+    ApiVersions(ApiVersionsRequest),
+    Metadata(MetadataRequest),
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    DescribeCluster(DescribeClusterRequest),
+    InitProducerId(InitProducerIdRequest),
+}
+
+fn decode_exact<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, String> {
+    let decoded = T::decode(&mut body, version).map_err(|e| format!("malformed request: {e}"))?;
+    if body.has_remaining() {
+        return Err(format!(
+            "{} unexpected bytes after the request",
+            body.remaining()
+        ));
+    }
+    Ok(decoded)
+}
+
+impl NativeRequest {
+    /// Decodes a request body (after the header); an error means the connection is closed.
+    pub fn decode(api_key: ApiKey, version: i16, body: Bytes) -> Result<Self, String> {
+        Ok(match api_key {
+            ApiKey::ApiVersions => Self::ApiVersions(decode_exact(body, version)?),
+            ApiKey::Metadata => Self::Metadata(decode_exact(body, version)?),
+            ApiKey::Produce => Self::Produce(decode_exact(body, version)?),
+            ApiKey::Fetch => Self::Fetch(decode_exact(body, version)?),
+            ApiKey::ListOffsets => Self::ListOffsets(decode_exact(body, version)?),
+            ApiKey::DescribeCluster => Self::DescribeCluster(decode_exact(body, version)?),
+            ApiKey::InitProducerId => Self::InitProducerId(decode_exact(body, version)?),
+            other => return Err(format!("{other:?} has no native handler")),
+        })
+    }
+}
+
+/// Runs the native handler of a decoded request.
+pub async fn handle_native(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    decoded: NativeRequest,
+) -> Outcome {
+    match decoded {
+        NativeRequest::ApiVersions(r) => respond(request, &api_versions::handle(context, r)),
+        NativeRequest::Metadata(r) => {
+            respond(request, &metadata::handle(context, r, request).await)
+        }
+        NativeRequest::Produce(r) => match produce::handle(context, r).await {
+            Some(response) => respond(request, &response),
+            None => Outcome::NoResponse,
+        },
+        NativeRequest::Fetch(r) => respond(request, &fetch::handle(context, r, request).await),
+        NativeRequest::ListOffsets(r) => respond(request, &list_offsets::handle(context, r)),
+        NativeRequest::DescribeCluster(r) => {
+            respond(request, &describe_cluster::handle(context, r))
+        }
+        NativeRequest::InitProducerId(r) => {
+            respond(request, &init_producer_id::handle(context, r).await)
+        }
+    }
+}

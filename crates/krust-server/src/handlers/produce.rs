@@ -1,0 +1,109 @@
+//! Produce: validate and append each partition's batches; acks=all waits for the high watermark.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+use crate::purgatory::await_high_watermarks;
+use crate::replica_manager::Partition;
+use crate::server::ServerContext;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const REQUEST_TIMED_OUT: i16 = 7;
+const INVALID_RECORD: i16 = 87;
+
+/// Handles a Produce request; `None` for acks=0, which Kafka never answers.
+pub async fn handle(context: &ServerContext, request: ProduceRequest) -> Option<ProduceResponse> {
+    let now_ms = now_ms();
+    let mut waits: Vec<(Arc<Partition>, i64)> = Vec::new();
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    for topic in request.topic_data {
+        let name = topic.name.0.to_string();
+        let partitions = topic
+            .partition_data
+            .iter()
+            .map(|data| {
+                let Some(partition) = context.replicas.partition(&name, data.index) else {
+                    return error_response(data.index, UNKNOWN_TOPIC_OR_PARTITION);
+                };
+                if !partition.is_leader() {
+                    return error_response(data.index, NOT_LEADER_OR_FOLLOWER);
+                }
+                let Some(records) = &data.records else {
+                    return error_response(data.index, INVALID_RECORD);
+                };
+                match partition.append_as_leader(records, now_ms) {
+                    Ok(info) => {
+                        if request.acks == -1 {
+                            waits.push((partition.clone(), info.last_offset + 1));
+                        }
+                        PartitionProduceResponse::default()
+                            .with_index(data.index)
+                            .with_base_offset(info.first_offset)
+                            .with_log_append_time_ms(info.log_append_time)
+                            .with_log_start_offset(info.log_start_offset)
+                    }
+                    Err(error) => {
+                        tracing::debug!("produce to {name}-{} rejected: {error}", data.index);
+                        error_response(data.index, error.kafka_error_code())
+                    }
+                }
+            })
+            .collect();
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    if request.acks == 0 {
+        return None;
+    }
+    if !waits.is_empty() {
+        let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
+        if !await_high_watermarks(&waits, timeout).await {
+            mark_timed_out(&mut responses, &waits);
+        }
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+fn error_response(index: i32, error_code: i16) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error_code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+}
+
+/// Partitions whose high watermark did not reach the append in time answer REQUEST_TIMED_OUT.
+fn mark_timed_out(responses: &mut [TopicProduceResponse], waits: &[(Arc<Partition>, i64)]) {
+    for (partition, required) in waits {
+        if partition.high_watermark() >= *required {
+            continue;
+        }
+        let tp = &partition.topic_partition;
+        for topic in responses.iter_mut() {
+            if topic.name.0.as_str() != tp.topic {
+                continue;
+            }
+            for response in topic.partition_responses.iter_mut() {
+                if response.index == tp.partition && response.error_code == 0 {
+                    response.error_code = REQUEST_TIMED_OUT;
+                }
+            }
+        }
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

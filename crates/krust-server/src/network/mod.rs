@@ -1,0 +1,4 @@
+//! Sockets: accepting connections and serving each one's requests in order.
+
+pub mod acceptor;
+pub mod connection;

@@ -1,0 +1,147 @@
+//! The running server: shared context of every connection, listeners, and graceful shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::bridge::Bridge;
+use crate::fetch_session::FetchSessionCache;
+use crate::handlers::produce::now_ms;
+use crate::metadata_cache::MetadataCache;
+use crate::network::acceptor::{run_listener, ConnectionCounter};
+use crate::producer_ids::ProducerIdManager;
+use crate::replica_manager::ReplicaManager;
+use crate::settings::BrokerSettings;
+
+/// How long shutdown waits for in-flight requests before giving up on them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Kafka's log.flush.offset.checkpoint.interval.ms default.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What every connection and handler shares.
+pub struct ServerContext {
+    pub settings: BrokerSettings,
+    pub metadata: Arc<MetadataCache>,
+    pub replicas: Arc<ReplicaManager>,
+    pub bridge: Bridge,
+    pub fetch_sessions: FetchSessionCache,
+    pub producer_ids: ProducerIdManager,
+    pub connections: Arc<ConnectionCounter>,
+    /// queued.max.requests: permits for requests being handled broker-wide.
+    pub request_slots: Semaphore,
+}
+
+impl ServerContext {
+    pub fn new(
+        settings: BrokerSettings,
+        metadata: Arc<MetadataCache>,
+        replicas: Arc<ReplicaManager>,
+        bridge: Bridge,
+    ) -> Self {
+        let slots = settings.queued_max_requests.max(1);
+        ServerContext {
+            producer_ids: ProducerIdManager::new(settings.node_id),
+            settings,
+            metadata,
+            replicas,
+            bridge,
+            fetch_sessions: FetchSessionCache::default(),
+            connections: Arc::default(),
+            request_slots: Semaphore::new(slots),
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+/// Binds every listener, serves until `stop` turns true (or SIGTERM), then stops accepting and
+/// lets connections finish the request in flight, for at most a few seconds.
+pub async fn serve(
+    context: Arc<ServerContext>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    let mut listeners = Vec::new();
+    for listener in &context.settings.listeners {
+        // Kafka's "PLAINTEXT://:9092" means every interface.
+        let host = if listener.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &listener.host
+        };
+        let address = format!("{host}:{}", listener.port);
+        let bound = TcpListener::bind(&address)
+            .await
+            .map_err(|source| ServeError::Bind { address, source })?;
+        listeners.push(bound);
+    }
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    for listener in listeners {
+        tasks.spawn(run_listener(listener, context.clone(), shutdown_rx.clone()));
+    }
+    tasks.spawn(flush_periodically(context.clone(), shutdown_rx.clone()));
+    tasks.spawn(checkpoint_periodically(
+        context.clone(),
+        shutdown_rx.clone(),
+    ));
+    wait_for_stop(&mut stop).await;
+    let _ = shutdown_tx.send(true);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}
+
+async fn wait_for_stop(stop: &mut watch::Receiver<bool>) {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = stop.wait_for(|stopped| *stopped) => {}
+        _ = terminate => tracing::info!("SIGTERM received, shutting down"),
+    }
+}
+
+/// Recovery points are checkpointed so a restart after a crash rescans only the recent tail.
+async fn checkpoint_periodically(context: Arc<ServerContext>, mut shutdown: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(CHECKPOINT_INTERVAL);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => context.replicas.checkpoint(),
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// log.flush.interval.* are checked every log.flush.scheduler.interval.ms.
+async fn flush_periodically(context: Arc<ServerContext>, mut shutdown: watch::Receiver<bool>) {
+    let interval_ms = context.settings.log_flush_scheduler_interval_ms;
+    if interval_ms == u64::MAX {
+        let _ = shutdown.wait_for(|s| *s).await;
+        return;
+    }
+    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => context.replicas.flush_dirty(now_ms()),
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    }
+}

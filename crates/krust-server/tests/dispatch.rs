@@ -1,0 +1,334 @@
+//! Request frames through the dispatcher against a real broker core on a temporary log dir.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use krust_server::bridge::Bridge;
+use krust_server::broker::Broker;
+use krust_server::dispatch::{handle_request, Outcome};
+use krust_server::metadata_cache::{
+    BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
+};
+use krust_server::server::ServerContext;
+use krust_server::settings::BrokerSettings;
+use uuid::Uuid;
+
+struct TestBroker {
+    _dir: tempfile::TempDir,
+    broker: Broker,
+    context: Arc<ServerContext>,
+}
+
+fn broker_with_topic(topic: &str, partitions: i32) -> TestBroker {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = BrokerSettings {
+        log_dirs: vec![dir.path().to_path_buf()],
+        ..BrokerSettings::default()
+    };
+    let broker = Broker::open(settings).unwrap();
+    let partitions = (0..partitions)
+        .map(|partition| PartitionMetadata {
+            partition,
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        })
+        .collect();
+    broker
+        .apply_metadata(MetadataImage::new(
+            "test-cluster".into(),
+            1,
+            0,
+            vec![BrokerEndpoint {
+                node_id: 1,
+                host: "localhost".into(),
+                port: 9092,
+                rack: None,
+            }],
+            vec![TopicMetadata {
+                name: topic.into(),
+                topic_id: Uuid::from_u128(0x1234_5678_9abc_def0),
+                internal: false,
+                configs: Default::default(),
+                partitions,
+            }],
+        ))
+        .unwrap();
+    let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+    let context = broker.server_context(bridge);
+    TestBroker {
+        _dir: dir,
+        broker,
+        context,
+    }
+}
+
+fn frame<T: Encodable>(api_key: ApiKey, version: i16, body: &T) -> Bytes {
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(42)
+        .with_client_id(Some(StrBytes::from_static_str("test")));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, api_key.request_header_version(version))
+        .unwrap();
+    body.encode(&mut buf, version).unwrap();
+    buf.freeze()
+}
+
+/// Strips the size prefix and response header, returning the body.
+fn response_body(outcome: Outcome, api_key: ApiKey, version: i16) -> Bytes {
+    let Outcome::Respond(frame) = outcome else {
+        panic!("expected a response");
+    };
+    let mut bytes = frame.freeze();
+    let size = bytes.get_i32() as usize;
+    assert_eq!(size, bytes.len());
+    assert_eq!(bytes.get_i32(), 42, "correlation id echoes the request");
+    if api_key.response_header_version(version) >= 1 {
+        assert_eq!(bytes.get_u8(), 0, "no tagged fields in the header");
+    }
+    bytes
+}
+
+fn batch(values: &[&str]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32 - 1,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn produce(topic: &str, partitions: Vec<(i32, Bytes)>, acks: i16) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(
+                partitions
+                    .into_iter()
+                    .map(|(index, records)| {
+                        PartitionProduceData::default()
+                            .with_index(index)
+                            .with_records(Some(records))
+                    })
+                    .collect(),
+            )])
+}
+
+fn fetch(topic: &str, offset: i64, max_wait_ms: i32, session: (i32, i32)) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_id(session.0)
+        .with_session_epoch(session.1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_current_leader_epoch(-1)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+async fn send_produce(b: &TestBroker, request: &ProduceRequest) -> ProduceResponse {
+    let outcome = handle_request(&b.context, frame(ApiKey::Produce, 9, request), "127.0.0.1").await;
+    ProduceResponse::decode(&mut response_body(outcome, ApiKey::Produce, 9), 9).unwrap()
+}
+
+async fn send_fetch(b: &TestBroker, request: &FetchRequest) -> FetchResponse {
+    let outcome = handle_request(&b.context, frame(ApiKey::Fetch, 12, request), "127.0.0.1").await;
+    FetchResponse::decode(&mut response_body(outcome, ApiKey::Fetch, 12), 12).unwrap()
+}
+
+#[tokio::test]
+async fn an_apiversions_request_newer_than_ours_gets_a_v0_answer_with_error_35() {
+    let b = broker_with_topic("t", 1);
+    let request = kafka_protocol::messages::ApiVersionsRequest::default();
+    let mut raw = BytesMut::from(&frame(ApiKey::ApiVersions, 3, &request)[..]);
+    raw[2..4].copy_from_slice(&99i16.to_be_bytes());
+    let outcome = handle_request(&b.context, raw.freeze(), "127.0.0.1").await;
+    let mut body = response_body(outcome, ApiKey::ApiVersions, 0);
+    let response = ApiVersionsResponse::decode(&mut body, 0).unwrap();
+    assert_eq!(response.error_code, 35);
+    let produce = response
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::Produce as i16)
+        .expect("Produce is advertised");
+    assert_eq!(produce.min_version, 3);
+}
+
+#[tokio::test]
+async fn malformed_frames_close_the_connection() {
+    let b = broker_with_topic("t", 1);
+    for raw in [
+        Bytes::from_static(&[0, 0, 0]),
+        Bytes::from_static(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0, 0]),
+        Bytes::from_static(&[0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0xff]),
+    ] {
+        let outcome = handle_request(&b.context, raw, "127.0.0.1").await;
+        assert!(matches!(outcome, Outcome::Close(_)));
+    }
+}
+
+#[tokio::test]
+async fn produced_batches_are_fetched_back_with_their_offsets() {
+    let b = broker_with_topic("t", 1);
+    let first = send_produce(&b, &produce("t", vec![(0, batch(&["a", "b"]))], -1)).await;
+    let second = send_produce(&b, &produce("t", vec![(0, batch(&["c"]))], 1)).await;
+    assert_eq!(
+        first.responses[0].partition_responses[0].error_code, 0,
+        "{first:?}"
+    );
+    assert_eq!(first.responses[0].partition_responses[0].base_offset, 0);
+    assert_eq!(second.responses[0].partition_responses[0].base_offset, 2);
+    let response = send_fetch(&b, &fetch("t", 1, 0, (0, -1))).await;
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    assert_eq!(partition.high_watermark, 3);
+    let mut records = partition.records.clone().unwrap();
+    let values: Vec<(i64, Bytes)> = RecordBatchDecoder::decode_all(&mut records)
+        .unwrap()
+        .into_iter()
+        .flat_map(|set| set.records)
+        .map(|r| (r.offset, r.value.unwrap()))
+        .collect();
+    // A fetch inside a batch returns that whole batch; the client skips offset 0.
+    assert_eq!(
+        values,
+        vec![
+            (0, Bytes::from("a")),
+            (1, Bytes::from("b")),
+            (2, Bytes::from("c"))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_corrupt_batch_fails_only_its_own_partition() {
+    let b = broker_with_topic("t", 2);
+    let mut corrupt = BytesMut::from(&batch(&["x"])[..]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let response = send_produce(
+        &b,
+        &produce("t", vec![(0, corrupt.freeze()), (1, batch(&["y"]))], 1),
+    )
+    .await;
+    let partitions = &response.responses[0].partition_responses;
+    assert_eq!(partitions[0].error_code, 2, "CORRUPT_MESSAGE");
+    assert_eq!(partitions[1].error_code, 0);
+    assert_eq!(
+        b.context
+            .replicas
+            .partition("t", 0)
+            .unwrap()
+            .log_end_offset(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn unknown_topics_and_offsets_out_of_range_are_reported() {
+    let b = broker_with_topic("t", 1);
+    let response = send_produce(&b, &produce("missing", vec![(0, batch(&["x"]))], 1)).await;
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 3);
+    let response = send_fetch(&b, &fetch("t", 5, 0, (0, -1))).await;
+    assert_eq!(response.responses[0].partitions[0].error_code, 1);
+}
+
+#[tokio::test]
+async fn acks_zero_gets_no_response() {
+    let b = broker_with_topic("t", 1);
+    let request = produce("t", vec![(0, batch(&["x"]))], 0);
+    let outcome =
+        handle_request(&b.context, frame(ApiKey::Produce, 9, &request), "127.0.0.1").await;
+    assert!(matches!(outcome, Outcome::NoResponse));
+    assert_eq!(
+        b.context
+            .replicas
+            .partition("t", 0)
+            .unwrap()
+            .log_end_offset(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_fetch_is_woken_by_a_produce() {
+    let b = Arc::new(broker_with_topic("t", 1));
+    let producer = b.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        send_produce(&producer, &produce("t", vec![(0, batch(&["late"]))], 1)).await;
+    });
+    let response = send_fetch(&b, &fetch("t", 0, 30_000, (0, -1))).await;
+    let records = response.responses[0].partitions[0].records.clone().unwrap();
+    assert!(
+        !records.is_empty(),
+        "the fetch returned the record produced while it waited"
+    );
+}
+
+#[tokio::test]
+async fn an_incremental_fetch_session_omits_unchanged_partitions() {
+    let b = broker_with_topic("t", 1);
+    send_produce(&b, &produce("t", vec![(0, batch(&["a"]))], 1)).await;
+    let full = send_fetch(&b, &fetch("t", 0, 0, (0, 0))).await;
+    assert!(full.session_id > 0);
+    assert_eq!(full.responses[0].partitions.len(), 1);
+    let mut incremental = fetch("t", 1, 0, (full.session_id, 1));
+    let next = send_fetch(&b, &incremental).await;
+    assert_eq!(next.session_id, full.session_id);
+    // The client re-sent the partition with its new offset, so it is answered once more.
+    assert_eq!(next.responses.len(), 1);
+    incremental.topics.clear();
+    incremental.session_epoch = 2;
+    let idle = send_fetch(&b, &incremental).await;
+    assert!(idle.responses.is_empty(), "nothing changed, nothing sent");
+    assert_eq!(b.broker.settings().node_id, 1);
+}
