@@ -1,0 +1,114 @@
+"""Unit-test fixtures: the source tree on sys.path and an in-memory stand-in for the Rust core."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+SOURCE_ROOT = Path(__file__).resolve().parents[2] / "python"
+if str(SOURCE_ROOT) not in sys.path:
+    sys.path.insert(0, str(SOURCE_ROOT))
+
+T = TypeVar("T")
+TIMEOUT = 5.0
+
+
+class FakeCore:
+    """The parts of `krust._core.Broker` the Python services use, over in-memory logs.
+
+    `reopen()` is a broker restart: a new core over the same stored logs."""
+
+    def __init__(self, logs: dict[tuple[str, int], list[dict[str, Any]]] | None = None) -> None:
+        self.logs = logs if logs is not None else {}
+        self.images: list[dict[str, Any]] = []
+        self.fail_appends = False
+
+    def apply_metadata(self, image: dict[str, Any]) -> None:
+        self.images.append(image)
+
+    def internal_append(
+        self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
+    ) -> int:
+        if self.fail_appends:
+            raise OSError(28, "No space left on device")
+        log = self.logs.setdefault((topic, partition), [])
+        base = len(log)
+        for index, (key, value) in enumerate(records):
+            log.append({"offset": base + index, "timestamp": 0, "key": key, "value": value})
+        return base
+
+    def internal_read(
+        self, topic: str, partition: int, start_offset: int, max_bytes: int
+    ) -> list[dict[str, Any]]:
+        read, size = [], 0
+        for record in self.logs.get((topic, partition), [])[start_offset:]:
+            read.append(record)
+            size += len(record["value"] or b"")
+            if size >= max_bytes:
+                break
+        return read
+
+    def log_end_offset(self, topic: str, partition: int) -> int:
+        return len(self.logs.get((topic, partition), []))
+
+    def reopen(self) -> FakeCore:
+        return FakeCore(self.logs)
+
+    @property
+    def last_image(self) -> dict[str, Any]:
+        return self.images[-1]
+
+
+class FakeRequest:
+    """A BridgeRequest: records whether it was answered or its connection closed."""
+
+    def __init__(self, body: bytes, api_key: int = 20, api_version: int = 4) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = 7
+        self.client_id = "test-client"
+        self.client_host = "127.0.0.1"
+        self.body = body
+        self.response: bytes | None = None
+        self.closed = False
+        self.done = threading.Event()
+
+    def respond(self, body: bytes) -> None:
+        self.response = body
+        self.done.set()
+
+    def close_connection(self) -> None:
+        self.closed = True
+        self.done.set()
+
+    def wait(self) -> FakeRequest:
+        assert self.done.wait(TIMEOUT), "neither answered nor closed"
+        return self
+
+
+@pytest.fixture
+def fake_core() -> FakeCore:
+    return FakeCore()
+
+
+class LoopRunner:
+    """Runs coroutines on one event loop for the whole test (asyncio locks stay bound to it)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def __call__(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+
+@pytest.fixture
+def run() -> Iterator[LoopRunner]:
+    runner = LoopRunner()
+    yield runner
+    runner.loop.close()
