@@ -10,13 +10,17 @@ import asyncio
 import functools
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from krust.group.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group_manager import JoinGroupRequest, SyncGroupRequest
 from krust.group.partitioner import OFFSETS_TOPIC
+from krust.group.results import ErrorCode, JoinGroupResult
 from krust.group.settings import GroupCoordinatorConfig
+from krust.group.wire import Writer
+
+T = TypeVar("T")
 
 
 class FakeCore:
@@ -220,3 +224,65 @@ def sync_request(
         protocol_name=protocol_name,
         assignments=dict(assignments or {}),
     )
+
+
+async def begin(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Start `work` and let it run until it parks (e.g. a JoinGroup waiting for its rebalance)."""
+    task = asyncio.ensure_future(work)
+    await asyncio.sleep(0)
+    return task
+
+
+async def form_stable_group(
+    coordinator: GroupCoordinator,
+    clock: FakeClock,
+    group_id: str,
+    members: int,
+    **join: Any,
+) -> list[JoinGroupResult]:
+    """Join `members` new members, let the leader assign b"assignment-<i>", sync everyone."""
+    instance_ids = join.pop("group_instance_ids", None)
+    joins = [
+        await begin(
+            coordinator.join_group(
+                join_request(
+                    group_id,
+                    client_id=f"client-{i}",
+                    group_instance_id=instance_ids[i] if instance_ids else None,
+                    **join,
+                )
+            )
+        )
+        for i in range(members)
+    ]
+    clock.advance(coordinator.config.group_initial_rebalance_delay_ms)
+    results = [await task for task in joins]
+    assert all(r.error is ErrorCode.none for r in results), results
+    assignments = {r.member_id: f"assignment-{i}".encode() for i, r in enumerate(results)}
+    syncs = [
+        await begin(
+            coordinator.sync_group(
+                sync_request(
+                    group_id,
+                    r.member_id,
+                    r.generation_id,
+                    assignments if r.member_id == r.leader_id else None,
+                )
+            )
+        )
+        for r in results
+    ]
+    for sync in syncs:
+        assert (await sync).error is ErrorCode.none
+    return results
+
+
+def consumer_subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0 (what Java consumers send as protocol metadata)."""
+    writer = Writer()
+    writer.int16(0)
+    writer.int32(len(topics))
+    for topic in topics:
+        writer.string(topic)
+    writer.int32(-1)  # no user data
+    return writer.getvalue()
