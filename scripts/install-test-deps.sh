@@ -40,11 +40,15 @@ step "pip install test tools and Kafka clients (confluent-kafka, kafka-python, a
 pip_install \
     "pytest>=8" "pytest-timeout>=2.3" "ruff>=0.6" \
     "confluent-kafka>=2.6" \
-    "kafka-python[crc32c,lz4,snappy,zstd]>=2.2" \
+    "kafka-python[crc32c,lz4,snappy,zstd]>=3" \
     "aiokafka[lz4,snappy,zstd]>=0.12"
 
 step "mvn dependency:copy-dependencies (kafka-clients jars into tests/java/build/libs)"
-mvn -B -q -f "$java_dir/pom.xml" dependency:copy-dependencies
+# Debian's Maven prints stray colour codes even with -q: show its output only when it fails.
+if ! maven_output="$(mvn -B -q -f "$java_dir/pom.xml" dependency:copy-dependencies 2>&1)"; then
+    printf '%s\n' "$maven_output" >&2
+    exit 1
+fi
 
 step "javac tests/java/src/KrustJavaClient.java into tests/java/build/classes"
 javac -nowarn -d "$java_dir/build/classes" -cp "$java_dir/build/libs/*" \

@@ -41,8 +41,11 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
         return broker.start()
 
     yield start
+    crashes = [crash for broker in started if (crash := broker.unexpected_exit())]
     for broker in started:
         broker.kill9()
+    if crashes:
+        pytest.fail("\n".join(crashes))
 
 
 @pytest.fixture
@@ -57,5 +60,8 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
     broker = BrokerProcess(tmp_path_factory.mktemp("module-broker"))
     try:
         yield broker.start()
+        crash = broker.unexpected_exit()
+        if crash:
+            pytest.fail(crash)
     finally:
         broker.kill9()

@@ -66,6 +66,7 @@ class BrokerProcess:
         self.config_file = config_file
         self.runs = 0
         self._process: subprocess.Popen[bytes] | None = None
+        self._exit_requested = False
 
     @property
     def bootstrap(self) -> str:
@@ -100,6 +101,7 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         assert not self.running, "broker already running"
         self.runs += 1
+        self._exit_requested = False
         with (
             self._output_path("stdout").open("wb") as stdout,
             self._output_path("stderr").open("wb") as stderr,
@@ -145,6 +147,7 @@ class BrokerProcess:
         """SIGTERM; assert a clean exit 0 within `timeout_s`. Returns how long it took."""
         assert self._process is not None and self.running, "broker not running"
         started = time.monotonic()
+        self._exit_requested = True
         self._process.send_signal(signal.SIGTERM)
         try:
             returncode = self._process.wait(timeout=timeout_s)
@@ -156,10 +159,20 @@ class BrokerProcess:
         return time.monotonic() - started
 
     def kill9(self) -> None:
+        self._exit_requested = True
         if self.running:
             assert self._process is not None
             self._process.kill()
             self._process.wait(timeout=STOP_TIMEOUT_S)
+
+    def unexpected_exit(self) -> str | None:
+        """Why the broker is gone if it exited without being stopped or killed, else None."""
+        if self._process is None or self.running or self._exit_requested:
+            return None
+        return (
+            f"krust-broker on port {self.port} exited by itself with {self._process.returncode}; "
+            f"its stderr:\n{self.stderr_text()[-STDERR_TAIL_CHARS:]}"
+        )
 
     def restart(self) -> BrokerProcess:
         """Start again on the same port with the same data dir and settings."""
