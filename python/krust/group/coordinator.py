@@ -88,6 +88,12 @@ class GroupCoordinator:
         self.groups.close()
         await self.log.idle()
 
+    async def idle(self) -> None:
+        """Wait until background work (expiry runs, loads) and queued writes are done."""
+        while self._background or self._loads:
+            await asyncio.gather(*self._background, *self._loads.values(), return_exceptions=True)
+        await self.log.idle()
+
     async def wait_loaded(self) -> None:
         """Wait for the partition loads under way (start-up, tests)."""
         while self._loads:
