@@ -27,7 +27,8 @@ configuration:
     3. environment variables {ENV_PREFIX}<KEY>: the key in upper case with dots turned into
        underscores, e.g. {ENV_PREFIX}LOG_DIRS=/var/lib/krust sets log.dirs and
        {ENV_PREFIX}NUM_PARTITIONS=3 sets num.partitions. Every {ENV_PREFIX}* variable must
-       name a key.
+       name a key, except {ENV_PREFIX}LOG (the core's log filter, e.g. info or debug) and
+       {ENV_PREFIX}TEST_* (test tooling).
     4. --override key=value, in the order given
   An unknown key, a bad value or an unusable log directory stops start-up with one line
   on stderr and exit status 2.

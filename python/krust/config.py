@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 ENV_PREFIX = "KRUST_"
+# KRUST_* variables that are not config keys: the core's log filter (a tracing EnvFilter) and
+# the test tooling's own settings.
+NON_CONFIG_ENV = frozenset({"KRUST_LOG"})
+NON_CONFIG_ENV_PREFIX = "KRUST_TEST_"
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
@@ -378,6 +382,8 @@ def load_config(
             put(key, value, ConfigSource.FILE, str(config_file))
     by_env_name = {env_name(name): name for name in KEYS}
     for variable, value in sorted((env if env is not None else os.environ).items()):
+        if variable in NON_CONFIG_ENV or variable.startswith(NON_CONFIG_ENV_PREFIX):
+            continue
         if variable.startswith(ENV_PREFIX):
             if variable not in by_env_name:
                 raise ConfigError(variable, "not a krust configuration variable")

@@ -166,6 +166,11 @@ def test_unknown_key_in_a_file_names_the_file_and_the_key(tmp_path: Path) -> Non
     assert caught.value.key == str(file)
 
 
+def test_non_config_krust_variables_are_left_alone() -> None:
+    env = {"KRUST_LOG": "debug", "KRUST_TEST_TIMEOUT": "300", "KRUST_NUM_PARTITIONS": "2"}
+    assert load(env=env)["num.partitions"] == 2
+
+
 def test_unknown_krust_variable_is_an_error() -> None:
     with pytest.raises(ConfigError) as caught:
         load(env={"KRUST_NUM_PARTITION": "3"})
