@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from krust import _core
     from krust.bridge import Dispatcher
     from krust.controller import Controller
 
@@ -14,13 +15,13 @@ if TYPE_CHECKING:
 class CoreBroker(Protocol):
     """The part of `krust._core.Broker` services use (unit tests pass in-memory fakes)."""
 
-    def apply_metadata(self, image: Mapping[str, Any]) -> None: ...
+    def apply_metadata(self, image: _core.MetadataImage) -> None: ...
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
     ) -> int: ...
     def internal_read(
         self, topic: str, partition: int, start_offset: int, max_bytes: int
-    ) -> list[Any]: ...
+    ) -> list[_core.StoredRecord]: ...
     def log_end_offset(self, topic: str, partition: int) -> int: ...
 
 

@@ -87,7 +87,7 @@ def _convert(annotation: Any, value: Any, name: str) -> Any:
     if get_origin(inner) is tuple:
         item_type = get_args(inner)[0]
         return tuple(_convert(item_type, item, name) for item in value)
-    if dataclasses.is_dataclass(inner):
+    if isinstance(inner, type) and dataclasses.is_dataclass(inner):
         return value if isinstance(value, inner) else build_entity(inner, value)
     if inner is ErrorCode:
         return ErrorCode(int(value))
@@ -111,7 +111,7 @@ def _implicit_default(annotation: Any) -> Any:
         return None
     if get_origin(inner) is tuple:
         return ()
-    if dataclasses.is_dataclass(inner):
+    if isinstance(inner, type) and dataclasses.is_dataclass(inner):
         return build_entity(inner, {})
     if inner is ErrorCode:
         return ErrorCode.none

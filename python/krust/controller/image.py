@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from krust.controller.records import (
     NO_LEADER_CHANGE,
@@ -28,6 +28,9 @@ from krust.controller.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+
+if TYPE_CHECKING:
+    from krust import _core
 
 # Kafka's Topic.INTERNAL_TOPICS: reported with is_internal in Metadata responses.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -228,7 +231,7 @@ class ImageBuilder:
             configs[record.name] = record.value
 
 
-def to_core_image(image: MetadataImage) -> dict[str, object]:
+def to_core_image(image: MetadataImage) -> _core.MetadataImage:
     """The image in the shape `krust._core.Broker.apply_metadata` takes (see _core.pyi)."""
     return {
         "cluster_id": image.cluster_id,

@@ -12,13 +12,13 @@ unsigned varint record version, then the record body; the record key is null.
 import io
 import uuid
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_unsigned_varint
 from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
-from kio.static.primitive import i8, i16, i32, i64, u16
+from kio.static.primitive import uvarint
 
 FRAME_VERSION = 1
 METADATA_VERSION_FEATURE = "metadata.version"
@@ -37,8 +37,8 @@ class BrokerEndpoint:
     __flexible__: ClassVar[bool] = True
     name: str = field(metadata=_kafka("string"))
     host: str = field(metadata=_kafka("string"))
-    port: u16 = field(metadata=_kafka("uint16"))
-    security_protocol: i16 = field(metadata=_kafka("int16"))
+    port: int = field(metadata=_kafka("uint16"))
+    security_protocol: int = field(metadata=_kafka("int16"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,8 +46,8 @@ class BrokerFeature:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = True
     name: str = field(metadata=_kafka("string"))
-    min_supported_version: i16 = field(metadata=_kafka("int16"))
-    max_supported_version: i16 = field(metadata=_kafka("int16"))
+    min_supported_version: int = field(metadata=_kafka("int16"))
+    max_supported_version: int = field(metadata=_kafka("int16"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,10 +58,10 @@ class RegisterBrokerRecord:
     __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 0
     __version__: ClassVar[int] = 2
-    broker_id: i32 = field(metadata=_kafka("int32"))
+    broker_id: int = field(metadata=_kafka("int32"))
     is_migrating_zk_broker: bool = field(metadata=_kafka("bool"), default=False)
     incarnation_id: uuid.UUID = field(metadata=_kafka("uuid"))
-    broker_epoch: i64 = field(metadata=_kafka("int64"))
+    broker_epoch: int = field(metadata=_kafka("int64"))
     end_points: tuple[BrokerEndpoint, ...]
     features: tuple[BrokerFeature, ...] = ()
     rack: str | None = field(metadata=_kafka("string"), default=None)
@@ -89,16 +89,16 @@ class PartitionRecord:
     __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 3
     __version__: ClassVar[int] = 0
-    partition_id: i32 = field(metadata=_kafka("int32"))
+    partition_id: int = field(metadata=_kafka("int32"))
     topic_id: uuid.UUID = field(metadata=_kafka("uuid"))
-    replicas: tuple[i32, ...] = field(metadata=_kafka("int32"))
-    isr: tuple[i32, ...] = field(metadata=_kafka("int32"))
-    removing_replicas: tuple[i32, ...] = field(metadata=_kafka("int32"), default=())
-    adding_replicas: tuple[i32, ...] = field(metadata=_kafka("int32"), default=())
-    leader: i32 = field(metadata=_kafka("int32"))
-    leader_recovery_state: i8 = field(metadata=_kafka("int8", tag=0), default=i8(0))
-    leader_epoch: i32 = field(metadata=_kafka("int32"))
-    partition_epoch: i32 = field(metadata=_kafka("int32"))
+    replicas: tuple[int, ...] = field(metadata=_kafka("int32"))
+    isr: tuple[int, ...] = field(metadata=_kafka("int32"))
+    removing_replicas: tuple[int, ...] = field(metadata=_kafka("int32"), default=())
+    adding_replicas: tuple[int, ...] = field(metadata=_kafka("int32"), default=())
+    leader: int = field(metadata=_kafka("int32"))
+    leader_recovery_state: int = field(metadata=_kafka("int8", tag=0), default=0)
+    leader_epoch: int = field(metadata=_kafka("int32"))
+    partition_epoch: int = field(metadata=_kafka("int32"))
 
 
 NO_LEADER_CHANGE = -2
@@ -112,14 +112,14 @@ class PartitionChangeRecord:
     __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 5
     __version__: ClassVar[int] = 0
-    partition_id: i32 = field(metadata=_kafka("int32"))
+    partition_id: int = field(metadata=_kafka("int32"))
     topic_id: uuid.UUID = field(metadata=_kafka("uuid"))
-    isr: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=0), default=None)
-    leader: i32 = field(metadata=_kafka("int32", tag=1), default=i32(NO_LEADER_CHANGE))
-    replicas: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=2), default=None)
-    removing_replicas: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=3), default=None)
-    adding_replicas: tuple[i32, ...] | None = field(metadata=_kafka("int32", tag=4), default=None)
-    leader_recovery_state: i8 = field(metadata=_kafka("int8", tag=5), default=i8(-1))
+    isr: tuple[int, ...] | None = field(metadata=_kafka("int32", tag=0), default=None)
+    leader: int = field(metadata=_kafka("int32", tag=1), default=NO_LEADER_CHANGE)
+    replicas: tuple[int, ...] | None = field(metadata=_kafka("int32", tag=2), default=None)
+    removing_replicas: tuple[int, ...] | None = field(metadata=_kafka("int32", tag=3), default=None)
+    adding_replicas: tuple[int, ...] | None = field(metadata=_kafka("int32", tag=4), default=None)
+    leader_recovery_state: int = field(metadata=_kafka("int8", tag=5), default=-1)
 
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
@@ -133,7 +133,7 @@ class ConfigRecord:
     __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 4
     __version__: ClassVar[int] = 0
-    resource_type: i8 = field(metadata=_kafka("int8"))
+    resource_type: int = field(metadata=_kafka("int8"))
     resource_name: str = field(metadata=_kafka("string"))
     name: str = field(metadata=_kafka("string"))
     value: str | None = field(metadata=_kafka("string"))
@@ -159,7 +159,7 @@ class FeatureLevelRecord:
     __api_key__: ClassVar[int] = 12
     __version__: ClassVar[int] = 0
     name: str = field(metadata=_kafka("string"))
-    feature_level: i16 = field(metadata=_kafka("int16"))
+    feature_level: int = field(metadata=_kafka("int16"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,9 +171,9 @@ class ProducerIdsRecord:
     __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 15
     __version__: ClassVar[int] = 0
-    broker_id: i32 = field(metadata=_kafka("int32"))
-    broker_epoch: i64 = field(metadata=_kafka("int64"), default=i64(-1))
-    next_producer_id: i64 = field(metadata=_kafka("int64"))
+    broker_id: int = field(metadata=_kafka("int32"))
+    broker_epoch: int = field(metadata=_kafka("int64"), default=-1)
+    next_producer_id: int = field(metadata=_kafka("int64"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,10 +220,9 @@ class MetadataRecordError(ValueError):
 def encode_record(record: MetadataRecord) -> bytes:
     """The framed record value."""
     buffer = io.BytesIO()
-    write_unsigned_varint(buffer, FRAME_VERSION)
-    write_unsigned_varint(buffer, record.__api_key__)
-    write_unsigned_varint(buffer, record.__version__)
-    entity_writer(type(record))(buffer, record)
+    for header in (FRAME_VERSION, record.__api_key__, record.__version__):
+        write_unsigned_varint(buffer, uvarint(header))
+    entity_writer(cast(Any, type(record)))(buffer, record)
     return buffer.getvalue()
 
 
@@ -243,7 +242,7 @@ def decode_record(value: bytes) -> MetadataRecord:
     if record_type is None:
         raise MetadataRecordError(f"unsupported record: api key {api_key} version {version}")
     try:
-        record, size = entity_reader(record_type)(value, offset)
+        record, size = entity_reader(cast(Any, record_type))(value, offset)
     except Exception as error:
         raise MetadataRecordError(f"malformed {record_type.__name__}: {error}") from None
     if offset + size != len(value):

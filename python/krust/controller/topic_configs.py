@@ -64,6 +64,7 @@ class TopicConfigKey:
     default: str = ""
 
     def validate(self, raw: str) -> None:
+        problem: str | None
         try:
             value = parse_typed(self.type, raw)
         except ValueError as error:

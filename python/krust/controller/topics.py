@@ -14,7 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from krust.controller.bootstrap import random_kafka_uuid
-from krust.controller.image import MetadataImage
+from krust.controller.image import MetadataImage, TopicImage
 from krust.controller.records import (
     TOPIC_RESOURCE,
     ConfigRecord,
@@ -361,7 +361,7 @@ def _topic_to_delete(
     topic_id: uuid.UUID | None,
     name_counts: Counter[str | None],
     id_counts: Counter[uuid.UUID | None],
-) -> Any:
+) -> TopicImage:
     if name is None and topic_id is None:
         raise TopicError(ErrorCode.invalid_request, "Neither topic name nor id were specified.")
     if name is not None and topic_id is not None:
@@ -380,7 +380,7 @@ def _topic_to_delete(
     else:
         if id_counts[topic_id] > 1:
             raise TopicError(ErrorCode.invalid_request, "Duplicate topic id.")
-        topic = image.topics_by_id.get(topic_id)  # type: ignore[arg-type]
+        topic = image.topics_by_id.get(topic_id) if topic_id is not None else None
         if topic is None:
             raise TopicError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
     if topic.internal:
