@@ -1,21 +1,32 @@
-"""The dispatcher: requests from the core's thread answered on the services' event loop."""
+"""The bridge: requests from the core's thread answered on the services' event loop, and the
+server wiring the core, the controller and the dispatcher together."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import os
+import signal
+import sys
+import time
+import types
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+import krust
 import pytest
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
+from krust import server
 from krust.bridge import Dispatcher, RequestContext
-from krust.protocol import encode_entity, make_response
+from krust.config import load_config
+from krust.protocol import build_entity, encode_entity, make_response
 
-from .conftest import FakeRequest
+from .conftest import TIMEOUT, FakeCore, FakeRequest
 
 
 def delete_topics_body(*names: str) -> bytes:
@@ -149,3 +160,64 @@ def test_registering_an_api_twice_or_a_bad_range_is_refused(dispatcher: Dispatch
         dispatcher.register(20, 1, 6, echo_names)
     with pytest.raises(ValueError):
         dispatcher.register(19, 5, 2, echo_names)
+
+
+class ServingFakeCore(FakeCore):
+    """`krust._core.Broker` for server.run: serve() sends one CreateTopics through the bridge
+    handler, then SIGTERM to this process, and returns once shutdown() was called."""
+
+    instances: ClassVar[list[ServingFakeCore]] = []
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        super().__init__()
+        self.settings = settings
+        self.python_apis: dict[int, tuple[int, int]] = {}
+        self.answer: FakeRequest | None = None
+        self.shut_down = self.closed = False
+        ServingFakeCore.instances.append(self)
+
+    def serve(self, handler: Any, python_apis: dict[int, tuple[int, int]]) -> None:
+        self.python_apis = dict(python_apis)
+        body = encode_entity(
+            build_entity(
+                load_request_schema(19, 7),
+                {"topics": [{"name": "served", "num_partitions": 1, "replication_factor": 1}]},
+            )
+        )
+        self.answer = FakeRequest(body, api_key=19, api_version=7)
+        handler(self.answer)
+        self.answer.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + TIMEOUT
+        while not self.shut_down and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_server_wires_core_controller_and_bridge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_module = types.ModuleType("krust._core")
+    fake_module.Broker = ServingFakeCore  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "krust._core", fake_module)
+    monkeypatch.setattr(krust, "_core", fake_module, raising=False)
+    config = load_config(None, {}, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://h:1"])
+    ready: list[bool] = []
+    previous = signal.getsignal(signal.SIGTERM)
+
+    server.run(config, on_ready=lambda: ready.append(True))
+
+    (core,) = ServingFakeCore.instances
+    assert ready == [True]
+    assert core.settings["listeners"] == [("PLAINTEXT", "h", 1)]
+    assert {19: (2, 7), 20: (1, 6), 37: (0, 3), 67: (0, 0)}.items() <= core.python_apis.items()
+    response, _ = entity_reader(load_response_schema(19, 7))(core.answer.response, 0)
+    assert response.topics[0].error_code == 0
+    assert any(topic["name"] == "served" for topic in core.last_image["topics"])
+    assert core.shut_down and core.closed
+    assert signal.getsignal(signal.SIGTERM) == previous
