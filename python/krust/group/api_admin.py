@@ -1,0 +1,86 @@
+"""DescribeGroups, ListGroups and DeleteGroups: kio entities in and out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from krust.group.api_membership import Route
+from krust.group.coordinator import GroupCoordinator
+from krust.protocol import make_response
+
+if TYPE_CHECKING:
+    from krust.bridge import RequestContext
+
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+
+
+class AdminApis:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def routes(self) -> Sequence[Route]:
+        return [
+            (DESCRIBE_GROUPS, 0, 5, self.describe_groups),
+            (LIST_GROUPS, 0, 5, self.list_groups),
+            (DELETE_GROUPS, 0, 2, self.delete_groups),
+        ]
+
+    async def describe_groups(self, request: Any, context: RequestContext) -> Any:
+        groups = []
+        for group_id in request.groups:
+            described = self._coordinator.describe_group(group_id)
+            groups.append(
+                {
+                    "error_code": described.error,
+                    "group_id": described.group_id,
+                    "group_state": described.state,
+                    "protocol_type": described.protocol_type,
+                    "protocol_data": described.protocol_data,
+                    "members": [
+                        {
+                            "member_id": m.member_id,
+                            "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "member_metadata": m.metadata,
+                            "member_assignment": m.assignment,
+                        }
+                        for m in described.members
+                    ],
+                }
+            )
+        return make_response(DESCRIBE_GROUPS, context.api_version, {"groups": groups})
+
+    async def list_groups(self, request: Any, context: RequestContext) -> Any:
+        version = context.api_version
+        error, groups = self._coordinator.list_groups(
+            list(request.states_filter) if version >= 4 else [],
+            list(request.types_filter) if version >= 5 else [],
+        )
+        return make_response(
+            LIST_GROUPS,
+            version,
+            {
+                "error_code": error,
+                "groups": [
+                    {
+                        "group_id": g.group_id,
+                        "protocol_type": g.protocol_type,
+                        "group_state": g.state,
+                        "group_type": g.group_type,
+                    }
+                    for g in groups
+                ],
+            },
+        )
+
+    async def delete_groups(self, request: Any, context: RequestContext) -> Any:
+        results = await self._coordinator.delete_groups(list(request.groups_names))
+        return make_response(
+            DELETE_GROUPS,
+            context.api_version,
+            {"results": [{"group_id": g, "error_code": e} for g, e in results]},
+        )

@@ -1,0 +1,193 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup: kio entities in and out.
+
+Each handler turns the version-specific request into the coordinator's version-free call and the
+result back into the response of the request's version (make_response drops fields that
+version lacks). Versions start at 0: librdkafka's classic consumer needs v0 of all of these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from krust.group.coordinator import GroupCoordinator
+from krust.group.group_manager import JoinGroupRequest, LeavingMember, SyncGroupRequest
+from krust.group.results import CoordinatorLocation, ErrorCode
+from krust.protocol import make_response
+
+if TYPE_CHECKING:
+    from krust.bridge import Handler, RequestContext
+
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+Route = tuple[int, int, int, "Handler"]
+
+
+def millis(delta: timedelta) -> int:
+    return delta // timedelta(milliseconds=1)
+
+
+def kafka_client_host(host: str) -> str:
+    """Kafka reports a member's host as Java's InetAddress.toString(): "/127.0.0.1"."""
+    return host if host.startswith("/") else f"/{host}"
+
+
+class MembershipApis:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def routes(self) -> Sequence[Route]:
+        return [
+            (FIND_COORDINATOR, 0, 6, self.find_coordinator),
+            (JOIN_GROUP, 0, 9, self.join_group),
+            (SYNC_GROUP, 0, 5, self.sync_group),
+            (HEARTBEAT, 0, 4, self.heartbeat),
+            (LEAVE_GROUP, 0, 5, self.leave_group),
+        ]
+
+    async def find_coordinator(self, request: Any, context: RequestContext) -> Any:
+        version = context.api_version
+        key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+        # KIP-699: v4+ looks up a batch of keys in one request.
+        keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+        locations = await asyncio.gather(*(self._locate(key, key_type) for key in keys))
+        if version >= 4:
+            coordinators = [
+                {**_location_fields(location), "key": key}
+                for key, location in zip(keys, locations, strict=True)
+            ]
+            return make_response(FIND_COORDINATOR, version, {"coordinators": coordinators})
+        return make_response(FIND_COORDINATOR, version, _location_fields(locations[0]))
+
+    async def _locate(self, key: str, key_type: int) -> CoordinatorLocation:
+        if key_type == GROUP_KEY_TYPE:
+            return await self._coordinator.find_coordinator(key)
+        if key_type == TRANSACTION_KEY_TYPE:
+            # The transaction coordinator is not served yet.
+            return CoordinatorLocation(ErrorCode.coordinator_not_available)
+        return CoordinatorLocation(ErrorCode.invalid_request)
+
+    async def join_group(self, request: Any, context: RequestContext) -> Any:
+        version = context.api_version
+        session_timeout_ms = millis(request.session_timeout)
+        # v0 has no rebalance timeout: Kafka uses the session timeout for both.
+        rebalance_timeout_ms = millis(request.rebalance_timeout) if version >= 1 else -1
+        result = await self._coordinator.join_group(
+            JoinGroupRequest(
+                group_id=request.group_id,
+                member_id=request.member_id,
+                group_instance_id=request.group_instance_id if version >= 5 else None,
+                protocol_type=request.protocol_type,
+                protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=(
+                    rebalance_timeout_ms if rebalance_timeout_ms >= 0 else session_timeout_ms
+                ),
+                client_id=context.client_id or "",
+                client_host=kafka_client_host(context.client_host),
+                require_known_member_id=version >= 4,  # KIP-394
+                supports_skip_assignment=version >= 9,  # KIP-814
+            )
+        )
+        return make_response(
+            JOIN_GROUP,
+            version,
+            {
+                "error_code": result.error,
+                "generation_id": result.generation_id,
+                "protocol_type": result.protocol_type,
+                # Nullable only from v7.
+                "protocol_name": (
+                    result.protocol_name if version >= 7 else result.protocol_name or ""
+                ),
+                "leader": result.leader_id,
+                "skip_assignment": result.skip_assignment,
+                "member_id": result.member_id,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "metadata": m.metadata,
+                    }
+                    for m in result.members
+                ],
+            },
+        )
+
+    async def sync_group(self, request: Any, context: RequestContext) -> Any:
+        version = context.api_version
+        result = await self._coordinator.sync_group(
+            SyncGroupRequest(
+                group_id=request.group_id,
+                member_id=request.member_id,
+                group_instance_id=request.group_instance_id if version >= 3 else None,
+                generation_id=request.generation_id,
+                protocol_type=request.protocol_type if version >= 5 else None,
+                protocol_name=request.protocol_name if version >= 5 else None,
+                assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+            )
+        )
+        return make_response(
+            SYNC_GROUP,
+            version,
+            {
+                "error_code": result.error,
+                "protocol_type": result.protocol_type,
+                "protocol_name": result.protocol_name,
+                "assignment": result.assignment,
+            },
+        )
+
+    async def heartbeat(self, request: Any, context: RequestContext) -> Any:
+        version = context.api_version
+        error = self._coordinator.heartbeat(
+            request.group_id,
+            request.member_id,
+            request.group_instance_id if version >= 3 else None,
+            request.generation_id,
+        )
+        return make_response(HEARTBEAT, version, {"error_code": error})
+
+    async def leave_group(self, request: Any, context: RequestContext) -> Any:
+        version = context.api_version
+        if version >= 3:
+            # KIP-345: a batch, possibly by group.instance.id alone (admin removal).
+            leaving = [LeavingMember(m.member_id, m.group_instance_id) for m in request.members]
+        else:
+            leaving = [LeavingMember(request.member_id, None)]
+        error, results = self._coordinator.leave_group(request.group_id, leaving)
+        if version < 3 and error is ErrorCode.none and results:
+            error = results[0].error
+        return make_response(
+            LEAVE_GROUP,
+            version,
+            {
+                "error_code": error,
+                "members": [
+                    {
+                        "member_id": r.member_id,
+                        "group_instance_id": r.group_instance_id,
+                        "error_code": r.error,
+                    }
+                    for r in results
+                ],
+            },
+        )
+
+
+def _location_fields(location: CoordinatorLocation) -> dict[str, Any]:
+    return {
+        "error_code": location.error,
+        "node_id": location.node_id,
+        "host": location.host,
+        "port": location.port,
+    }
