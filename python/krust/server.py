@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from krust import controller
+from krust import controller, group
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, core_settings
 from krust.context import BrokerContext
@@ -15,7 +15,7 @@ from krust.context import BrokerContext
 Installer = Callable[[BrokerContext], object]
 
 # Each service registers its APIs on ctx.dispatcher; the controller comes first.
-SERVICES: list[Installer] = [controller.install]
+SERVICES: list[Installer] = [controller.install, group.install]
 
 
 def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:

@@ -133,7 +133,8 @@ class GroupCoordinator:
             self.offsets.store.put_group(group_id, loaded.offsets.group_offsets(group_id))
         self.groups.on_groups_loaded(list(loaded.groups.values()))
         self._partitions[partition] = PartitionState.ACTIVE
-        log.info(
+        log.log(
+            logging.INFO if loaded.records else logging.DEBUG,
             "__consumer_offsets-%d: loaded %d groups from %d records",
             partition,
             len(loaded.groups),
