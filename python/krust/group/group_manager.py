@@ -1,10 +1,11 @@
-"""The classic rebalance protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timeouts.
+"""The classic rebalance protocol's requests: JoinGroup, SyncGroup, Heartbeat and LeaveGroup.
 
 Follows Kafka's classic group coordinator: a rebalance parks every member's JoinGroup until all
 known members rejoined (or the rebalance timeout removed the rest), then answers them at once with
 a new generation; the leader's SyncGroup carries the assignment, which is stored in
 `__consumer_offsets` before anyone receives it. Assignments are opaque bytes, so eager and
-cooperative assignors both work. Everything runs on one event loop; timeouts come from a Clock.
+cooperative assignors both work. Everything runs on one event loop; the timeouts are in
+rebalance.py.
 """
 
 from __future__ import annotations
@@ -12,20 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from krust.group.clock import Clock, KeyedTimer
+from krust.group.clock import Clock
 from krust.group.group import ClassicGroup, GroupState
 from krust.group.member import ClassicGroupMember, Protocols
-from krust.group.records import GroupMetadataValue
+from krust.group.rebalance import Rebalancer, StoreGroup, join_error
 from krust.group.results import CoordinatorError, ErrorCode, JoinGroupResult, SyncGroupResult
 from krust.group.settings import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfig
 
 log = logging.getLogger(__name__)
-
-StoreGroup = Callable[[str, GroupMetadataValue | None], "asyncio.Future[None]"]
-"""Append a group's metadata record (None: a tombstone); the future resolves once it is durable."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +69,8 @@ class GroupManager:
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
         self._clock = clock
-        self._timer = KeyedTimer(clock)
         self._loop = loop
-        self._store_group = store_group
+        self._rebalance = Rebalancer(config, clock, self.groups, store_group)
 
     # -- JoinGroup -----------------------------------------------------------------------------
 
@@ -85,14 +81,14 @@ class GroupManager:
         created = group is None
         if group is None:
             if not is_unknown_member:
-                future.set_result(_join_error(ErrorCode.unknown_member_id, request.member_id))
+                future.set_result(join_error(ErrorCode.unknown_member_id, request.member_id))
                 return future
             group = ClassicGroup(request.group_id, self._clock.now_ms())
             self.groups[request.group_id] = group
 
         if not self._accept_joining_member(group, request.member_id):
-            self._drop_member(group, request.member_id, ErrorCode.group_max_size_reached)
-            future.set_result(_join_error(ErrorCode.group_max_size_reached))
+            self._rebalance.drop_member(group, request.member_id, ErrorCode.group_max_size_reached)
+            future.set_result(join_error(ErrorCode.group_max_size_reached))
         elif is_unknown_member:
             self._join_new_member(group, request, future)
         else:
@@ -122,10 +118,10 @@ class GroupManager:
         future: asyncio.Future[JoinGroupResult],
     ) -> None:
         if group.is_in(GroupState.DEAD):
-            future.set_result(_join_error(ErrorCode.coordinator_not_available))
+            future.set_result(join_error(ErrorCode.coordinator_not_available))
             return
         if not group.supports_protocols(request.protocol_type, _names(request.protocols)):
-            future.set_result(_join_error(ErrorCode.inconsistent_group_protocol))
+            future.set_result(join_error(ErrorCode.inconsistent_group_protocol))
             return
         prefix = request.group_instance_id or request.client_id
         new_member_id = f"{prefix}-{uuid.uuid4()}"
@@ -138,8 +134,10 @@ class GroupManager:
             # KIP-394: hand out the id first, so a client that times out and retries cannot
             # leave a trail of half-joined members behind.
             group.pending_join_members.add(new_member_id)
-            self._schedule_heartbeat(group.group_id, new_member_id, request.session_timeout_ms)
-            future.set_result(_join_error(ErrorCode.member_id_required, new_member_id))
+            self._rebalance.schedule_heartbeat(
+                group.group_id, new_member_id, request.session_timeout_ms
+            )
+            future.set_result(join_error(ErrorCode.member_id_required, new_member_id))
             return
         self._add_member_and_rebalance(group, request, new_member_id, future)
 
@@ -151,22 +149,22 @@ class GroupManager:
     ) -> None:
         member_id = request.member_id
         if group.is_in(GroupState.DEAD):
-            future.set_result(_join_error(ErrorCode.coordinator_not_available, member_id))
+            future.set_result(join_error(ErrorCode.coordinator_not_available, member_id))
             return
         if not group.supports_protocols(request.protocol_type, _names(request.protocols)):
-            future.set_result(_join_error(ErrorCode.inconsistent_group_protocol, member_id))
+            future.set_result(join_error(ErrorCode.inconsistent_group_protocol, member_id))
             return
         if member_id in group.pending_join_members:
             if request.group_instance_id is not None:
                 # Static members never get MEMBER_ID_REQUIRED, so this id was not theirs.
-                future.set_result(_join_error(ErrorCode.unknown_member_id, member_id))
+                future.set_result(join_error(ErrorCode.unknown_member_id, member_id))
                 return
             self._add_member_and_rebalance(group, request, member_id, future)
             return
         try:
             group.validate_member(member_id, request.group_instance_id)
         except CoordinatorError as refused:
-            future.set_result(_join_error(refused.error, member_id))
+            future.set_result(join_error(refused.error, member_id))
             return
 
         member = group.members[member_id]
@@ -175,7 +173,9 @@ class GroupManager:
         elif group.is_in(GroupState.COMPLETING_REBALANCE):
             if member.matches(request.protocols):
                 # Probably a lost JoinGroup response: answer again for the current generation.
-                future.set_result(self._join_result(group, member_id, group.is_leader(member_id)))
+                future.set_result(
+                    self._rebalance.join_result(group, member_id, group.is_leader(member_id))
+                )
             else:
                 self._update_member_and_rebalance(group, member, request, future)
         elif group.is_in(GroupState.STABLE):
@@ -183,22 +183,9 @@ class GroupManager:
             if group.is_leader(member_id) or not member.matches(request.protocols):
                 self._update_member_and_rebalance(group, member, request, future)
             else:
-                future.set_result(self._join_result(group, member_id, with_members=False))
+                future.set_result(self._rebalance.join_result(group, member_id, with_members=False))
         else:
-            future.set_result(_join_error(ErrorCode.unknown_member_id, member_id))
-
-    def _join_result(
-        self, group: ClassicGroup, member_id: str, with_members: bool
-    ) -> JoinGroupResult:
-        return JoinGroupResult(
-            ErrorCode.none,
-            member_id=member_id,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=group.leader_id or "",
-            members=group.joined_members() if with_members else (),
-        )
+            future.set_result(join_error(ErrorCode.unknown_member_id, member_id))
 
     def _add_member_and_rebalance(
         self,
@@ -221,8 +208,8 @@ class GroupManager:
         if group.is_in(GroupState.PREPARING_REBALANCE) and group.previous_state is GroupState.EMPTY:
             group.new_member_added = True
         group.add(member, future)
-        self._schedule_heartbeat(group.group_id, member_id, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance_or_complete_join(group)
+        self._rebalance.schedule_heartbeat(group.group_id, member_id, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._rebalance.maybe_prepare_rebalance_or_complete_join(group)
 
     def _update_member_and_rebalance(
         self,
@@ -233,7 +220,7 @@ class GroupManager:
     ) -> None:
         # A client that re-sends JoinGroup while the previous one is parked gets the old one
         # answered (it is no longer listening for it, but the connection must not hang).
-        member.complete_join(_join_error(ErrorCode.rebalance_in_progress, member.member_id))
+        member.complete_join(join_error(ErrorCode.rebalance_in_progress, member.member_id))
         group.update_member(
             member,
             request.protocols,
@@ -241,7 +228,7 @@ class GroupManager:
             request.session_timeout_ms,
             future,
         )
-        self._maybe_prepare_rebalance_or_complete_join(group)
+        self._rebalance.maybe_prepare_rebalance_or_complete_join(group)
 
     def _rejoin_static_member(
         self,
@@ -256,8 +243,8 @@ class GroupManager:
         assert instance_id is not None
         previous_leader = group.leader_id or ""
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
-        self._timer.cancel(_heartbeat_key(group.group_id, old_member_id))
-        self._schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
+        self._rebalance.cancel_heartbeat(group.group_id, old_member_id)
+        self._rebalance.schedule_heartbeat(group.group_id, new_member_id, member.session_timeout_ms)
         old_settings = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_member(
             member,
@@ -268,7 +255,7 @@ class GroupManager:
         )
         if group.is_in(GroupState.STABLE):
             if group.select_protocol() != group.protocol_name:
-                self._maybe_prepare_rebalance_or_complete_join(group)
+                self._rebalance.maybe_prepare_rebalance_or_complete_join(group)
                 return
             generation = group.generation_id
 
@@ -302,12 +289,12 @@ class GroupManager:
                     )
                 )
 
-            self._persist(group, group.to_record(group.assignments()), stored)
+            self._rebalance.persist(group, group.to_record(group.assignments()), stored)
         elif group.is_in(GroupState.COMPLETING_REBALANCE):
             # The leader may already be assigning to the old member id: start over.
-            self._prepare_rebalance(group)
+            self._rebalance.prepare_rebalance(group)
         else:
-            self._maybe_complete_join_phase(group)
+            self._rebalance.maybe_complete_join_phase(group)
 
     def _revert_static_rejoin(
         self,
@@ -322,131 +309,10 @@ class GroupManager:
         member = group.members[new_member_id]
         group.update_member(member, *old_settings, None)
         restored = group.replace_static_member(instance_id, new_member_id, old_member_id)
-        self._timer.cancel(_heartbeat_key(group.group_id, new_member_id))
-        self._schedule_heartbeat(group.group_id, old_member_id, restored.session_timeout_ms)
-
-    # -- rebalance phases ----------------------------------------------------------------------
-
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group)
-        else:
-            self._maybe_complete_join_phase(group)
-
-    def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
-        if (
-            group.is_in(GroupState.PREPARING_REBALANCE)
-            and group.previous_state is not GroupState.EMPTY
-            and group.has_all_members_joined()
-        ):
-            self._complete_join(group)
-
-    def _prepare_rebalance(self, group: ClassicGroup) -> None:
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment(group, ErrorCode.rebalance_in_progress)
-        group.pending_sync_members.clear()
-        self._timer.cancel(_sync_key(group.group_id))
-        initial_rebalance = group.is_in(GroupState.EMPTY)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self._clock.now_ms())
-        if initial_rebalance:
-            # group.initial.rebalance.delay.ms: let the other members of a starting group arrive
-            # before the first generation, extended while they keep arriving (KIP-134).
-            delay = self.config.group_initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule_initial_rebalance(group.group_id, delay, remaining)
-        elif group.has_all_members_joined():
-            self._complete_join(group)
-        else:
-            self._schedule_join_completion(group)
-
-    def _schedule_initial_rebalance(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
-        def fire() -> None:
-            group = self.groups.get(group_id)
-            if group is None:
-                return
-            if group.new_member_added and remaining_ms != 0:
-                group.new_member_added = False
-                next_delay = min(self.config.group_initial_rebalance_delay_ms, remaining_ms)
-                self._schedule_initial_rebalance(
-                    group_id, next_delay, max(remaining_ms - delay_ms, 0)
-                )
-            else:
-                self._complete_join(group)
-
-        self._timer.schedule(_join_key(group_id), delay_ms, fire)
-
-    def _schedule_join_completion(self, group: ClassicGroup) -> None:
-        group_id = group.group_id
-
-        def fire() -> None:
-            current = self.groups.get(group_id)
-            if current is not None:
-                self._complete_join(current)
-
-        self._timer.schedule(_join_key(group_id), group.rebalance_timeout_ms(), fire)
-
-    def _complete_join(self, group: ClassicGroup) -> None:
-        self._timer.cancel(_join_key(group.group_id))
-        for member in group.not_yet_rejoined_members():
-            if not member.is_static:
-                self._drop_member(group, member.member_id, ErrorCode.unknown_member_id)
-        if group.is_in(GroupState.DEAD):
-            return
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # Nobody rejoined: wait another rebalance timeout for session expiries to clean up.
-            self._schedule_join_completion(group)
-            return
-        group.init_next_generation(self._clock.now_ms())
-        if group.is_in(GroupState.EMPTY):
-            self._persist(group, group.to_record({}), None)
-            return
-        for member in group.members.values():
-            member.complete_join(
-                self._join_result(group, member.member_id, group.is_leader(member.member_id))
-            )
-            self._schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
-            member.is_new = False
-            group.pending_sync_members.add(member.member_id)
-        self._schedule_pending_sync_expiry(group)
-
-    def _schedule_pending_sync_expiry(self, group: ClassicGroup) -> None:
-        group_id, generation = group.group_id, group.generation_id
-
-        def fire() -> None:
-            current = self.groups.get(group_id)
-            if (
-                current is None
-                or current.generation_id != generation
-                or not current.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
-                or not current.pending_sync_members
-            ):
-                return
-            for member_id in list(current.pending_sync_members):
-                self._drop_member(current, member_id, ErrorCode.unknown_member_id)
-            self._prepare_rebalance(current)
-
-        self._timer.schedule(_sync_key(group_id), group.rebalance_timeout_ms(), fire)
-
-    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
-        ok = error is ErrorCode.none
-        for member in group.members.values():
-            answered = member.complete_sync(
-                SyncGroupResult(
-                    error,
-                    protocol_type=group.protocol_type if ok else None,
-                    protocol_name=group.protocol_name if ok else None,
-                    assignment=member.assignment,
-                )
-            )
-            if answered:
-                self._schedule_heartbeat(
-                    group.group_id, member.member_id, member.session_timeout_ms
-                )
+        self._rebalance.cancel_heartbeat(group.group_id, new_member_id)
+        self._rebalance.schedule_heartbeat(
+            group.group_id, old_member_id, restored.session_timeout_ms
+        )
 
     # -- SyncGroup -----------------------------------------------------------------------------
 
@@ -506,20 +372,20 @@ class GroupManager:
             if not group.is_in(GroupState.COMPLETING_REBALANCE):
                 return
             if error is not ErrorCode.none:
-                self._reset_and_propagate_assignment(group, error)
-                self._maybe_prepare_rebalance_or_complete_join(group)
+                self._rebalance.reset_and_propagate_assignment(group, error)
+                self._rebalance.maybe_prepare_rebalance_or_complete_join(group)
                 return
             for member_id, member in group.members.items():
                 member.assignment = assignment.get(member_id, b"")
-            self._propagate_assignment(group, ErrorCode.none)
+            self._rebalance.propagate_assignment(group, ErrorCode.none)
             group.transition_to(GroupState.STABLE, self._clock.now_ms())
 
-        self._persist(group, group.to_record(assignment), stored)
+        self._rebalance.persist(group, group.to_record(assignment), stored)
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
         if not group.pending_sync_members:
-            self._timer.cancel(_sync_key(group.group_id))
+            self._rebalance.cancel_sync_expiry(group.group_id)
 
     # -- Heartbeat and LeaveGroup --------------------------------------------------------------
 
@@ -547,7 +413,7 @@ class GroupManager:
     def touch_member(self, group: ClassicGroup, member_id: str) -> None:
         """Restart a member's session timer (heartbeats; commits in Stable/PreparingRebalance)."""
         member = group.members[member_id]
-        self._schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
+        self._rebalance.schedule_heartbeat(group.group_id, member_id, member.session_timeout_ms)
 
     def leave_group(
         self, group_id: str, leaving: list[LeavingMember]
@@ -564,9 +430,9 @@ class GroupManager:
         left = [r for r in results if r.error is ErrorCode.none]
         if left:
             if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(group)
+                self._rebalance.maybe_prepare_rebalance_or_complete_join(group)
             elif group.is_in(GroupState.PREPARING_REBALANCE):
-                self._maybe_complete_join_phase(group)
+                self._rebalance.maybe_complete_join_phase(group)
         return ErrorCode.none, results
 
     def _leave_one(self, group: ClassicGroup, leaving: LeavingMember) -> LeavingMember:
@@ -576,65 +442,30 @@ class GroupManager:
             known = group.static_members.get(instance_id) if instance_id is not None else None
             if known is None:
                 return LeavingMember(member_id, instance_id, ErrorCode.unknown_member_id)
-            self._drop_member(group, known, ErrorCode.unknown_member_id)
+            self._rebalance.drop_member(group, known, ErrorCode.unknown_member_id)
             return LeavingMember(member_id, instance_id)
         if member_id in group.pending_join_members:
-            self._drop_member(group, member_id, ErrorCode.unknown_member_id)
+            self._rebalance.drop_member(group, member_id, ErrorCode.unknown_member_id)
             return LeavingMember(member_id, instance_id)
         try:
             group.validate_member(member_id, instance_id)
         except CoordinatorError as refused:
             return LeavingMember(member_id, instance_id, refused.error)
-        self._drop_member(group, member_id, ErrorCode.unknown_member_id)
+        self._rebalance.drop_member(group, member_id, ErrorCode.unknown_member_id)
         return LeavingMember(member_id, instance_id)
 
     # -- expiry, loading, unloading ------------------------------------------------------------
-
-    def _schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None:
-        self._timer.schedule(
-            _heartbeat_key(group_id, member_id),
-            timeout_ms,
-            lambda: self._expire_heartbeat(group_id, member_id),
-        )
-
-    def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            return
-        if member_id in group.pending_join_members:
-            group.pending_join_members.discard(member_id)
-            if group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
-                self._complete_join(group)
-            return
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return
-        log.info("group %s: member %s session expired", group_id, member_id)
-        self._drop_member(group, member_id, ErrorCode.unknown_member_id)
-        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance_or_complete_join(group)
-        elif group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
-            self._complete_join(group)
-
-    def _drop_member(self, group: ClassicGroup, member_id: str, error: ErrorCode) -> None:
-        """Remove a member (or pending member), answering whatever it has parked."""
-        self._timer.cancel(_heartbeat_key(group.group_id, member_id))
-        member = group.members.get(member_id)
-        if member is not None:
-            member.complete_join(_join_error(error))
-            member.complete_sync(SyncGroupResult(error))
-        group.remove(member_id)
 
     def on_groups_loaded(self, groups: list[ClassicGroup]) -> None:
         """Start session timers for loaded members; shrink groups above a lowered group.max.size."""
         for group in groups:
             self.groups[group.group_id] = group
             for member in group.members.values():
-                self._schedule_heartbeat(
+                self._rebalance.schedule_heartbeat(
                     group.group_id, member.member_id, member.session_timeout_ms
                 )
             if len(group.members) > self.config.group_max_size:
-                self._prepare_rebalance(group)
+                self._rebalance.prepare_rebalance(group)
 
     def unload(self, group_ids: list[str], error: ErrorCode) -> None:
         """Forget groups (partition moved elsewhere): answer parked requests, stop their timers."""
@@ -643,9 +474,8 @@ class GroupManager:
             if group is None:
                 continue
             for member_id in list(group.members) + list(group.pending_join_members):
-                self._drop_member(group, member_id, error)
-            self._timer.cancel(_join_key(group_id))
-            self._timer.cancel(_sync_key(group_id))
+                self._rebalance.drop_member(group, member_id, error)
+            self._rebalance.cancel_group_timers(group_id)
             group.transition_to(GroupState.DEAD, self._clock.now_ms())
 
     def mark_dead(self, group: ClassicGroup) -> None:
@@ -653,29 +483,7 @@ class GroupManager:
 
     def close(self) -> None:
         self.unload(list(self.groups), ErrorCode.not_coordinator)
-        self._timer.cancel_all()
-
-    # -- persistence ---------------------------------------------------------------------------
-
-    def _persist(
-        self,
-        group: ClassicGroup,
-        value: GroupMetadataValue,
-        on_done: Callable[[ErrorCode], None] | None,
-    ) -> None:
-        def done(write: asyncio.Future[None]) -> None:
-            error = ErrorCode.none
-            if write.cancelled() or write.exception() is not None:
-                log.error(
-                    "group %s: storing metadata failed: %r",
-                    group.group_id,
-                    None if write.cancelled() else write.exception(),
-                )
-                error = ErrorCode.coordinator_not_available
-            if on_done is not None:
-                on_done(error)
-
-        self._store_group(group.group_id, value).add_done_callback(done)
+        self._rebalance.cancel_all()
 
 
 def _names(protocols: Protocols) -> list[str]:
@@ -684,19 +492,3 @@ def _names(protocols: Protocols) -> list[str]:
 
 def _inconsistent(requested: str | None, actual: str | None) -> bool:
     return requested is not None and actual is not None and requested != actual
-
-
-def _join_error(error: ErrorCode, member_id: str = "") -> JoinGroupResult:
-    return JoinGroupResult(error, member_id=member_id)
-
-
-def _join_key(group_id: str) -> tuple[str, str]:
-    return ("join", group_id)
-
-
-def _sync_key(group_id: str) -> tuple[str, str]:
-    return ("sync", group_id)
-
-
-def _heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("heartbeat", group_id, member_id)
