@@ -332,3 +332,60 @@ async fn an_incremental_fetch_session_omits_unchanged_partitions() {
     assert!(idle.responses.is_empty(), "nothing changed, nothing sent");
     assert_eq!(b.broker.settings().node_id, 1);
 }
+
+/// kafka-protocol refuses to encode a field set in a version that lacks it; every advertised
+/// version must still answer with data in the log and the topic present.
+#[tokio::test]
+async fn every_advertised_version_of_the_native_apis_answers() {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{ListOffsetsRequest, MetadataRequest};
+    use krust_server::handlers::api_versions::native_range;
+
+    let b = broker_with_topic("t", 1);
+    send_produce(&b, &produce("t", vec![(0, batch(&["a"]))], 1)).await;
+    let metadata = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("t"))))]));
+    let list_offsets = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let cases: Vec<(ApiKey, Box<dyn Fn(i16) -> Bytes>)> = vec![
+        (
+            ApiKey::Metadata,
+            Box::new(move |v| frame(ApiKey::Metadata, v, &metadata)),
+        ),
+        (
+            ApiKey::ListOffsets,
+            Box::new(move |v| frame(ApiKey::ListOffsets, v, &list_offsets)),
+        ),
+        (
+            ApiKey::Produce,
+            Box::new(|v| {
+                frame(
+                    ApiKey::Produce,
+                    v,
+                    &produce("t", vec![(0, batch(&["b"]))], 1),
+                )
+            }),
+        ),
+        (
+            ApiKey::Fetch,
+            Box::new(|v| frame(ApiKey::Fetch, v, &fetch("t", 0, 0, (0, -1)))),
+        ),
+    ];
+    for (api_key, build) in cases {
+        let (min, max) = native_range(api_key).unwrap();
+        for version in min..=max {
+            let outcome = handle_request(&b.context, build(version), "127.0.0.1").await;
+            assert!(
+                matches!(outcome, Outcome::Respond(_)),
+                "{api_key:?} v{version} did not answer"
+            );
+        }
+    }
+}

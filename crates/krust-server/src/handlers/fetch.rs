@@ -96,7 +96,7 @@ pub async fn handle(
         })
         .collect();
     let results = read_with_wait(&request, &wanted).await;
-    let responses = build_response(&wanted, results, incremental);
+    let responses = build_response(&wanted, results, incremental, version);
     if session_id != 0 {
         let sent: Vec<(String, i32, i64, i64)> = responses
             .iter()
@@ -276,6 +276,7 @@ fn build_response(
     wanted: &[Wanted],
     results: Vec<ReadResult>,
     incremental: bool,
+    version: i16,
 ) -> TopicResponses {
     let mut topics: TopicResponses = Vec::new();
     for (w, result) in wanted.iter().zip(results) {
@@ -293,7 +294,7 @@ fn build_response(
             .with_error_code(result.error_code)
             .with_high_watermark(hw)
             .with_last_stable_offset(hw)
-            .with_log_start_offset(log_start)
+            .with_log_start_offset(if version >= 5 { log_start } else { -1 })
             .with_preferred_read_replica(BrokerId(-1))
             .with_records(result.records.or(Some(Bytes::new())));
         match topics

@@ -64,12 +64,21 @@ pub async fn handle(
             .map(|requested| lookup(&image, requested, version))
             .collect()
     };
-    MetadataResponse::default()
-        .with_brokers(brokers(&image))
-        .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
-        .with_controller_id(BrokerId(image.controller_id))
+    // kafka-protocol refuses to encode a field set in a version that lacks it.
+    let response = MetadataResponse::default()
+        .with_brokers(brokers(&image, version))
         .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    let response = if version >= 1 {
+        response.with_controller_id(BrokerId(image.controller_id))
+    } else {
+        response
+    };
+    if version >= 2 {
+        response.with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
+    } else {
+        response
+    }
 }
 
 /// A topic asked for by name or (v10+) by id.
@@ -137,7 +146,7 @@ fn topic_response(
                 })
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(if leader_alive { p.leader } else { -1 }))
-                .with_leader_epoch(p.leader_epoch)
+                .with_leader_epoch(if version >= 7 { p.leader_epoch } else { -1 })
                 .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
                 .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
         })
@@ -149,12 +158,12 @@ fn topic_response(
         } else {
             Uuid::nil()
         })
-        .with_is_internal(topic.internal)
+        .with_is_internal(version >= 1 && topic.internal)
         .with_partitions(partitions)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+fn brokers(image: &MetadataImage, version: i16) -> Vec<MetadataResponseBroker> {
     image
         .brokers
         .values()
@@ -163,7 +172,11 @@ fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
                 .with_node_id(BrokerId(b.node_id))
                 .with_host(StrBytes::from_string(b.host.clone()))
                 .with_port(b.port)
-                .with_rack(b.rack.clone().map(StrBytes::from_string))
+                .with_rack(if version >= 1 {
+                    b.rack.clone().map(StrBytes::from_string)
+                } else {
+                    None
+                })
         })
         .collect()
 }

@@ -66,12 +66,15 @@ pub async fn handle_native(
         NativeRequest::Metadata(r) => {
             respond(request, &metadata::handle(context, r, request).await)
         }
-        NativeRequest::Produce(r) => match produce::handle(context, r).await {
+        NativeRequest::Produce(r) => match produce::handle(context, r, request.version()).await {
             Some(response) => respond(request, &response),
             None => Outcome::NoResponse,
         },
         NativeRequest::Fetch(r) => respond(request, &fetch::handle(context, r, request).await),
-        NativeRequest::ListOffsets(r) => respond(request, &list_offsets::handle(context, r)),
+        NativeRequest::ListOffsets(r) => respond(
+            request,
+            &list_offsets::handle(context, r, request.version()),
+        ),
         NativeRequest::DescribeCluster(r) => {
             respond(request, &describe_cluster::handle(context, r))
         }

@@ -16,7 +16,11 @@ const REQUEST_TIMED_OUT: i16 = 7;
 const INVALID_RECORD: i16 = 87;
 
 /// Handles a Produce request; `None` for acks=0, which Kafka never answers.
-pub async fn handle(context: &ServerContext, request: ProduceRequest) -> Option<ProduceResponse> {
+pub async fn handle(
+    context: &ServerContext,
+    request: ProduceRequest,
+    version: i16,
+) -> Option<ProduceResponse> {
     let now_ms = now_ms();
     let mut waits: Vec<(Arc<Partition>, i64)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
@@ -40,11 +44,15 @@ pub async fn handle(context: &ServerContext, request: ProduceRequest) -> Option<
                         if request.acks == -1 {
                             waits.push((partition.clone(), info.last_offset + 1));
                         }
-                        PartitionProduceResponse::default()
+                        let response = PartitionProduceResponse::default()
                             .with_index(data.index)
                             .with_base_offset(info.first_offset)
-                            .with_log_append_time_ms(info.log_append_time)
-                            .with_log_start_offset(info.log_start_offset)
+                            .with_log_append_time_ms(info.log_append_time);
+                        if version >= 5 {
+                            response.with_log_start_offset(info.log_start_offset)
+                        } else {
+                            response
+                        }
                     }
                     Err(error) => {
                         tracing::debug!("produce to {name}-{} rejected: {error}", data.index);
