@@ -354,7 +354,8 @@ async fn every_advertised_version_of_the_native_apis_answers() {
             .with_partitions(vec![ListOffsetsPartition::default()
                 .with_partition_index(0)
                 .with_timestamp(-1)])]);
-    let cases: Vec<(ApiKey, Box<dyn Fn(i16) -> Bytes>)> = vec![
+    type FrameOfVersion = Box<dyn Fn(i16) -> Bytes>;
+    let cases: Vec<(ApiKey, FrameOfVersion)> = vec![
         (
             ApiKey::Metadata,
             Box::new(move |v| frame(ApiKey::Metadata, v, &metadata)),
