@@ -67,11 +67,11 @@ class Broker:
     def __init__(self, settings: Mapping[str, object]) -> None:
         """Open (and if needed recover) every log under log.dirs. Does not listen yet."""
     def apply_metadata(self, image: MetadataImage) -> None:
-        """Replace the metadata cache; create logs of new partitions, delete logs of removed topics."""
+        """Replace the metadata cache; create new partitions' logs, delete removed topics' logs."""
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
     ) -> int:
-        """Append records (key, value) as one batch to a local log, flushed to disk; returns its base offset."""
+        """Append (key, value) records as one flushed batch; returns its base offset."""
     def internal_read(
         self, topic: str, partition: int, start_offset: int, max_bytes: int
     ) -> list[StoredRecord]:
