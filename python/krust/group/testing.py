@@ -10,7 +10,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from krust.group.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
@@ -20,12 +20,15 @@ from krust.group.results import ErrorCode, JoinGroupResult
 from krust.group.settings import GroupCoordinatorConfig
 from krust.group.wire import Writer
 
+if TYPE_CHECKING:
+    from krust._core import StoredRecord
+
 T = TypeVar("T")
 
 
 class FakeCore:
     def __init__(self) -> None:
-        self.logs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.logs: dict[tuple[str, int], list[StoredRecord]] = {}
         self.fail_appends = False
         self.append_calls = 0
 
@@ -43,8 +46,8 @@ class FakeCore:
 
     def internal_read(
         self, topic: str, partition: int, start_offset: int, max_bytes: int
-    ) -> list[dict[str, Any]]:
-        chunk: list[dict[str, Any]] = []
+    ) -> list[StoredRecord]:
+        chunk: list[StoredRecord] = []
         size = 0
         for record in self.logs.get((topic, partition), []):
             if record["offset"] < start_offset:
@@ -59,7 +62,7 @@ class FakeCore:
         log = self.logs.get((topic, partition), [])
         return log[-1]["offset"] + 1 if log else 0
 
-    def records(self, topic: str = OFFSETS_TOPIC) -> list[dict[str, Any]]:
+    def records(self, topic: str = OFFSETS_TOPIC) -> list[StoredRecord]:
         return [r for (name, _), log in sorted(self.logs.items()) if name == topic for r in log]
 
     def compact(self, topic: str = OFFSETS_TOPIC) -> None:
