@@ -480,3 +480,54 @@ async def test_storage_failure_on_sync_is_reported_and_the_group_rebalances() ->
 
 def _leaving(member_id: str) -> LeavingMember:
     return LeavingMember(member_id, None)
+
+
+@async_test
+async def test_cooperative_rebalances_are_just_consecutive_generations() -> None:
+    clock = FakeClock()
+    coordinator = await start_coordinator(clock=clock)
+    sticky = (("cooperative-sticky", b"owned:p0,p1"),)
+    (first,) = await form_stable_group(coordinator, clock, "group", 1, protocols=sticky)
+    newcomer = await begin(
+        coordinator.join_group(
+            join_request(client_id="b", protocols=(("cooperative-sticky", b""),))
+        )
+    )
+    rejoin = await begin(
+        coordinator.join_group(join_request(member_id=first.member_id, protocols=sticky))
+    )
+    leader, follower = await rejoin, await newcomer
+    assert leader.generation_id == follower.generation_id == 2
+    # Round 1: the leader only revokes p1 from itself; the assignment bytes are opaque to us.
+    assignments = {leader.member_id: b"p0", follower.member_id: b""}
+    await coordinator.sync_group(sync_request("group", leader.member_id, 2, assignments))
+    assert (
+        await coordinator.sync_group(sync_request("group", follower.member_id, 2))
+    ).assignment == b""
+    # Round 2: the leader rejoins at once with what it owns now; p1 goes to the newcomer.
+    rounds = [
+        await begin(coordinator.join_group(join_request(member_id=m.member_id, protocols=p)))
+        for m, p in ((leader, (("cooperative-sticky", b"owned:p0"),)), (follower, sticky))
+    ]
+    results = [await r for r in rounds]
+    assert {r.generation_id for r in results} == {3}
+    assignments = {leader.member_id: b"p0", follower.member_id: b"p1"}
+    await coordinator.sync_group(sync_request("group", leader.member_id, 3, assignments))
+    synced = await coordinator.sync_group(sync_request("group", follower.member_id, 3))
+    assert synced.assignment == b"p1"
+    assert state(coordinator) is GroupState.STABLE
+
+
+@async_test
+async def test_a_new_members_parked_join_times_out_after_five_minutes() -> None:
+    clock = FakeClock()
+    coordinator = await start_coordinator(clock=clock)
+    slow = {"rebalance_timeout_ms": 600_000, "session_timeout_ms": 60_000}
+    (member,) = await form_stable_group(coordinator, clock, "group", 1, **slow)
+    newcomer = await begin(coordinator.join_group(join_request(client_id="new", **slow)))
+    for _ in range(10):
+        clock.advance(30_000)
+        assert heartbeat(coordinator, member) is ErrorCode.rebalance_in_progress
+    result = await newcomer
+    assert result.error is ErrorCode.unknown_member_id
+    assert "new" not in {m.client_id for m in coordinator.groups.groups["group"].members.values()}
