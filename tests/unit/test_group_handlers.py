@@ -370,3 +370,17 @@ async def test_offset_fetch_v1_reports_group_errors_per_partition() -> None:
     assert [p.error_code for p in fetched.topics[0].partitions] == [14, 14]
     v2 = await client.send(9, 2, {"group_id": "group", "topics": None})
     assert (v2.error_code, v2.topics) == (14, ())
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [(k, v) for k, (low, high) in EXPECTED_ROUTES.items() for v in range(low, high + 1)],
+)
+@async_test
+async def test_every_version_answers_a_request_with_default_fields(
+    api_key: int, version: int
+) -> None:
+    coordinator = await served(FakeClock())
+    # All-default requests: empty group ids, no members, no topics. Each must still get a
+    # well-formed answer of its own version (Client.send checks the type and re-decodes it).
+    await Client(coordinator).send(api_key, version, {})

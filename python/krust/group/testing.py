@@ -10,7 +10,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from krust.group.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from krust._core import StoredRecord
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class FakeCore:
@@ -142,12 +143,12 @@ class FakeController:
         return existing or self.add_topic(name, num_partitions, internal=internal)
 
 
-def async_test(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
-    """Run an async test function on a fresh event loop."""
+def async_test(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    """Run an async test function (parametrized or not) on a fresh event loop."""
 
     @functools.wraps(test)
-    def run() -> None:
-        asyncio.run(test())
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        asyncio.run(test(*args, **kwargs))
 
     return run
 
