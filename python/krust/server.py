@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -13,6 +15,7 @@ from krust.config import BrokerConfig, core_settings
 from krust.context import BrokerContext
 
 Installer = Callable[[BrokerContext], object]
+SERVICE_CLOSE_TIMEOUT_S = 5.0
 
 # Each service registers its APIs on ctx.dispatcher; the controller comes first.
 SERVICES: list[Installer] = [controller.install, group.install]
@@ -25,6 +28,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
 
     core = _core.Broker(core_settings(config))
     dispatcher = Dispatcher()
+    services: list[object] = []
     try:
         ctx = BrokerContext(
             config=config,
@@ -32,14 +36,29 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
             controller=controller.Controller.open(config, core),
             dispatcher=dispatcher,
         )
-        for install in SERVICES:
-            install(ctx)
+        services = [install(ctx) for install in SERVICES]
         on_ready()
         with _shutdown_on_signals(core.shutdown):
             core.serve(dispatcher.submit, dispatcher.supported_versions())
     finally:
+        if services:
+            _close_services(dispatcher, services)
         dispatcher.close()
         core.close()
+
+
+def _close_services(dispatcher: Dispatcher, services: list[object]) -> None:
+    """Let services that write to the core (the group coordinator's pending commits) finish
+    before the core is closed, newest first; a service may offer `async close()`."""
+    for service in reversed(services):
+        close = getattr(service, "close", None)
+        if close is None or not inspect.iscoroutinefunction(close):
+            continue
+        try:
+            dispatcher.run(close(), timeout=SERVICE_CLOSE_TIMEOUT_S)
+        except Exception as error:  # a failing close must not keep the core from closing
+            name = type(service).__name__
+            print(f"krust-broker: closing {name} failed: {error}", file=sys.stderr)
 
 
 @contextmanager
