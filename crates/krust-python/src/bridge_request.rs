@@ -27,13 +27,14 @@ pub struct PyBridgeRequest {
 
 impl From<BridgeRequest> for PyBridgeRequest {
     fn from(request: BridgeRequest) -> Self {
+        let call = request.call;
         PyBridgeRequest {
-            api_key: request.api_key,
-            api_version: request.api_version,
-            correlation_id: request.correlation_id,
-            client_id: request.client_id,
-            client_host: request.client_host,
-            body: request.body,
+            api_key: call.api_key,
+            api_version: call.api_version,
+            correlation_id: call.correlation_id,
+            client_id: call.client_id,
+            client_host: call.client_host,
+            body: call.body,
             reply: Mutex::new(Some(request.reply)),
         }
     }

@@ -23,15 +23,10 @@ pub enum BridgeReply {
     CloseConnection,
 }
 
-/// One request crossing to Python.
+/// One request crossing to Python, with the channel its answer goes back on.
 #[derive(Debug)]
 pub struct BridgeRequest {
-    pub api_key: i16,
-    pub api_version: i16,
-    pub correlation_id: i32,
-    pub client_id: Option<String>,
-    pub client_host: String,
-    pub body: Bytes,
+    pub call: BridgeCall,
     pub reply: oneshot::Sender<BridgeReply>,
 }
 
@@ -89,12 +84,7 @@ impl Bridge {
         let (reply, answer) = oneshot::channel();
         self.sender
             .send(BridgeRequest {
-                api_key: request.api_key,
-                api_version: request.api_version,
-                correlation_id: request.correlation_id,
-                client_id: request.client_id,
-                client_host: request.client_host,
-                body: request.body,
+                call: request,
                 reply,
             })
             .map_err(|_| BridgeError::Unavailable)?;
@@ -131,6 +121,7 @@ impl Bridge {
 }
 
 /// A request to send through the bridge (the reply channel is made by [`Bridge::call`]).
+#[derive(Debug)]
 pub struct BridgeCall {
     pub api_key: i16,
     pub api_version: i16,

@@ -92,37 +92,8 @@ impl Broker {
         records: &[(Option<Bytes>, Option<Bytes>)],
     ) -> Result<i64, InternalRecordsError> {
         let now = now_ms();
-        let records: Vec<Record> = records
-            .iter()
-            .enumerate()
-            .map(|(i, (key, value))| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                // The encoder starts a new batch unless offset - sequence stays constant; this
-                // keeps one batch whose base sequence is -1 (no producer id).
-                sequence: i as i32 - 1,
-                timestamp: now,
-                key: key.clone(),
-                value: value.clone(),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut batch,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
+        let batch =
+            encode_batch(records, now).map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
         let tp = TopicPartition::new(topic, partition);
         let info = self.replicas.append_internal(&tp, &batch, now)?;
         Ok(info.first_offset)
@@ -182,4 +153,43 @@ impl Broker {
     pub fn close(&self) -> Result<(), StorageError> {
         self.replicas.shutdown()
     }
+}
+
+/// Encodes `(key, value)` records as one uncompressed v2 batch without a producer id, the way
+/// a client would send it (base offset 0).
+pub fn encode_batch(
+    records: &[(Option<Bytes>, Option<Bytes>)],
+    timestamp: i64,
+) -> anyhow::Result<BytesMut> {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder starts a new batch unless offset - sequence stays constant; this
+            // keeps one batch whose base sequence is -1 (no producer id).
+            sequence: i as i32 - 1,
+            timestamp,
+            key: key.clone(),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )?;
+    Ok(batch)
 }

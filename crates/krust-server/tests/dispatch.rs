@@ -12,11 +12,9 @@ use kafka_protocol::messages::{
     RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 use krust_server::bridge::Bridge;
-use krust_server::broker::Broker;
+use krust_server::broker::{encode_batch, Broker};
 use krust_server::dispatch::{handle_request, Outcome};
 use krust_server::metadata_cache::{
     BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
@@ -107,36 +105,17 @@ fn response_body(outcome: Outcome, api_key: ApiKey, version: i16) -> Bytes {
 }
 
 fn batch(values: &[&str]) -> Bytes {
-    let records: Vec<Record> = values
+    let records: Vec<(Option<Bytes>, Option<Bytes>)> = values
         .iter()
         .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("key-{i}"))),
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: Default::default(),
+        .map(|(i, v)| {
+            (
+                Some(Bytes::from(format!("key-{i}"))),
+                Some(Bytes::copy_from_slice(v.as_bytes())),
+            )
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    encode_batch(&records, 1_700_000_000_000).unwrap().freeze()
 }
 
 fn produce(topic: &str, partitions: Vec<(i32, Bytes)>, acks: i16) -> ProduceRequest {
