@@ -54,7 +54,9 @@ class KcatClient:
     ) -> list[Consumed]:
         command = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", str(partition)]
         command += ["-o", "beginning", "-c", str(count), "-e", "-J", "-q"]
-        result = subprocess.run(command, capture_output=True, timeout=timeout_s)
+        result = subprocess.run(
+            command, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s
+        )
         assert result.returncode == 0, f"kcat -C failed: {result.stderr.decode()}"
         return [_consumed(json.loads(line)) for line in result.stdout.splitlines()]
 
