@@ -36,12 +36,17 @@ class AckTracker:
         self.sent = 0
         self.acked: dict[bytes, int] = {}  # value -> offset
         self.failed: list[KafkaError] = []
+        acked, failed = self.acked, self.failed
 
-    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            self.acked[message.value()] = message.offset()
-        else:
-            self.failed.append(error)
+        # A closure over the lists, not a bound method: the producer holding a reference back
+        # to this object would keep both alive (and reconnecting) after the test.
+        def on_delivery(error: KafkaError | None, message: Message) -> None:
+            if error is None:
+                acked[message.value()] = message.offset()
+            else:
+                failed.append(error)
+
+        self._on_delivery = on_delivery
 
     def produce_chunk(self) -> None:
         for _ in range(CHUNK_SIZE):
