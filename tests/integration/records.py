@@ -76,7 +76,9 @@ def sample_records(
     return records
 
 
-def assert_read_back(produced: ProducedBatch, consumed: list[Consumed], base_offset: int = 0):
+def assert_read_back(
+    produced: ProducedBatch, consumed: list[Consumed], base_offset: int = 0
+) -> None:
     """The consumer saw exactly what was produced, in order, at contiguous offsets."""
     assert len(consumed) == len(produced.records), (
         f"read {len(consumed)} records, produced {len(produced.records)}"
