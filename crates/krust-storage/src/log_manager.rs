@@ -291,6 +291,17 @@ fn load_log_dir(
         )?;
         logs.push((tp, log));
     }
+    if !logs.is_empty() {
+        if had_clean_shutdown {
+            info!(dir = %dir.display(), logs = logs.len(), "loaded logs after a clean shutdown");
+        } else {
+            info!(
+                dir = %dir.display(),
+                logs = logs.len(),
+                "recovered logs after an unclean shutdown (segments past the recovery point were checked)"
+            );
+        }
+    }
     Ok(logs)
 }
 
