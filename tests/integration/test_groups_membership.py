@@ -1,0 +1,167 @@
+"""Consumer groups with real clients: partitions shared exactly once, records consumed exactly
+once, and survivors taking over from a member that leaves, dies, or mixes libraries."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic
+from .groups_support import (
+    COOPERATIVE_STICKY,
+    GROUP_BROKER_OVERRIDES,
+    LIBRARIES,
+    RANGE,
+    SESSION_TIMEOUT_MS,
+    GroupMember,
+    assert_each_number_once,
+    produce_numbered,
+    wait_for_exact_cover,
+    wait_for_numbers,
+    wait_until,
+)
+
+PARTITIONS = 6
+BATCH = 60
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory(GROUP_BROKER_OVERRIDES)
+
+
+def start_members(
+    libraries: list[str], broker, group: str, topic: str, assignor: str = RANGE
+) -> list[GroupMember]:
+    return [
+        GroupMember(library, broker.bootstrap, group, topic, assignor=assignor).start()
+        for library in libraries
+    ]
+
+
+def close_all(members: list[GroupMember]) -> None:
+    for member in members:
+        member.close()
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_three_members_share_partitions_and_survivors_take_over_after_close(
+    broker, library
+) -> None:
+    topic, group = f"shared-{library}", f"group-{library}"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    members = start_members([library] * 3, broker, group, topic)
+    try:
+        wait_for_exact_cover(members, PARTITIONS)
+
+        first = set(range(BATCH))
+        produce_numbered(broker.bootstrap, topic, first, PARTITIONS)
+        wait_for_numbers(members, first)
+        assert_each_number_once(members, first)
+        for member in members:
+            assert {d.partition for d in member.delivered} <= member.assignment
+
+        leaving, survivors = members[0], members[1:]
+        orphaned = leaving.assignment
+        leaving.close()
+        wait_for_exact_cover(survivors, PARTITIONS)
+        assert orphaned <= {p for m in survivors for p in m.assignment}
+
+        second = set(range(BATCH, 2 * BATCH))
+        produce_numbered(broker.bootstrap, topic, second, PARTITIONS)
+        wait_for_numbers(survivors, second)
+        # The leaver committed on close: nobody re-reads what it had consumed.
+        assert_each_number_once(members, first | second)
+        taken_over = {d.partition for m in survivors for d in m.delivered if d.number in second}
+        assert orphaned <= taken_over
+    finally:
+        close_all(members)
+
+
+class ChildMember:
+    """A confluent-kafka member in its own process (groups_support.main), to be killed -9."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.assignment: frozenset[int] = frozenset()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "integration.groups_support", bootstrap, group, topic],
+            cwd=TESTS_DIR,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        threading.Thread(target=self._read_assignments, daemon=True).start()
+
+    def _read_assignments(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            listed = line.split()[1:]
+            self.assignment = (
+                frozenset(int(p) for p in listed[0].split(",")) if listed else (frozenset())
+            )
+
+    def kill9(self) -> None:
+        self._process.kill()
+        self._process.wait(10)
+
+
+def test_survivors_take_over_after_the_session_timeout_of_a_killed_member(broker) -> None:
+    topic, group = "shared-killed", "group-killed"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    child = ChildMember(broker.bootstrap, group, topic)
+    members = start_members(["confluent-kafka"] * 2, broker, group, topic)
+    try:
+        wait_until(lambda: bool(child.assignment), 30, "the child process to get partitions")
+        wait_for_exact_cover(members, PARTITIONS, extra_owned=lambda: child.assignment)
+        orphaned = child.assignment
+
+        child.kill9()  # no LeaveGroup: only its session expiry tells the coordinator
+        killed_at = time.monotonic()
+        wait_for_exact_cover(members, PARTITIONS, timeout_s=SESSION_TIMEOUT_MS / 1000 + 20)
+        took_over_after_s = time.monotonic() - killed_at
+
+        assert took_over_after_s >= SESSION_TIMEOUT_MS / 1000 - 2, (
+            f"partitions moved after {took_over_after_s:.1f} s, before the session could expire"
+        )
+        numbers = set(range(BATCH))
+        produce_numbered(broker.bootstrap, topic, numbers, PARTITIONS)
+        wait_for_numbers(members, numbers)
+        taken_over = {d.partition for m in members for d in m.delivered if d.number in numbers}
+        assert orphaned <= taken_over
+    finally:
+        child.kill9()
+        close_all(members)
+
+
+@pytest.mark.parametrize(
+    ("libraries", "assignor"),
+    [
+        (["confluent-kafka", "kafka-python", "aiokafka"], RANGE),
+        (["confluent-kafka", "kafka-python", "confluent-kafka"], COOPERATIVE_STICKY),
+    ],
+    ids=["range", "cooperative-sticky"],
+)
+def test_members_of_different_libraries_share_one_group(broker, libraries, assignor) -> None:
+    topic, group = f"mixed-{assignor}", f"group-mixed-{assignor}"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    members = start_members(libraries, broker, group, topic, assignor)
+    try:
+        wait_for_exact_cover(members, PARTITIONS)
+        admin = admin_client(broker.bootstrap)  # must outlive the future
+        described = admin.describe_consumer_groups([group])[group].result(ADMIN_TIMEOUT_S)
+        assert described.partition_assignor == assignor
+
+        numbers = set(range(BATCH))
+        produce_numbered(broker.bootstrap, topic, numbers, PARTITIONS)
+        wait_for_numbers(members, numbers)
+        assert_each_number_once(members, numbers)
+        for member in members:
+            assert {d.partition for d in member.delivered} <= member.assignment
+    finally:
+        close_all(members)
