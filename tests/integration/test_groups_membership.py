@@ -15,6 +15,7 @@ from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic
 from .groups_support import (
     COOPERATIVE_STICKY,
     GROUP_BROKER_OVERRIDES,
+    HEARTBEAT_INTERVAL_MS,
     LIBRARIES,
     RANGE,
     SESSION_TIMEOUT_MS,
@@ -165,3 +166,43 @@ def test_members_of_different_libraries_share_one_group(broker, libraries, assig
             assert {d.partition for d in member.delivered} <= member.assignment
     finally:
         close_all(members)
+
+
+def test_a_static_member_restarting_within_its_session_gets_its_partitions_back_silently(
+    broker,
+) -> None:
+    topic, group = "shared-static", "group-static"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    static = GroupMember(
+        "confluent-kafka", broker.bootstrap, group, topic, instance_id="static-a"
+    ).start()
+    other = GroupMember("confluent-kafka", broker.bootstrap, group, topic).start()
+    restarted = None
+    try:
+        wait_for_exact_cover([static, other], PARTITIONS)
+        static_partitions, other_partitions = static.assignment, other.assignment
+        other_assign_calls = other.assign_calls
+
+        static.close()  # KIP-345: a static member sends no LeaveGroup
+        restarted = GroupMember(
+            "confluent-kafka", broker.bootstrap, group, topic, instance_id="static-a"
+        ).start()
+        wait_until(
+            lambda: restarted.assignment == static_partitions,
+            SESSION_TIMEOUT_MS / 1000,
+            "the restarted static member to get its partitions back",
+        )
+        time.sleep(2 * HEARTBEAT_INTERVAL_MS / 1000)  # a rebalance would reach `other` by now
+
+        assert other.assign_calls == other_assign_calls, "the other member was rebalanced"
+        assert other.assignment == other_partitions
+        admin = admin_client(broker.bootstrap)  # must outlive the future
+        described = admin.describe_consumer_groups([group])[group].result(ADMIN_TIMEOUT_S)
+        assert len(described.members) == 2
+        by_instance = {
+            member.group_instance_id: {tp.partition for tp in member.assignment.topic_partitions}
+            for member in described.members
+        }
+        assert by_instance["static-a"] == static_partitions
+    finally:
+        close_all([m for m in (static, other, restarted) if m is not None])

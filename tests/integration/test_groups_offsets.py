@@ -1,0 +1,115 @@
+"""Committed group offsets survive a broker restart: a new member resumes exactly there, and the
+commit metadata strings come back unchanged.
+
+(confluent-kafka 2.16 sends its metadata with the C string's terminating NUL, so only it reads
+its own metadata back unchanged; kafka-python's metadata is checked through both clients.)"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaPythonTopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from .clients.confluent import ADMIN_TIMEOUT_S, create_topic
+from .groups_support import GROUP_BROKER_OVERRIDES, produce_numbered
+
+PARTITIONS = 3
+PER_PARTITION = 10
+TOPIC, GROUP = "committed", "group-committed"
+# Partition p is committed at offset COMMITTED[p] with METADATA[p].
+COMMITTED = {0: 3, 1: 7, 2: 0}
+METADATA = {0: "checkpoint 0", 1: "ünïcødé ✓ checkpoint", 2: ""}
+
+
+def group_consumer(bootstrap: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def first_offsets_by_partition(consumer: Consumer, count: int) -> dict[int, int]:
+    """Subscribe and consume `count` records; the first offset each partition delivered."""
+    consumer.subscribe([TOPIC])
+    first: dict[int, int] = {}
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < count and time.monotonic() < deadline:
+        for message in consumer.consume(num_messages=count, timeout=0.2):
+            if message.error() is None:
+                first.setdefault(message.partition(), message.offset())
+                seen += 1
+    assert seen == count, f"consumed {seen} of {count} records"
+    return first
+
+
+def test_a_new_member_resumes_at_the_offsets_committed_before_a_broker_restart(
+    broker_factory,
+) -> None:
+    broker = broker_factory(GROUP_BROKER_OVERRIDES)
+    create_topic(broker.bootstrap, TOPIC, partitions=PARTITIONS)
+    produce_numbered(broker.bootstrap, TOPIC, range(PARTITIONS * PER_PARTITION), PARTITIONS)
+    committing = group_consumer(broker.bootstrap)
+    first_offsets_by_partition(committing, PARTITIONS * PER_PARTITION)
+    committing.commit(
+        offsets=[
+            TopicPartition(TOPIC, p, offset, metadata=METADATA[p])
+            for p, offset in COMMITTED.items()
+        ],
+        asynchronous=False,
+    )
+    committing.close()
+
+    broker.stop()
+    broker.restart()
+
+    resuming = group_consumer(broker.bootstrap)
+    try:
+        committed = resuming.committed(
+            [TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=ADMIN_TIMEOUT_S
+        )
+        assert {tp.partition: (tp.offset, tp.metadata) for tp in committed} == {
+            p: (COMMITTED[p], METADATA[p]) for p in range(PARTITIONS)
+        }
+        remaining = sum(PER_PARTITION - offset for offset in COMMITTED.values())
+        assert first_offsets_by_partition(resuming, remaining) == COMMITTED
+    finally:
+        resuming.close()
+
+
+def test_offsets_kafka_python_commits_without_joining_survive_a_restart(broker_factory) -> None:
+    """An assign()-only consumer commits with generation -1 (Kafka's "simple" group); both
+    clients read the offset and metadata back after the restart."""
+    broker = broker_factory(GROUP_BROKER_OVERRIDES)
+    create_topic(broker.bootstrap, TOPIC, partitions=PARTITIONS)
+    produce_numbered(broker.bootstrap, TOPIC, range(PARTITIONS * PER_PARTITION), PARTITIONS)
+    partition = KafkaPythonTopicPartition(TOPIC, 1)
+    simple = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=GROUP)
+    simple.assign([partition])
+    simple.commit({partition: OffsetAndMetadata(5, METADATA[1], -1)})
+    simple.close()
+
+    broker.stop()
+    broker.restart()
+
+    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=GROUP)
+    try:
+        seen = reader.committed(partition, metadata=True)
+        assert (seen.offset, seen.metadata) == (5, METADATA[1])
+    finally:
+        reader.close()
+    confluent_reader = group_consumer(broker.bootstrap)
+    try:
+        (committed,) = confluent_reader.committed(
+            [TopicPartition(TOPIC, 1)], timeout=ADMIN_TIMEOUT_S
+        )
+        assert (committed.offset, committed.metadata) == (5, METADATA[1])
+    finally:
+        confluent_reader.close()
