@@ -1,0 +1,171 @@
+"""Listing, describing and deleting groups and their offsets through the admin clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+from kafka import TopicPartition as KafkaPythonTopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import GroupSubscribedToTopicError, NoError
+
+from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic
+from .groups_support import GROUP_BROKER_OVERRIDES, GroupMember, wait_for_exact_cover
+
+PARTITIONS = 4
+ACTIVE, EMPTY = "admin-active", "admin-empty"
+ACTIVE_TOPIC, EMPTY_TOPIC = "admin-active-topic", "admin-empty-topic"
+NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
+EMPTY_GROUP_OFFSETS = {0: 2, 1: 4}
+
+
+@dataclass
+class Groups:
+    bootstrap: str
+    admin: AdminClient
+    members: list[GroupMember]
+
+
+@pytest.fixture
+def groups(broker_factory) -> Iterator[Groups]:
+    """A Stable group of two members on ACTIVE_TOPIC, and an Empty group holding offsets."""
+    broker = broker_factory(GROUP_BROKER_OVERRIDES)
+    create_topic(broker.bootstrap, ACTIVE_TOPIC, partitions=PARTITIONS)
+    create_topic(broker.bootstrap, EMPTY_TOPIC, partitions=PARTITIONS)
+    admin = admin_client(broker.bootstrap)
+    members = [
+        GroupMember("confluent-kafka", broker.bootstrap, ACTIVE, ACTIVE_TOPIC).start()
+        for _ in range(2)
+    ]
+    try:
+        wait_for_exact_cover(members, PARTITIONS)
+        # Committing to a group nobody joined creates it, Empty. (Only now: the coordinator
+        # answers COORDINATOR_LOAD_IN_PROGRESS while it loads the new __consumer_offsets, and
+        # librdkafka's admin client does not retry that.)
+        alter_offsets(admin, EMPTY, EMPTY_TOPIC, EMPTY_GROUP_OFFSETS)
+        yield Groups(broker.bootstrap, admin, members)
+    finally:
+        for member in members:
+            member.close()
+
+
+def alter_offsets(admin: AdminClient, group: str, topic: str, offsets: dict[int, int]) -> None:
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p, offset) for p, offset in offsets.items()]
+    )
+    altered = admin.alter_consumer_group_offsets([request])[group].result(ADMIN_TIMEOUT_S)
+    assert [str(tp.error) for tp in altered.topic_partitions if tp.error] == []
+
+
+def committed_offsets(admin: AdminClient, group: str, topic: str) -> dict[int, int]:
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    )
+    listed = admin.list_consumer_group_offsets([request])[group].result(ADMIN_TIMEOUT_S)
+    return {tp.partition: tp.offset for tp in listed.topic_partitions}
+
+
+def listed_group_states(admin: AdminClient, states: set[ConsumerGroupState]) -> dict[str, object]:
+    listing = admin.list_consumer_groups(states=states, request_timeout=ADMIN_TIMEOUT_S)
+    result = listing.result(ADMIN_TIMEOUT_S)
+    assert not result.errors
+    return {group.group_id: group.state for group in result.valid}
+
+
+def test_list_groups_filtered_by_state(groups) -> None:
+    stable = listed_group_states(groups.admin, {ConsumerGroupState.STABLE})
+    empty = listed_group_states(groups.admin, {ConsumerGroupState.EMPTY})
+    every = listed_group_states(groups.admin, set())
+
+    assert stable == {ACTIVE: ConsumerGroupState.STABLE}
+    assert empty == {EMPTY: ConsumerGroupState.EMPTY}
+    assert every == {ACTIVE: ConsumerGroupState.STABLE, EMPTY: ConsumerGroupState.EMPTY}
+
+
+def test_describe_groups_shows_members_and_their_assignments(groups) -> None:
+    described = groups.admin.describe_consumer_groups([ACTIVE, EMPTY])
+    active = described[ACTIVE].result(ADMIN_TIMEOUT_S)
+    empty = described[EMPTY].result(ADMIN_TIMEOUT_S)
+
+    assert active.state == ConsumerGroupState.STABLE
+    assert active.partition_assignor == "range"
+    assert not active.is_simple_consumer_group
+    assigned = {
+        member.member_id: {(tp.topic, tp.partition) for tp in member.assignment.topic_partitions}
+        for member in active.members
+    }
+    assert len(assigned) == 2
+    assert sorted(p for owned in assigned.values() for p in owned) == [
+        (ACTIVE_TOPIC, p) for p in range(PARTITIONS)
+    ]
+    by_assignment = sorted(frozenset(owned) for owned in assigned.values())
+    member_views = sorted(
+        frozenset((ACTIVE_TOPIC, p) for p in member.assignment) for member in groups.members
+    )
+    assert by_assignment == member_views
+    assert all(member.host for member in active.members)
+
+    assert empty.state == ConsumerGroupState.EMPTY
+    assert empty.members == []
+
+
+def test_delete_groups_refuses_an_active_group_and_deletes_an_empty_one(groups) -> None:
+    deleted = groups.admin.delete_consumer_groups([ACTIVE, EMPTY])
+
+    with pytest.raises(KafkaException) as refused:
+        deleted[ACTIVE].result(ADMIN_TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+    deleted[EMPTY].result(ADMIN_TIMEOUT_S)
+
+    assert listed_group_states(groups.admin, set()) == {ACTIVE: ConsumerGroupState.STABLE}
+    assert committed_offsets(groups.admin, EMPTY, EMPTY_TOPIC) == dict.fromkeys(
+        range(PARTITIONS), NO_OFFSET
+    )
+    for member in groups.members:
+        member.check()  # the refused delete left the active group alone
+
+
+def test_alter_list_and_delete_committed_offsets(groups) -> None:
+    assert committed_offsets(groups.admin, EMPTY, EMPTY_TOPIC) == {
+        0: 2,
+        1: 4,
+        2: NO_OFFSET,
+        3: NO_OFFSET,
+    }
+    alter_offsets(groups.admin, EMPTY, EMPTY_TOPIC, {1: 9, 3: 1})
+    assert committed_offsets(groups.admin, EMPTY, EMPTY_TOPIC) == {
+        0: 2,
+        1: 9,
+        2: NO_OFFSET,
+        3: 1,
+    }
+
+    kafka_python_admin = KafkaAdminClient(bootstrap_servers=groups.bootstrap)
+    try:
+        deleted = kafka_python_admin.delete_group_offsets(
+            EMPTY, [KafkaPythonTopicPartition(EMPTY_TOPIC, 1)]
+        )
+        assert deleted == {KafkaPythonTopicPartition(EMPTY_TOPIC, 1): NoError}
+        # Kafka keeps the offsets of topics a live group subscribes to (KIP-496).
+        refused = kafka_python_admin.delete_group_offsets(
+            ACTIVE, [KafkaPythonTopicPartition(ACTIVE_TOPIC, 0)]
+        )
+        assert refused == {KafkaPythonTopicPartition(ACTIVE_TOPIC, 0): GroupSubscribedToTopicError}
+    finally:
+        kafka_python_admin.close()
+
+    assert committed_offsets(groups.admin, EMPTY, EMPTY_TOPIC) == {
+        0: 2,
+        1: NO_OFFSET,
+        2: NO_OFFSET,
+        3: 1,
+    }
