@@ -8,6 +8,8 @@ confluent-kafka member that prints its assignment on every change, for tests tha
 from __future__ import annotations
 
 import asyncio
+import itertools
+import struct
 import sys
 import threading
 import time
@@ -24,6 +26,14 @@ from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.serial import entity_reader
+from kio.static.primitive import i16, i32
+from krust.protocol import build_entity, encode_entity
+
+from . import wire
+from .broker_process import HOST
 
 # Fast rebalances: no KIP-134 wait for more members, and session timeouts down to 1 s allowed.
 GROUP_BROKER_OVERRIDES = {
@@ -38,6 +48,8 @@ POLL_TIMEOUT_S = 0.2
 REBALANCE_TIMEOUT_S = 30.0
 CONSUME_TIMEOUT_S = 30.0
 STABLE_FOR_S = 1.0
+
+FIND_COORDINATOR = 10
 
 RANGE = "range"
 COOPERATIVE_STICKY = "cooperative-sticky"
@@ -272,6 +284,49 @@ def assert_each_number_once(members: Sequence[GroupMember], expected: set[int]) 
     duplicated = sorted(n for n, times in seen.items() if times > 1)
     assert not duplicated, f"records delivered more than once: {duplicated[:20]}"
     assert set(seen) == expected, f"missing {sorted(expected - set(seen))[:20]}"
+
+
+class RawGroupConnection:
+    """A socket for requests a real client would never send: non-flexible versions only,
+    built from plain dicts (krust.protocol.build_entity) and parsed by kio."""
+
+    def __init__(self, port: int) -> None:
+        self._sock = wire.connect(HOST, port)
+        self._responses = self._sock.makefile("rb")
+        self._correlation_ids = itertools.count(1)
+
+    def close(self) -> None:
+        self._responses.close()
+        self._sock.close()
+
+    def send(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+        request_type = load_request_schema(api_key, version)
+        assert not request_type.__flexible__, "only request header v1 is built here"
+        correlation_id = next(self._correlation_ids)
+        header = RequestHeader(
+            request_api_key=i16(api_key),
+            request_api_version=i16(version),
+            correlation_id=i32(correlation_id),
+            client_id=wire.CLIENT_ID,
+        )
+        request = build_entity(request_type, fields)
+        self._sock.sendall(wire.frame(encode_entity(header) + encode_entity(request)))
+        (size,) = struct.unpack(">i", self._responses.read(4))
+        frame = self._responses.read(size)
+        (received_id,) = struct.unpack_from(">i", frame)  # response header v0
+        assert received_id == correlation_id
+        response, _ = entity_reader(load_response_schema(api_key, version))(frame[4:], 0)
+        return response
+
+
+def wait_for_coordinator(connection: RawGroupConnection, group: str) -> None:
+    """FindCoordinator v2 until it names one (the first call creates __consumer_offsets)."""
+    request = {"key": group, "key_type": 0}
+    wait_until(
+        lambda: connection.send(FIND_COORDINATOR, 2, request).error_code == 0,
+        REBALANCE_TIMEOUT_S,
+        "a group coordinator",
+    )
 
 
 def main(bootstrap: str, group: str, topic: str) -> None:

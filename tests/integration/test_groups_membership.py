@@ -20,8 +20,10 @@ from .groups_support import (
     RANGE,
     SESSION_TIMEOUT_MS,
     GroupMember,
+    RawGroupConnection,
     assert_each_number_once,
     produce_numbered,
+    wait_for_coordinator,
     wait_for_exact_cover,
     wait_for_numbers,
     wait_until,
@@ -206,3 +208,60 @@ def test_a_static_member_restarting_within_its_session_gets_its_partitions_back_
         assert by_instance["static-a"] == static_partitions
     finally:
         close_all([m for m in (static, other, restarted) if m is not None])
+
+
+JOIN_GROUP, SYNC_GROUP = 11, 14
+INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, INVALID_SESSION_TIMEOUT = 23, 25, 26
+
+
+def join_request(group: str, session_timeout_ms: int, protocols: list[str]) -> dict:
+    return {
+        "group_id": group,
+        "session_timeout": session_timeout_ms,
+        "rebalance_timeout": SESSION_TIMEOUT_MS,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": name, "metadata": b""} for name in protocols],
+    }
+
+
+def test_bad_join_and_sync_requests_get_kafka_errors_and_groups_keep_working(broker) -> None:
+    topic = "after-bad-joins"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    connection = RawGroupConnection(broker.port)
+    try:
+        wait_for_coordinator(connection, "raw-group")
+        no_protocols = connection.send(JOIN_GROUP, 5, join_request("raw-group", 6000, []))
+        too_short = connection.send(JOIN_GROUP, 5, join_request("raw-group", 10, ["range"]))
+        too_long = connection.send(JOIN_GROUP, 5, join_request("raw-group", 3_600_000, ["range"]))
+        # v3 (before KIP-394) joins at once; the group completes its first generation alone.
+        joined = connection.send(JOIN_GROUP, 3, join_request("raw-group", 6000, ["range"]))
+        stranger_sync = connection.send(
+            SYNC_GROUP,
+            3,
+            {
+                "group_id": "raw-group",
+                "generation_id": joined.generation_id,
+                "member_id": "not-a-member",
+                "assignments": [],
+            },
+        )
+    finally:
+        connection.close()
+
+    assert no_protocols.error_code == INCONSISTENT_GROUP_PROTOCOL
+    assert too_short.error_code == INVALID_SESSION_TIMEOUT
+    assert too_long.error_code == INVALID_SESSION_TIMEOUT
+    assert joined.error_code == 0
+    assert stranger_sync.error_code == UNKNOWN_MEMBER_ID
+
+    assert broker.running
+    members = start_members(["confluent-kafka"] * 2, broker, "after-bad-joins", topic)
+    try:
+        wait_for_exact_cover(members, PARTITIONS)
+        numbers = set(range(BATCH))
+        produce_numbered(broker.bootstrap, topic, numbers, PARTITIONS)
+        wait_for_numbers(members, numbers)
+        assert_each_number_once(members, numbers)
+    finally:
+        close_all(members)

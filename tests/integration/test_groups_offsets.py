@@ -14,8 +14,15 @@ from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from .clients.confluent import ADMIN_TIMEOUT_S, create_topic
-from .groups_support import GROUP_BROKER_OVERRIDES, produce_numbered
+from .groups_support import (
+    GROUP_BROKER_OVERRIDES,
+    RawGroupConnection,
+    produce_numbered,
+    wait_for_coordinator,
+)
 
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+UNKNOWN_TOPIC_OR_PARTITION = 3
 PARTITIONS = 3
 PER_PARTITION = 10
 TOPIC, GROUP = "committed", "group-committed"
@@ -24,11 +31,11 @@ COMMITTED = {0: 3, 1: 7, 2: 0}
 METADATA = {0: "checkpoint 0", 1: "ünïcødé ✓ checkpoint", 2: ""}
 
 
-def group_consumer(bootstrap: str) -> Consumer:
+def group_consumer(bootstrap: str, group: str = GROUP) -> Consumer:
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": GROUP,
+            "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
         }
@@ -113,3 +120,72 @@ def test_offsets_kafka_python_commits_without_joining_survive_a_restart(broker_f
         assert (committed.offset, committed.metadata) == (5, METADATA[1])
     finally:
         confluent_reader.close()
+
+
+def test_a_commit_for_an_unknown_topic_or_partition_is_refused_and_the_rest_is_stored(
+    broker_factory,
+) -> None:
+    broker = broker_factory(GROUP_BROKER_OVERRIDES)
+    create_topic(broker.bootstrap, TOPIC, partitions=PARTITIONS)
+    produce_numbered(broker.bootstrap, TOPIC, range(PARTITIONS * PER_PARTITION), PARTITIONS)
+    group = "raw-commit"
+    connection = RawGroupConnection(broker.port)
+    try:
+        wait_for_coordinator(connection, group)
+        committed = connection.send(
+            OFFSET_COMMIT,
+            2,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,  # not a member: a "simple" group commit
+                "member_id": "",
+                "retention_time": -1,
+                "topics": [
+                    {"name": "no-such-topic", "partitions": [offset_at(0, 5)]},
+                    {"name": TOPIC, "partitions": [offset_at(PARTITIONS, 5), offset_at(0, 4)]},
+                ],
+            },
+        )
+        fetched = connection.send(
+            OFFSET_FETCH,
+            1,
+            {
+                "group_id": group,
+                "topics": [
+                    {"name": "no-such-topic", "partition_indexes": [0]},
+                    {"name": TOPIC, "partition_indexes": [0, PARTITIONS]},
+                ],
+            },
+        )
+    finally:
+        connection.close()
+
+    assert by_partition(committed, "error_code") == {
+        ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
+        (TOPIC, PARTITIONS): UNKNOWN_TOPIC_OR_PARTITION,
+        (TOPIC, 0): 0,
+    }
+    assert by_partition(fetched, "committed_offset") == {
+        ("no-such-topic", 0): -1,
+        (TOPIC, 0): 4,
+        (TOPIC, PARTITIONS): -1,
+    }
+    assert broker.running
+    resuming = group_consumer(broker.bootstrap, group)
+    try:
+        remaining = PARTITIONS * PER_PARTITION - 4
+        assert first_offsets_by_partition(resuming, remaining) == {0: 4, 1: 0, 2: 0}
+    finally:
+        resuming.close()
+
+
+def offset_at(partition: int, offset: int) -> dict[str, object]:
+    return {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
+
+
+def by_partition(response: object, field: str) -> dict[tuple[str, int], int]:
+    return {
+        (topic.name, partition.partition_index): getattr(partition, field)
+        for topic in response.topics  # type: ignore[attr-defined]
+        for partition in topic.partitions
+    }
