@@ -369,3 +369,29 @@ async fn every_advertised_version_of_the_native_apis_answers() {
         }
     }
 }
+
+/// A frame claiming an array of i32::MAX elements must be rejected, not abort the process while
+/// reserving memory for them (found by fuzz/request_decoding; see vendor/README.md).
+#[test]
+fn a_forged_array_length_is_rejected_without_allocating_it() {
+    use krust_server::dispatch::parse_header;
+    use krust_server::handlers::NativeRequest;
+
+    let mut frame = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(4)
+        .with_correlation_id(1)
+        .encode(&mut frame, ApiKey::Fetch.request_header_version(4))
+        .unwrap();
+    // replica id, max wait, min bytes, max bytes, isolation level, then the topics array count
+    frame.extend_from_slice(&(-1i32).to_be_bytes());
+    frame.extend_from_slice(&500i32.to_be_bytes());
+    frame.extend_from_slice(&1i32.to_be_bytes());
+    frame.extend_from_slice(&1024i32.to_be_bytes());
+    frame.extend_from_slice(&[0]);
+    frame.extend_from_slice(&i32::MAX.to_be_bytes());
+    let (api_key, header, body) = parse_header(frame.freeze()).unwrap();
+    let decoded = NativeRequest::decode(api_key, header.request_api_version, body);
+    assert!(decoded.is_err(), "a truncated array must fail to decode");
+}
