@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -19,6 +21,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import GroupSubscribedToTopicError, NoError
 
 from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic
+from .clients.java import JAVA_DIR
 from .groups_support import GROUP_BROKER_OVERRIDES, GroupMember, wait_for_exact_cover
 
 PARTITIONS = 4
@@ -169,3 +172,61 @@ def test_alter_list_and_delete_committed_offsets(groups) -> None:
         2: NO_OFFSET,
         3: 1,
     }
+
+
+# Run with Java's single-file source launcher: no build step beyond the kafka-clients jars.
+JAVA_GROUP_ADMIN = """
+import java.util.List;
+import java.util.Properties;
+import java.util.TreeSet;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.MemberDescription;
+
+public final class GroupAdmin {
+    public static void main(String[] args) throws Exception {
+        Properties config = new Properties();
+        config.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
+        config.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
+        try (Admin admin = Admin.create(config)) {
+            for (GroupListing group :
+                    admin.listGroups(ListGroupsOptions.forConsumerGroups()).all().get()) {
+                System.out.println("listed " + group.groupId() + " " + group.groupState().get());
+            }
+            List<String> described = List.of(args).subList(1, args.length);
+            for (ConsumerGroupDescription group :
+                    admin.describeConsumerGroups(described).all().get().values()) {
+                TreeSet<String> partitions = new TreeSet<>();
+                for (MemberDescription member : group.members()) {
+                    member.assignment().topicPartitions().forEach(tp -> partitions.add("" + tp));
+                }
+                System.out.println("described " + group.groupId() + " " + group.groupState() + " "
+                        + group.members().size() + " " + group.partitionAssignor() + " "
+                        + String.join(",", partitions));
+            }
+        }
+    }
+}
+"""
+
+
+def test_java_admin_lists_and_describes_groups(groups, tmp_path: Path) -> None:
+    source = tmp_path / "GroupAdmin.java"
+    source.write_text(JAVA_GROUP_ADMIN)
+    classpath = str(JAVA_DIR / "build" / "libs" / "*")
+    command = ["java", "-XX:TieredStopAtLevel=1", "-cp", classpath, str(source)]
+    result = subprocess.run(
+        [*command, groups.bootstrap, ACTIVE, EMPTY], capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    partitions = ",".join(sorted(f"{ACTIVE_TOPIC}-{p}" for p in range(PARTITIONS)))
+    assert sorted(result.stdout.splitlines()) == [
+        f"described {ACTIVE} Stable 2 range {partitions}",
+        f"described {EMPTY} Empty 0  ",
+        f"listed {ACTIVE} Stable",
+        f"listed {EMPTY} Empty",
+    ]
