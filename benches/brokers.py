@@ -1,0 +1,204 @@
+"""Start and stop the two brokers under test with equivalent settings.
+
+Both get: one node on loopback, the same log.segment.bytes and default partition count,
+Kafka's default of no per-message fsync (log.flush.interval.messages unset), data dirs
+under the same work directory (same disk). Kafka runs with the heap its start script
+uses by default (-Xmx1g -Xms1g).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from probe import wait_for_metadata
+
+HOST = "127.0.0.1"
+START_DEADLINE_S = 120.0
+# Kafka's kafka-run-class.sh / kafka-server-start.sh defaults.
+KAFKA_JVM_OPTS = [
+    "-Xmx1g", "-Xms1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+]
+_LOG4J2_QUIET = """\
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+"""
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """What both brokers share for one benchmark session."""
+
+    data_root: Path
+    segment_bytes: int
+    default_partitions: int = 1
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class BrokerProcess:
+    """Shared process handling: start, time to first Metadata, SIGTERM, kill -9."""
+
+    settings: BrokerSettings
+    name: str = ""
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.settings.data_root / self.name / "data"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "broker not started"
+        return self.process.pid
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """One-time set-up before the first start (formatting storage and the like)."""
+
+    def reset(self) -> None:
+        """Remove all data so the next start is on an empty broker."""
+        shutil.rmtree(self.settings.data_root / self.name, ignore_errors=True)
+        self.data_dir.mkdir(parents=True)
+        self.prepare()
+
+    def start(self) -> float:
+        """Start the broker; return seconds until it first answered Metadata."""
+        log_path = self.settings.data_root / self.name / "broker.log"
+        with log_path.open("ab") as log:
+            started = time.monotonic()
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=log,
+                                            stdin=subprocess.DEVNULL)
+        try:
+            ready = wait_for_metadata(HOST, self.port, START_DEADLINE_S)
+        except TimeoutError:
+            self.kill()
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{self.name} did not start; log tail:\n{tail}") from None
+        return ready - started
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """kill -9: the next start has to recover its logs."""
+        if self.process is None:
+            return
+        self.process.kill()
+        self.process.wait()
+        self.process = None
+
+
+@dataclass
+class KafkaBroker(BrokerProcess):
+    """Apache Kafka in KRaft combined mode (broker + controller in one JVM)."""
+
+    libs_dir: Path = Path()
+    name: str = "kafka"
+    controller_port: int = field(default_factory=free_port)
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs_dir / "*")
+
+    def _write_config(self) -> Path:
+        home = self.settings.data_root / self.name
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "log.segment.bytes": str(self.settings.segment_bytes),
+            "num.partitions": str(self.settings.default_partitions),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        config = home / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        (home / "log4j2.properties").write_text(_LOG4J2_QUIET)
+        return config
+
+    def _java(self, main_class: str, *args: str) -> list[str]:
+        log4j = self.settings.data_root / self.name / "log4j2.properties"
+        return ["java", *KAFKA_JVM_OPTS, f"-Dlog4j2.configurationFile={log4j}",
+                "-cp", self.classpath, main_class, *args]
+
+    def prepare(self) -> None:
+        config = self._write_config()
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                  "-c", str(config)),
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def command(self) -> list[str]:
+        return self._java("kafka.Kafka", str(self.settings.data_root / self.name /
+                                             "server.properties"))
+
+
+@dataclass
+class KrustBroker(BrokerProcess):
+    """krust from the release build installed in the benchmark venv."""
+
+    executable: Path = Path()
+    name: str = "krust"
+
+    def command(self) -> list[str]:
+        return [
+            str(self.executable),
+            "--override", f"listeners=PLAINTEXT://{HOST}:{self.port}",
+            "--override", f"log.dirs={self.data_dir}",
+            "--override", f"log.segment.bytes={self.settings.segment_bytes}",
+            "--override", f"num.partitions={self.settings.default_partitions}",
+        ]
+
+
+def krust_executable() -> Path:
+    """`krust-broker` next to the running interpreter (the benchmark venv's)."""
+    candidate = Path(sys.executable).parent / "krust-broker"
+    if not os.access(candidate, os.X_OK):
+        raise FileNotFoundError(f"{candidate} missing: install the release wheel (README)")
+    return candidate

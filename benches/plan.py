@@ -1,0 +1,71 @@
+"""What a run measures: the quick subset or the full matrix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+from workloads.produce import ProduceCase
+
+_MB = 1_000_000
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    repetitions: int
+    produce_cases: tuple[ProduceCase, ...]
+    produce_bytes: int
+    consume_bytes: int
+    consume_partitions: int
+    latency_rate_per_s: int
+    latency_seconds: float
+    ceiling_bytes: int
+    segment_bytes: int
+    # Full mode only: start-up with data, and the 10,000-partition workload.
+    loaded_start_partitions: int = 0
+    loaded_start_records: int = 0
+    many_partitions: int = 0
+    many_partitions_records_each: int = 0
+
+
+FULL_MATRIX = tuple(
+    ProduceCase(size, acks, partitions, compression)
+    for size, acks, partitions, compression in product(
+        (1024, 100), ("1", "all"), (1, 8), ("none", "lz4"))
+)
+
+QUICK = Plan(
+    name="quick",
+    repetitions=2,
+    produce_cases=(
+        ProduceCase(1024, "all", 8, "none"),
+        ProduceCase(1024, "all", 8, "lz4"),
+        ProduceCase(100, "1", 1, "none"),
+    ),
+    produce_bytes=100 * _MB,
+    consume_bytes=256 * _MIB,
+    consume_partitions=8,
+    latency_rate_per_s=1000,
+    latency_seconds=10,
+    ceiling_bytes=512 * _MIB,
+    segment_bytes=128 * _MIB,
+)
+
+FULL = Plan(
+    name="full",
+    repetitions=3,
+    produce_cases=FULL_MATRIX,
+    produce_bytes=1000 * _MB,
+    consume_bytes=2 * 1024 * _MIB,
+    consume_partitions=8,
+    latency_rate_per_s=1000,
+    latency_seconds=60,
+    ceiling_bytes=2 * 1024 * _MIB,
+    segment_bytes=128 * _MIB,
+    loaded_start_partitions=1000,
+    loaded_start_records=1_000_000,
+    many_partitions=10_000,
+    many_partitions_records_each=10,
+)

@@ -1,0 +1,126 @@
+"""Benchmark krust against Apache Kafka on this machine: `python benches/run.py [--quick]`.
+
+Brokers run one at a time, alternating (Kafka, krust, Kafka, krust, ...), each session on a
+fresh data directory; the report gives medians over the repetitions and krust/Kafka ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCHES = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCHES))
+
+from brokers import BrokerSettings, KafkaBroker, KrustBroker, krust_executable  # noqa: E402
+from plan import FULL, QUICK, Plan  # noqa: E402
+from report import (  # noqa: E402
+    Results,
+    latency_cdf_plot,
+    machine_description,
+    markdown,
+    throughput_plot,
+)
+from session import Session  # noqa: E402
+from workloads.ceiling import loopback_tcp_mb_per_s, page_cache_write_mb_per_s  # noqa: E402
+from workloads.java_tools import JavaTools  # noqa: E402
+
+
+def fetch_kafka_jars(work_dir: Path) -> Path:
+    """Apache Kafka's jars via Maven (benches/pom.xml pins the version)."""
+    libs = work_dir / "kafka-libs"
+    if not any(libs.glob("kafka_2.13-*.jar")):
+        subprocess.run(["mvn", "-q", "-f", str(BENCHES / "pom.xml"),
+                        "dependency:copy-dependencies", f"-DoutputDirectory={libs}",
+                        "-DincludeScope=runtime"], check=True)
+    return libs
+
+
+def kafka_version(libs: Path) -> str:
+    jar = next(libs.glob("kafka_2.13-*.jar"))
+    return jar.stem.removeprefix("kafka_2.13-")
+
+
+def command_output(command: list[str]) -> str:
+    done = subprocess.run(command, capture_output=True, text=True)
+    return (done.stdout + done.stderr).strip().splitlines()[0]
+
+
+def measure_ceilings(plan: Plan, data_root: Path, results: Results) -> None:
+    results.ceilings.setdefault("loopback TCP, plain socket sink", []).append(
+        loopback_tcp_mb_per_s(plan.ceiling_bytes))
+    results.ceilings.setdefault("sequential page-cache write, data disk", []).append(
+        page_cache_write_mb_per_s(data_root, plan.ceiling_bytes))
+
+
+def write_report(results: Results, plan: Plan, header: dict[str, str], out_dir: Path,
+                 stem: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = [plot for plot in (
+        throughput_plot(results, "Produce throughput", out_dir / f"{stem}-produce.png"),
+        throughput_plot(results, "Consume throughput", out_dir / f"{stem}-consume.png"),
+        latency_cdf_plot(results, out_dir / f"{stem}-latency-cdf.png"),
+    ) if plot is not None]
+    table = out_dir / f"{stem}.md"
+    table.write_text(markdown(results, header, plots))
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small subset, 2 repetitions, under ~10 minutes")
+    parser.add_argument("--work-dir", type=Path, default=BENCHES / "work",
+                        help="jars and broker data (git-ignored); default benches/work")
+    parser.add_argument("--results-dir", type=Path, default=BENCHES / "results")
+    args = parser.parse_args()
+    plan = QUICK if args.quick else FULL
+
+    libs = fetch_kafka_jars(args.work_dir)
+    data_root = args.work_dir / "data"
+    shutil.rmtree(data_root, ignore_errors=True)
+    data_root.mkdir(parents=True)
+    settings = BrokerSettings(data_root=data_root, segment_bytes=plan.segment_bytes)
+    log4j = data_root / "tools-log4j2.properties"
+    log4j.write_text("rootLogger.level = ERROR\n")
+    tools = JavaTools(libs, log4j)
+    brokers = [KafkaBroker(settings, libs_dir=libs),
+               KrustBroker(settings, executable=krust_executable())]
+    results = Results()
+    started = time.monotonic()
+    for repetition in range(plan.repetitions):
+        measure_ceilings(plan, data_root, results)
+        for broker in brokers:
+            print(f"[{time.monotonic() - started:6.0f}s] repetition {repetition + 1}/"
+                  f"{plan.repetitions}: {broker.name}", flush=True)
+            Session(broker, tools, plan, results).run(
+                last_repetition=repetition == plan.repetitions - 1)
+
+    import confluent_kafka
+
+    today = datetime.date.today().isoformat()
+    header = {
+        "date": today,
+        "mode": f"{plan.name} ({plan.repetitions} repetitions, brokers alternating)",
+        "machine": machine_description(),
+        "Apache Kafka": f"{kafka_version(libs)} (KRaft combined mode, -Xmx1g)",
+        "krust": command_output([str(krust_executable()), "--version"]) + " (release build)",
+        "Java": command_output(["java", "-version"]),
+        "confluent-kafka": f"{confluent_kafka.version()} "
+                           f"(librdkafka {confluent_kafka.libversion()[0]})",
+        "wall time": f"{time.monotonic() - started:.0f} s",
+    }
+    stem = today if plan is FULL else f"{today}-{plan.name}"
+    table = write_report(results, plan, header, args.results_dir, stem)
+    print(table.read_text())
+    print(f"written: {table}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""One broker session: start it fresh, run every workload of the plan, stop it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from brokers import BrokerProcess
+from measure import PeakRssSampler, cpu_seconds, rss_bytes
+from plan import Plan
+from report import Better, Metric, Results
+from workloads.consume import consume_with_java, consume_with_librdkafka
+from workloads.java_tools import JavaTools
+from workloads.latency import measure_end_to_end
+from workloads.many_partitions import many_partitions
+from workloads.produce import (
+    ProduceCase,
+    ProduceResult,
+    produce_with_java,
+    produce_with_librdkafka,
+)
+from workloads.startup import loaded_restarts
+from workloads.topics import create_topic
+
+_MIB = 1024 * 1024
+CLIENTS = ("java", "librdkafka")
+
+STARTUP = Metric("Start-up and memory", "start-up to first Metadata (empty)", "s",
+                 Better.LOWER, 1 / 20)
+IDLE_RSS = Metric("Start-up and memory", "idle RSS after start", "MiB", Better.LOWER, 1 / 10)
+PEAK_RSS = Metric("Start-up and memory", "peak RSS during produce", "MiB", Better.LOWER)
+CPU_PER_GB = Metric("Start-up and memory", "broker CPU per GB produced", "CPU s/GB",
+                    Better.LOWER)
+
+
+def produce_metric(client: str, case: ProduceCase) -> Metric:
+    return Metric("Produce throughput", f"{client}: {case.label}", "MB/s", Better.HIGHER, 1.5)
+
+
+def consume_metric(client: str) -> Metric:
+    return Metric("Consume throughput", f"{client}: from start, 1 KiB records", "MB/s",
+                  Better.HIGHER, 1.5)
+
+
+def latency_metric(percentile: str, target: float | None) -> Metric:
+    return Metric("End-to-end latency", f"{percentile} (1 KiB, acks=all)", "ms", Better.LOWER,
+                  target)
+
+
+@dataclass
+class Session:
+    broker: BrokerProcess
+    tools: JavaTools
+    plan: Plan
+    results: Results
+
+    def run(self, last_repetition: bool) -> None:
+        self.broker.reset()
+        self.results.add(STARTUP, self.broker.name, self.broker.start())
+        try:
+            time.sleep(2)  # let start-up work settle before calling the broker idle
+            self.results.add(IDLE_RSS, self.broker.name, rss_bytes(self.broker.pid) / _MIB)
+            self._attempt("produce", self._produce)
+            self._attempt("consume", self._consume)
+            self._attempt("latency", lambda: self._latency(last_repetition))
+            if self.plan.loaded_start_partitions:
+                self._attempt("loaded start-up", self._loaded_start)
+            if self.plan.many_partitions:
+                self._attempt("many partitions", self._many_partitions)
+        finally:
+            self.broker.stop()
+
+    def _attempt(self, workload: str, action: Callable[[], None]) -> None:
+        """Run one workload; a failure is recorded and the next workload still runs."""
+        if self.broker.process is None or self.broker.process.poll() is not None:
+            self.results.failures.append(f"{self.broker.name}: {workload} skipped, broker down")
+            return
+        try:
+            action()
+        except Exception as error:
+            self.results.failures.append(
+                f"{self.broker.name}: {workload}: {type(error).__name__}: {error}"[:400])
+
+    def _produce(self) -> None:
+        bootstrap, pid = self.broker.bootstrap, self.broker.pid
+        produced_bytes = 0
+        cpu_before = cpu_seconds(pid)
+        with PeakRssSampler(pid) as sampler:
+            for index, case in enumerate(self.plan.produce_cases):
+                records = self.plan.produce_bytes // case.record_bytes
+                for client in CLIENTS:
+                    topic = f"produce-{client}-{index}"
+                    create_topic(bootstrap, topic, case.partitions)
+                    result = self._produce_one(client, topic, case, records)
+                    produced_bytes += result.bytes
+                    self.results.add(produce_metric(client, case), self.broker.name,
+                                     result.mb_per_s)
+        cpu_used = cpu_seconds(pid) - cpu_before
+        self.results.add(PEAK_RSS, self.broker.name, sampler.peak_bytes / _MIB)
+        self.results.add(CPU_PER_GB, self.broker.name, cpu_used / (produced_bytes / 1e9))
+
+    def _produce_one(self, client: str, topic: str, case: ProduceCase,
+                     records: int) -> ProduceResult:
+        if client == "java":
+            return produce_with_java(self.tools, self.broker.bootstrap, topic, case, records)
+        return produce_with_librdkafka(self.broker.bootstrap, topic, case, records)
+
+    def _consume(self) -> None:
+        bootstrap, partitions = self.broker.bootstrap, self.plan.consume_partitions
+        records = self.plan.consume_bytes // 1024
+        create_topic(bootstrap, "consume-source", partitions)
+        fill = ProduceCase(1024, "1", partitions, "none")
+        produce_with_java(self.tools, bootstrap, "consume-source", fill, records)
+        java = consume_with_java(self.tools, bootstrap, "consume-source", records)
+        self.results.add(consume_metric("java"), self.broker.name, java.mb_per_s)
+        native = consume_with_librdkafka(bootstrap, "consume-source", partitions, records)
+        self.results.add(consume_metric("librdkafka"), self.broker.name, native.mb_per_s)
+
+    def _latency(self, keep_samples: bool) -> None:
+        create_topic(self.broker.bootstrap, "latency", 1)
+        result = measure_end_to_end(self.broker.bootstrap, "latency",
+                                    self.plan.latency_rate_per_s, self.plan.latency_seconds)
+        for label, fraction, target in (("p50", 0.5, None), ("p99", 0.99, 0.5),
+                                        ("p99.9", 0.999, None)):
+            self.results.add(latency_metric(label, target), self.broker.name,
+                             result.percentile(fraction))
+        if keep_samples:
+            self.results.latency_samples_ms[self.broker.name] = result.samples_ms
+
+    def _loaded_start(self) -> None:
+        loaded = loaded_restarts(self.broker, self.tools, self.plan.loaded_start_partitions,
+                                 self.plan.loaded_start_records)
+        group = "Start-up with data"
+        label = f"{loaded.partitions} partitions, {loaded.data_bytes / 2**30:.1f} GiB"
+        self.results.add(Metric(group, f"clean restart, {label}", "s", Better.LOWER, 1 / 20),
+                         self.broker.name, loaded.clean_restart_s)
+        self.results.add(Metric(group, f"restart after kill -9, {label}", "s", Better.LOWER),
+                         self.broker.name, loaded.recovery_after_kill_s)
+
+    def _many_partitions(self) -> None:
+        result = many_partitions(self.broker, self.plan.many_partitions,
+                                 self.plan.many_partitions_records_each)
+        group = f"{result.partitions:,} partitions"
+        self.results.add(Metric(group, "create topic", "s", Better.LOWER), self.broker.name,
+                         result.create_s)
+        self.results.add(Metric(group, "produce to all partitions", "MB/s", Better.HIGHER),
+                         self.broker.name, result.mb_per_s)
+        self.results.add(Metric(group, "RSS after create", "MiB", Better.LOWER),
+                         self.broker.name, result.rss_after_create / _MIB)
+        self.results.add(Metric(group, "peak RSS while producing", "MiB", Better.LOWER),
+                         self.broker.name, result.peak_rss / _MIB)

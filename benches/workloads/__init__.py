@@ -1,0 +1,1 @@
+"""The workloads run against each broker; each returns plain numbers for report.py."""

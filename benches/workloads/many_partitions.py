@@ -1,0 +1,48 @@
+"""Many partitions: create 10,000, produce to every one, report throughput and RSS."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from brokers import BrokerProcess
+from confluent_kafka import Producer
+from measure import PeakRssSampler, rss_bytes
+
+from workloads.topics import create_topic
+
+
+@dataclass(frozen=True)
+class ManyPartitionsResult:
+    partitions: int
+    create_s: float
+    mb_per_s: float
+    rss_after_create: int
+    peak_rss: int
+
+
+def many_partitions(broker: BrokerProcess, partitions: int,
+                    records_per_partition: int, record_bytes: int = 1024) -> ManyPartitionsResult:
+    started = time.monotonic()
+    create_topic(broker.bootstrap, "many-partitions", partitions, timeout_s=600)
+    create_s = time.monotonic() - started
+    rss_after_create = rss_bytes(broker.pid)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000})
+    payload = b"x" * record_bytes
+    total = partitions * records_per_partition
+    with PeakRssSampler(broker.pid) as sampler:
+        started = time.monotonic()
+        for index in range(total):
+            while True:
+                try:
+                    producer.produce("many-partitions", payload, partition=index % partitions)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+        if producer.flush(600):
+            raise RuntimeError("many partitions: records left undelivered")
+        seconds = time.monotonic() - started
+    return ManyPartitionsResult(partitions, create_s, total * record_bytes / seconds / 1e6,
+                                rss_after_create, sampler.peak_bytes)

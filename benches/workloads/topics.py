@@ -1,0 +1,13 @@
+"""Creating benchmark topics through the Admin API (both brokers serve CreateTopics)."""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 120.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                            replication_factor=1)],
+                                  operation_timeout=timeout_s, request_timeout=timeout_s)
+    futures[name].result(timeout=timeout_s)
