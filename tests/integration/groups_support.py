@@ -226,28 +226,13 @@ class GroupMember:
             await consumer.stop()
 
 
-def owners(members: Sequence[GroupMember]) -> dict[int, list[GroupMember]]:
-    by_partition: dict[int, list[GroupMember]] = {}
-    for member in members:
-        for partition in member.assignment:
-            by_partition.setdefault(partition, []).append(member)
-    return by_partition
-
-
-def covers_exactly_once(members: Sequence[GroupMember], partitions: int) -> bool:
-    by_partition = owners(members)
-    return sorted(by_partition) == list(range(partitions)) and all(
-        len(owning) == 1 for owning in by_partition.values()
-    )
-
-
 def wait_for_exact_cover(
     members: Sequence[GroupMember],
     partitions: int,
     *,
     extra_owned: Callable[[], frozenset[int]] = frozenset,
     timeout_s: float = REBALANCE_TIMEOUT_S,
-) -> dict[int, list[GroupMember]]:
+) -> None:
     """Wait until every partition has exactly one owner among `members` (plus the partitions
     `extra_owned` says someone outside them owns), every member owns some, and that lasted
     STABLE_FOR_S (a member that joined first owns everything until the others are in)."""
@@ -265,7 +250,9 @@ def wait_for_exact_cover(
         wait_until(settled, max(deadline - time.monotonic(), 0.1), f"an exact cover: {members}")
         time.sleep(STABLE_FOR_S)
         if settled():
-            return owners(members)
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"assignments kept changing for {timeout_s:.0f} s: {members}")
 
 
 def wait_for_numbers(
