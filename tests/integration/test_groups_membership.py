@@ -104,10 +104,8 @@ class ChildMember:
     def _read_assignments(self) -> None:
         assert self._process.stdout is not None
         for line in self._process.stdout:
-            listed = line.split()[1:]
-            self.assignment = (
-                frozenset(int(p) for p in listed[0].split(",")) if listed else (frozenset())
-            )
+            listed = "".join(line.split()[1:])  # "assigned 0,3" or "assigned"
+            self.assignment = frozenset(int(p) for p in listed.split(",") if p)
 
     def kill9(self) -> None:
         self._process.kill()
