@@ -26,8 +26,13 @@ HOST = "127.0.0.1"
 START_DEADLINE_S = 120.0
 # Kafka's kafka-run-class.sh / kafka-server-start.sh defaults.
 KAFKA_JVM_OPTS = [
-    "-Xmx1g", "-Xms1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-Xmx1g",
+    "-Xms1g",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
     "-Djava.awt.headless=true",
 ]
 _LOG4J2_QUIET = """\
@@ -94,8 +99,9 @@ class BrokerProcess:
         log_path = self.settings.data_root / self.name / "broker.log"
         with log_path.open("ab") as log:
             started = time.monotonic()
-            self.process = subprocess.Popen(self.command(), stdout=log, stderr=log,
-                                            stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=log, stdin=subprocess.DEVNULL
+            )
         try:
             ready = wait_for_metadata(HOST, self.port, START_DEADLINE_S)
         except TimeoutError:
@@ -164,19 +170,30 @@ class KafkaBroker(BrokerProcess):
 
     def _java(self, main_class: str, *args: str) -> list[str]:
         log4j = self.settings.data_root / self.name / "log4j2.properties"
-        return ["java", *KAFKA_JVM_OPTS, f"-Dlog4j2.configurationFile={log4j}",
-                "-cp", self.classpath, main_class, *args]
+        return [
+            "java",
+            *KAFKA_JVM_OPTS,
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            self.classpath,
+            main_class,
+            *args,
+        ]
 
     def prepare(self) -> None:
         config = self._write_config()
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                  "-c", str(config)),
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.run(
+            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
 
     def command(self) -> list[str]:
-        return self._java("kafka.Kafka", str(self.settings.data_root / self.name /
-                                             "server.properties"))
+        return self._java(
+            "kafka.Kafka", str(self.settings.data_root / self.name / "server.properties")
+        )
 
 
 @dataclass
@@ -189,10 +206,14 @@ class KrustBroker(BrokerProcess):
     def command(self) -> list[str]:
         return [
             str(self.executable),
-            "--override", f"listeners=PLAINTEXT://{HOST}:{self.port}",
-            "--override", f"log.dirs={self.data_dir}",
-            "--override", f"log.segment.bytes={self.settings.segment_bytes}",
-            "--override", f"num.partitions={self.settings.default_partitions}",
+            "--override",
+            f"listeners=PLAINTEXT://{HOST}:{self.port}",
+            "--override",
+            f"log.dirs={self.data_dir}",
+            "--override",
+            f"log.segment.bytes={self.settings.segment_bytes}",
+            "--override",
+            f"num.partitions={self.settings.default_partitions}",
         ]
 
 

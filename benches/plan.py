@@ -33,7 +33,8 @@ class Plan:
 FULL_MATRIX = tuple(
     ProduceCase(size, acks, partitions, compression)
     for size, acks, partitions, compression in product(
-        (1024, 100), ("1", "all"), (1, 8), ("none", "lz4"))
+        (1024, 100), ("1", "all"), (1, 8), ("none", "lz4")
+    )
 )
 
 QUICK = Plan(

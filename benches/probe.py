@@ -17,8 +17,10 @@ _CLIENT_ID = b"krust-bench"
 
 
 def _metadata_request(correlation_id: int) -> bytes:
-    header = struct.pack(">hhih", _METADATA_API_KEY, _METADATA_VERSION, correlation_id,
-                         len(_CLIENT_ID)) + _CLIENT_ID
+    header = (
+        struct.pack(">hhih", _METADATA_API_KEY, _METADATA_VERSION, correlation_id, len(_CLIENT_ID))
+        + _CLIENT_ID
+    )
     # topics: null array (all topics); allow_auto_topic_creation: false
     body = struct.pack(">i?", -1, False)
     payload = header + body

@@ -57,8 +57,11 @@ def _ratio(results: Results, metric: Metric) -> float | None:
 def _verdict(metric: Metric, ratio: float | None) -> str:
     if metric.target_ratio is None or ratio is None:
         return ""
-    met = (ratio >= metric.target_ratio if metric.better is Better.HIGHER
-           else ratio <= metric.target_ratio)
+    met = (
+        ratio >= metric.target_ratio
+        if metric.better is Better.HIGHER
+        else ratio <= metric.target_ratio
+    )
     symbol = ">=" if metric.better is Better.HIGHER else "<="
     return f"{symbol} {metric.target_ratio:g}: {'met' if met else 'MISSED'}"
 
@@ -72,21 +75,33 @@ def _format(value: float | None) -> str:
 def markdown(results: Results, header: dict[str, str], plots: list[Path]) -> str:
     lines = ["# krust vs Apache Kafka", ""]
     lines += [f"- **{key}**: {value}" for key, value in header.items()]
-    lines += ["", "Medians over repetitions; ratio = krust / Kafka. Targets are reported, "
-              "never asserted.", ""]
+    lines += [
+        "",
+        "Medians over repetitions; ratio = krust / Kafka. Targets are reported, never asserted.",
+        "",
+    ]
     if results.ceilings:
-        lines += ["## Physical ceiling (same run)", "", "| measurement | MB/s (median) |",
-                  "|---|---|"]
-        lines += [f"| {name} | {_format(statistics.median(samples))} |"
-                  for name, samples in results.ceilings.items()]
+        lines += [
+            "## Physical ceiling (same run)",
+            "",
+            "| measurement | MB/s (median) |",
+            "|---|---|",
+        ]
+        lines += [
+            f"| {name} | {_format(statistics.median(samples))} |"
+            for name, samples in results.ceilings.items()
+        ]
         lines.append("")
     groups: dict[str, list[Metric]] = {}
     for metric in results.values:
         groups.setdefault(metric.group, []).append(metric)
     for group, metrics in groups.items():
-        lines += [f"## {group}", "",
-                  "| measurement | unit | Kafka | krust | krust/Kafka | target | runs |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {group}",
+            "",
+            "| measurement | unit | Kafka | krust | krust/Kafka | target | runs |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for metric in metrics:
             ratio = _ratio(results, metric)
             runs = "/".join(str(len(results.values[metric].get(b, []))) for b in BROKERS)
@@ -94,7 +109,8 @@ def markdown(results: Results, header: dict[str, str], plots: list[Path]) -> str
                 f"| {metric.name} | {metric.unit} | {_format(results.median(metric, 'kafka'))} "
                 f"| {_format(results.median(metric, 'krust'))} | "
                 f"{'—' if ratio is None else f'{ratio:.3g}'} | {_verdict(metric, ratio)} "
-                f"| {runs} |")
+                f"| {runs} |"
+            )
         lines.append("")
     if results.failures:
         lines += ["## Failed runs", ""] + [f"- {failure}" for failure in results.failures] + [""]
@@ -111,10 +127,17 @@ def throughput_plot(results: Results, group: str, path: Path) -> Path | None:
     height = 0.4
     for offset, broker in enumerate(BROKERS):
         medians = [results.median(metric, broker) or 0.0 for metric in metrics]
-        axes.barh([index + offset * height for index in range(len(metrics))], medians,
-                  height=height, label=broker)
-    axes.set_yticks([index + height / 2 for index in range(len(metrics))],
-                    [metric.name for metric in metrics], fontsize=8)
+        axes.barh(
+            [index + offset * height for index in range(len(metrics))],
+            medians,
+            height=height,
+            label=broker,
+        )
+    axes.set_yticks(
+        [index + height / 2 for index in range(len(metrics))],
+        [metric.name for metric in metrics],
+        fontsize=8,
+    )
     axes.invert_yaxis()
     axes.set_xlabel(metrics[0].unit)
     axes.set_title(f"{group} (median)")
@@ -131,8 +154,9 @@ def latency_cdf_plot(results: Results, path: Path) -> Path | None:
     figure, axes = plt.subplots(figsize=(8, 5))
     for broker, samples in results.latency_samples_ms.items():
         ordered = sorted(samples)
-        axes.plot(ordered, [(index + 1) / len(ordered) for index in range(len(ordered))],
-                  label=broker)
+        axes.plot(
+            ordered, [(index + 1) / len(ordered) for index in range(len(ordered))], label=broker
+        )
     axes.set_xscale("log")
     axes.set_xlabel("end-to-end latency (ms, log scale)")
     axes.set_ylabel("fraction of records")
@@ -146,9 +170,16 @@ def latency_cdf_plot(results: Results, path: Path) -> Path | None:
 
 
 def machine_description() -> str:
-    cpu = next((line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
-    return (f"{platform.system()} {platform.release()}, {cpu}, "
-            f"{len(os.sched_getaffinity(0))} cores, {memory_kib / 2**20:.0f} GiB")
+    return (
+        f"{platform.system()} {platform.release()}, {cpu}, "
+        f"{len(os.sched_getaffinity(0))} cores, {memory_kib / 2**20:.0f} GiB"
+    )

@@ -35,9 +35,18 @@ def fetch_kafka_jars(work_dir: Path) -> Path:
     """Apache Kafka's jars via Maven (benches/pom.xml pins the version)."""
     libs = work_dir / "kafka-libs"
     if not any(libs.glob("kafka_2.13-*.jar")):
-        subprocess.run(["mvn", "-q", "-f", str(BENCHES / "pom.xml"),
-                        "dependency:copy-dependencies", f"-DoutputDirectory={libs}",
-                        "-DincludeScope=runtime"], check=True)
+        subprocess.run(
+            [
+                "mvn",
+                "-q",
+                "-f",
+                str(BENCHES / "pom.xml"),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={libs}",
+                "-DincludeScope=runtime",
+            ],
+            check=True,
+        )
     return libs
 
 
@@ -53,19 +62,26 @@ def command_output(command: list[str]) -> str:
 
 def measure_ceilings(plan: Plan, data_root: Path, results: Results) -> None:
     results.ceilings.setdefault("loopback TCP, plain socket sink", []).append(
-        loopback_tcp_mb_per_s(plan.ceiling_bytes))
+        loopback_tcp_mb_per_s(plan.ceiling_bytes)
+    )
     results.ceilings.setdefault("sequential page-cache write, data disk", []).append(
-        page_cache_write_mb_per_s(data_root, plan.ceiling_bytes))
+        page_cache_write_mb_per_s(data_root, plan.ceiling_bytes)
+    )
 
 
-def write_report(results: Results, plan: Plan, header: dict[str, str], out_dir: Path,
-                 stem: str) -> Path:
+def write_report(
+    results: Results, plan: Plan, header: dict[str, str], out_dir: Path, stem: str
+) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = [plot for plot in (
-        throughput_plot(results, "Produce throughput", out_dir / f"{stem}-produce.png"),
-        throughput_plot(results, "Consume throughput", out_dir / f"{stem}-consume.png"),
-        latency_cdf_plot(results, out_dir / f"{stem}-latency-cdf.png"),
-    ) if plot is not None]
+    plots = [
+        plot
+        for plot in (
+            throughput_plot(results, "Produce throughput", out_dir / f"{stem}-produce.png"),
+            throughput_plot(results, "Consume throughput", out_dir / f"{stem}-consume.png"),
+            latency_cdf_plot(results, out_dir / f"{stem}-latency-cdf.png"),
+        )
+        if plot is not None
+    ]
     table = out_dir / f"{stem}.md"
     table.write_text(markdown(results, header, plots))
     return table
@@ -73,10 +89,15 @@ def write_report(results: Results, plan: Plan, header: dict[str, str], out_dir: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="small subset, 2 repetitions, under ~10 minutes")
-    parser.add_argument("--work-dir", type=Path, default=BENCHES / "work",
-                        help="jars and broker data (git-ignored); default benches/work")
+    parser.add_argument(
+        "--quick", action="store_true", help="small subset, 2 repetitions, under ~10 minutes"
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=BENCHES / "work",
+        help="jars and broker data (git-ignored); default benches/work",
+    )
     parser.add_argument("--results-dir", type=Path, default=BENCHES / "results")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
@@ -89,17 +110,23 @@ def main() -> int:
     log4j = data_root / "tools-log4j2.properties"
     log4j.write_text("rootLogger.level = ERROR\n")
     tools = JavaTools(libs, log4j)
-    brokers = [KafkaBroker(settings, libs_dir=libs),
-               KrustBroker(settings, executable=krust_executable())]
+    brokers = [
+        KafkaBroker(settings, libs_dir=libs),
+        KrustBroker(settings, executable=krust_executable()),
+    ]
     results = Results()
     started = time.monotonic()
     for repetition in range(plan.repetitions):
         measure_ceilings(plan, data_root, results)
         for broker in brokers:
-            print(f"[{time.monotonic() - started:6.0f}s] repetition {repetition + 1}/"
-                  f"{plan.repetitions}: {broker.name}", flush=True)
+            print(
+                f"[{time.monotonic() - started:6.0f}s] repetition {repetition + 1}/"
+                f"{plan.repetitions}: {broker.name}",
+                flush=True,
+            )
             Session(broker, tools, plan, results).run(
-                last_repetition=repetition == plan.repetitions - 1)
+                last_repetition=repetition == plan.repetitions - 1
+            )
 
     import confluent_kafka
 
@@ -112,7 +139,7 @@ def main() -> int:
         "krust": command_output([str(krust_executable()), "--version"]) + " (release build)",
         "Java": command_output(["java", "-version"]),
         "confluent-kafka": f"{confluent_kafka.version()} "
-                           f"(librdkafka {confluent_kafka.libversion()[0]})",
+        f"(librdkafka {confluent_kafka.libversion()[0]})",
         "wall time": f"{time.monotonic() - started:.0f} s",
     }
     stem = today if plan is FULL else f"{today}-{plan.name}"

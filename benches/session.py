@@ -26,12 +26,12 @@ from workloads.topics import create_topic
 _MIB = 1024 * 1024
 CLIENTS = ("java", "librdkafka")
 
-STARTUP = Metric("Start-up and memory", "start-up to first Metadata (empty)", "s",
-                 Better.LOWER, 1 / 20)
+STARTUP = Metric(
+    "Start-up and memory", "start-up to first Metadata (empty)", "s", Better.LOWER, 1 / 20
+)
 IDLE_RSS = Metric("Start-up and memory", "idle RSS after start", "MiB", Better.LOWER, 1 / 10)
 PEAK_RSS = Metric("Start-up and memory", "peak RSS during produce", "MiB", Better.LOWER)
-CPU_PER_GB = Metric("Start-up and memory", "broker CPU per GB produced", "CPU s/GB",
-                    Better.LOWER)
+CPU_PER_GB = Metric("Start-up and memory", "broker CPU per GB produced", "CPU s/GB", Better.LOWER)
 
 
 def produce_metric(client: str, case: ProduceCase) -> Metric:
@@ -39,13 +39,15 @@ def produce_metric(client: str, case: ProduceCase) -> Metric:
 
 
 def consume_metric(client: str) -> Metric:
-    return Metric("Consume throughput", f"{client}: from start, 1 KiB records", "MB/s",
-                  Better.HIGHER, 1.5)
+    return Metric(
+        "Consume throughput", f"{client}: from start, 1 KiB records", "MB/s", Better.HIGHER, 1.5
+    )
 
 
 def latency_metric(percentile: str, target: float | None) -> Metric:
-    return Metric("End-to-end latency", f"{percentile} (1 KiB, acks=all)", "ms", Better.LOWER,
-                  target)
+    return Metric(
+        "End-to-end latency", f"{percentile} (1 KiB, acks=all)", "ms", Better.LOWER, target
+    )
 
 
 @dataclass
@@ -80,7 +82,8 @@ class Session:
             action()
         except Exception as error:
             self.results.failures.append(
-                f"{self.broker.name}: {workload}: {type(error).__name__}: {error}"[:400])
+                f"{self.broker.name}: {workload}: {type(error).__name__}: {error}"[:400]
+            )
 
     def _produce(self) -> None:
         bootstrap, pid = self.broker.bootstrap, self.broker.pid
@@ -94,14 +97,16 @@ class Session:
                     create_topic(bootstrap, topic, case.partitions)
                     result = self._produce_one(client, topic, case, records)
                     produced_bytes += result.bytes
-                    self.results.add(produce_metric(client, case), self.broker.name,
-                                     result.mb_per_s)
+                    self.results.add(
+                        produce_metric(client, case), self.broker.name, result.mb_per_s
+                    )
         cpu_used = cpu_seconds(pid) - cpu_before
         self.results.add(PEAK_RSS, self.broker.name, sampler.peak_bytes / _MIB)
         self.results.add(CPU_PER_GB, self.broker.name, cpu_used / (produced_bytes / 1e9))
 
-    def _produce_one(self, client: str, topic: str, case: ProduceCase,
-                     records: int) -> ProduceResult:
+    def _produce_one(
+        self, client: str, topic: str, case: ProduceCase, records: int
+    ) -> ProduceResult:
         if client == "java":
             return produce_with_java(self.tools, self.broker.bootstrap, topic, case, records)
         return produce_with_librdkafka(self.broker.bootstrap, topic, case, records)
@@ -119,12 +124,20 @@ class Session:
 
     def _latency(self, keep_samples: bool) -> None:
         create_topic(self.broker.bootstrap, "latency", 1)
-        result = measure_end_to_end(self.broker.bootstrap, "latency",
-                                    self.plan.latency_rate_per_s, self.plan.latency_seconds)
-        for label, fraction, target in (("p50", 0.5, None), ("p99", 0.99, 0.5),
-                                        ("p99.9", 0.999, None)):
-            self.results.add(latency_metric(label, target), self.broker.name,
-                             result.percentile(fraction))
+        result = measure_end_to_end(
+            self.broker.bootstrap,
+            "latency",
+            self.plan.latency_rate_per_s,
+            self.plan.latency_seconds,
+        )
+        for label, fraction, target in (
+            ("p50", 0.5, None),
+            ("p99", 0.99, 0.5),
+            ("p99.9", 0.999, None),
+        ):
+            self.results.add(
+                latency_metric(label, target), self.broker.name, result.percentile(fraction)
+            )
         if keep_samples:
             self.results.latency_samples_ms[self.broker.name] = result.samples_ms
 
@@ -136,25 +149,46 @@ class Session:
 
     def _loaded_start(self) -> None:
         self._restart_empty()
-        loaded = loaded_restarts(self.broker, self.tools, self.plan.loaded_start_partitions,
-                                 self.plan.loaded_start_records)
+        loaded = loaded_restarts(
+            self.broker,
+            self.tools,
+            self.plan.loaded_start_partitions,
+            self.plan.loaded_start_records,
+        )
         group = "Start-up with data"
         label = f"{loaded.partitions} partitions, {loaded.data_bytes / 2**20:,.0f} MiB"
-        self.results.add(Metric(group, f"clean restart, {label}", "s", Better.LOWER, 1 / 20),
-                         self.broker.name, loaded.clean_restart_s)
-        self.results.add(Metric(group, f"restart after kill -9, {label}", "s", Better.LOWER),
-                         self.broker.name, loaded.recovery_after_kill_s)
+        self.results.add(
+            Metric(group, f"clean restart, {label}", "s", Better.LOWER, 1 / 20),
+            self.broker.name,
+            loaded.clean_restart_s,
+        )
+        self.results.add(
+            Metric(group, f"restart after kill -9, {label}", "s", Better.LOWER),
+            self.broker.name,
+            loaded.recovery_after_kill_s,
+        )
 
     def _many_partitions(self) -> None:
         self._restart_empty()
-        result = many_partitions(self.broker, self.plan.many_partitions,
-                                 self.plan.many_partitions_records_each)
+        result = many_partitions(
+            self.broker, self.plan.many_partitions, self.plan.many_partitions_records_each
+        )
         group = f"{result.partitions:,} partitions"
-        self.results.add(Metric(group, "create topic", "s", Better.LOWER), self.broker.name,
-                         result.create_s)
-        self.results.add(Metric(group, "produce to all partitions", "MB/s", Better.HIGHER),
-                         self.broker.name, result.mb_per_s)
-        self.results.add(Metric(group, "RSS after create", "MiB", Better.LOWER),
-                         self.broker.name, result.rss_after_create / _MIB)
-        self.results.add(Metric(group, "peak RSS while producing", "MiB", Better.LOWER),
-                         self.broker.name, result.peak_rss / _MIB)
+        self.results.add(
+            Metric(group, "create topic", "s", Better.LOWER), self.broker.name, result.create_s
+        )
+        self.results.add(
+            Metric(group, "produce to all partitions", "MB/s", Better.HIGHER),
+            self.broker.name,
+            result.mb_per_s,
+        )
+        self.results.add(
+            Metric(group, "RSS after create", "MiB", Better.LOWER),
+            self.broker.name,
+            result.rss_after_create / _MIB,
+        )
+        self.results.add(
+            Metric(group, "peak RSS while producing", "MiB", Better.LOWER),
+            self.broker.name,
+            result.peak_rss / _MIB,
+        )

@@ -25,12 +25,23 @@ class ConsumeResult:
         return self.bytes / self.seconds / 1e6
 
 
-def consume_with_java(tools: JavaTools, bootstrap: str, topic: str,
-                      records: int) -> ConsumeResult:
-    output = tools.run(CONSUMER_PERFORMANCE, [
-        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
-        "--group", f"bench-{uuid.uuid4().hex[:8]}", "--timeout", "60000",
-    ], timeout_s=900)
+def consume_with_java(tools: JavaTools, bootstrap: str, topic: str, records: int) -> ConsumeResult:
+    output = tools.run(
+        CONSUMER_PERFORMANCE,
+        [
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--group",
+            f"bench-{uuid.uuid4().hex[:8]}",
+            "--timeout",
+            "60000",
+        ],
+        timeout_s=900,
+    )
     lines = [line for line in output.splitlines() if line.strip()]
     header = [name.strip() for name in lines[-2].split(",")]
     values = dict(zip(header, (value.strip() for value in lines[-1].split(",")), strict=True))
@@ -43,23 +54,28 @@ def consume_with_java(tools: JavaTools, bootstrap: str, topic: str,
     return ConsumeResult(consumed_records, consumed_bytes, seconds)
 
 
-def consume_with_librdkafka(bootstrap: str, topic: str, partitions: int,
-                            records: int) -> ConsumeResult:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "fetch.max.bytes": 64 * _MIB,
-    })
-    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)
-                     for partition in range(partitions)])
+def consume_with_librdkafka(
+    bootstrap: str, topic: str, partitions: int, records: int
+) -> ConsumeResult:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * _MIB,
+        }
+    )
+    consumer.assign(
+        [TopicPartition(topic, partition, OFFSET_BEGINNING) for partition in range(partitions)]
+    )
     consumed_records = consumed_bytes = 0
     started = time.monotonic()
     deadline = started + 600
     try:
         while consumed_records < records and time.monotonic() < deadline:
             for message in consumer.consume(
-                    num_messages=min(10_000, records - consumed_records), timeout=1.0):
+                num_messages=min(10_000, records - consumed_records), timeout=1.0
+            ):
                 if message.error() is not None:
                     raise RuntimeError(f"consume error: {message.error()}")
                 consumed_records += 1

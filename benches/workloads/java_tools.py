@@ -17,8 +17,15 @@ class JavaTools:
 
     def run(self, main_class: str, args: list[str], timeout_s: float) -> str:
         """Run one tool to completion and return its standard output."""
-        command = ["java", *TOOL_JVM_OPTS, f"-Dlog4j2.configurationFile={self.log4j_config}",
-                   "-cp", str(self.libs_dir / "*"), main_class, *args]
+        command = [
+            "java",
+            *TOOL_JVM_OPTS,
+            f"-Dlog4j2.configurationFile={self.log4j_config}",
+            "-cp",
+            str(self.libs_dir / "*"),
+            main_class,
+            *args,
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:
             raise RuntimeError(f"{main_class} failed ({done.returncode}): {done.stderr[-1500:]}")

@@ -39,17 +39,21 @@ def _warm_up(producer: Producer, consumer: Consumer, topic: str) -> None:
     raise RuntimeError("latency warm-up record never arrived")
 
 
-def measure_end_to_end(bootstrap: str, topic: str, rate_per_s: int, seconds: float,
-                       record_bytes: int = 1024) -> LatencyResult:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"latency-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "fetch.wait.max.ms": 100,
-    })
+def measure_end_to_end(
+    bootstrap: str, topic: str, rate_per_s: int, seconds: float, record_bytes: int = 1024
+) -> LatencyResult:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"latency-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
-                         "enable.idempotence": True})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": True}
+    )
     expected = int(rate_per_s * seconds)
     samples: list[float] = []
     done = threading.Event()

@@ -21,14 +21,21 @@ class ManyPartitionsResult:
     peak_rss: int
 
 
-def many_partitions(broker: BrokerProcess, partitions: int,
-                    records_per_partition: int, record_bytes: int = 1024) -> ManyPartitionsResult:
+def many_partitions(
+    broker: BrokerProcess, partitions: int, records_per_partition: int, record_bytes: int = 1024
+) -> ManyPartitionsResult:
     started = time.monotonic()
     create_topic(broker.bootstrap, "many-partitions", partitions, timeout_s=600)
     create_s = time.monotonic() - started
     rss_after_create = rss_bytes(broker.pid)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 5,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "1",
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     payload = b"x" * record_bytes
     total = partitions * records_per_partition
     with PeakRssSampler(broker.pid) as sampler:
@@ -44,5 +51,10 @@ def many_partitions(broker: BrokerProcess, partitions: int,
         if producer.flush(600):
             raise RuntimeError("many partitions: records left undelivered")
         seconds = time.monotonic() - started
-    return ManyPartitionsResult(partitions, create_s, total * record_bytes / seconds / 1e6,
-                                rss_after_create, sampler.peak_bytes)
+    return ManyPartitionsResult(
+        partitions,
+        create_s,
+        total * record_bytes / seconds / 1e6,
+        rss_after_create,
+        sampler.peak_bytes,
+    )

@@ -30,8 +30,11 @@ class ProduceCase:
 
     @property
     def label(self) -> str:
-        size = f"{self.record_bytes // 1024}KiB" if self.record_bytes >= 1024 else (
-            f"{self.record_bytes}B")
+        size = (
+            f"{self.record_bytes // 1024}KiB"
+            if self.record_bytes >= 1024
+            else (f"{self.record_bytes}B")
+        )
         idem = "+idem" if self.idempotent else ""
         return f"{size} acks={self.acks}{idem} p{self.partitions} {self.compression}"
 
@@ -54,14 +57,26 @@ class ProduceResult:
         return self.bytes / self.seconds / 1e6
 
 
-def produce_with_java(tools: JavaTools, bootstrap: str, topic: str, case: ProduceCase,
-                      records: int) -> ProduceResult:
+def produce_with_java(
+    tools: JavaTools, bootstrap: str, topic: str, case: ProduceCase, records: int
+) -> ProduceResult:
     properties = {"bootstrap.servers": bootstrap, **case.client_properties()}
-    output = tools.run(PRODUCER_PERFORMANCE, [
-        "--topic", topic, "--num-records", str(records), "--record-size",
-        str(case.record_bytes), "--throughput", "-1", "--producer-props",
-        *(f"{key}={value}" for key, value in properties.items()),
-    ], timeout_s=600)
+    output = tools.run(
+        PRODUCER_PERFORMANCE,
+        [
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--record-size",
+            str(case.record_bytes),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            *(f"{key}={value}" for key, value in properties.items()),
+        ],
+        timeout_s=600,
+    )
     summaries = _SUMMARY.findall(output)
     if not summaries:
         raise RuntimeError(f"no summary in ProducerPerformance output: {output[-500:]}")
@@ -70,17 +85,20 @@ def produce_with_java(tools: JavaTools, bootstrap: str, topic: str, case: Produc
     return ProduceResult(int(sent), int(sent) * case.record_bytes, seconds)
 
 
-def produce_with_librdkafka(bootstrap: str, topic: str, case: ProduceCase,
-                            records: int) -> ProduceResult:
+def produce_with_librdkafka(
+    bootstrap: str, topic: str, case: ProduceCase, records: int
+) -> ProduceResult:
     properties = case.client_properties()
-    producer = Producer({
-        "bootstrap.servers": bootstrap,
-        "acks": properties["acks"],
-        "enable.idempotence": case.idempotent,
-        "compression.type": properties["compression.type"],
-        "linger.ms": 5,
-        "queue.buffering.max.messages": 1_000_000,
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": properties["acks"],
+            "enable.idempotence": case.idempotent,
+            "compression.type": properties["compression.type"],
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     failures: list[str] = []
 
     def on_delivery(error: object, _message: object) -> None:

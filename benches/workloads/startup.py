@@ -19,8 +19,9 @@ class LoadedStartResult:
     recovery_after_kill_s: float
 
 
-def loaded_restarts(broker: BrokerProcess, tools: JavaTools, partitions: int,
-                    records: int) -> LoadedStartResult:
+def loaded_restarts(
+    broker: BrokerProcess, tools: JavaTools, partitions: int, records: int
+) -> LoadedStartResult:
     """Fill `partitions` partitions, then time a clean restart and one after kill -9."""
     case = ProduceCase(record_bytes=1024, acks="1", partitions=partitions, compression="none")
     create_topic(broker.bootstrap, "startup-loaded", partitions)

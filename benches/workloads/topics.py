@@ -7,7 +7,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 120.0) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                            replication_factor=1)],
-                                  operation_timeout=timeout_s, request_timeout=timeout_s)
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=timeout_s,
+        request_timeout=timeout_s,
+    )
     futures[name].result(timeout=timeout_s)
