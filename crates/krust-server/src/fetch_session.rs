@@ -26,6 +26,8 @@ pub struct SessionPartition {
     pub partition: i32,
     pub fetch_offset: i64,
     pub max_bytes: i32,
+    /// The leader epoch the client believes current (-1: unknown), checked per KIP-320.
+    pub current_leader_epoch: i32,
     /// (high watermark, log start offset) last sent, to tell whether the client must hear again.
     pub last_sent: Option<(i64, i64)>,
 }
@@ -113,6 +115,7 @@ impl FetchSessionCache {
                 Some(existing) => {
                     existing.fetch_offset = update.fetch_offset;
                     existing.max_bytes = update.max_bytes;
+                    existing.current_leader_epoch = update.current_leader_epoch;
                     // A re-sent partition is answered even if nothing else changed.
                     existing.last_sent = None;
                 }
@@ -180,6 +183,7 @@ mod tests {
             partition: index,
             fetch_offset: offset,
             max_bytes: 1024,
+            current_leader_epoch: -1,
             last_sent: None,
         }
     }

@@ -201,15 +201,14 @@ impl ReplicaManager {
         batch: &[u8],
         now_ms: i64,
     ) -> Result<LogAppendInfo, InternalLogError> {
-        let info = match self.partitions.read().get(tp).cloned() {
-            Some(partition) => partition.append_as_leader(batch, now_ms)?,
-            None => {
-                let log = self.internal_log(tp)?;
-                let mut log = log.lock();
-                log.append_as_leader(batch, 0, now_ms)?
-            }
-        };
         let log = self.internal_log(tp)?;
+        // A hosted partition appends through `Partition` so its high watermark moves and
+        // waiting fetches wake; it shares the same log.
+        let hosted = self.partitions.read().get(tp).cloned();
+        let info = match hosted {
+            Some(partition) => partition.append_as_leader(batch, now_ms)?,
+            None => log.lock().append_as_leader(batch, 0, now_ms)?,
+        };
         log.lock().flush()?;
         Ok(info)
     }

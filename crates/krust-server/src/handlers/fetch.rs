@@ -26,7 +26,6 @@ const UNKNOWN_TOPIC_ID: i16 = 100;
 /// One partition to read, with what the client asked of it.
 struct Wanted {
     request: SessionPartition,
-    current_leader_epoch: i32,
     partition: Result<Arc<Partition>, i16>,
 }
 
@@ -38,16 +37,6 @@ pub async fn handle(
     let version = ctx.version();
     let image = context.metadata.image();
     let requested = requested_partitions(&image, &request, version);
-    let epochs: Vec<(String, i32, i32)> = request
-        .topics
-        .iter()
-        .flat_map(|t| {
-            let name = topic_name(&image, &t.topic, t.topic_id, version);
-            t.partitions
-                .iter()
-                .map(move |p| (name.clone(), p.partition, p.current_leader_epoch))
-        })
-        .collect();
     let forgotten: Vec<(String, i32)> = request
         .forgotten_topics_data
         .iter()
@@ -82,17 +71,8 @@ pub async fn handle(
     let wanted: Vec<Wanted> = targets
         .into_iter()
         .map(|request| {
-            let current_leader_epoch = epochs
-                .iter()
-                .find(|(t, p, _)| *t == request.topic && *p == request.partition)
-                .map(|(_, _, e)| *e)
-                .unwrap_or(-1);
             let partition = locate(context, &image, &request, version);
-            Wanted {
-                request,
-                current_leader_epoch,
-                partition,
-            }
+            Wanted { request, partition }
         })
         .collect();
     let results = read_with_wait(&request, &wanted).await;
@@ -157,6 +137,7 @@ fn requested_partitions(
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
                 last_sent: None,
             })
         })
@@ -233,7 +214,9 @@ fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
                     }
                 }
             };
-            if let Some(code) = epoch_error(w.current_leader_epoch, partition.leader_epoch()) {
+            if let Some(code) =
+                epoch_error(w.request.current_leader_epoch, partition.leader_epoch())
+            {
                 return ReadResult {
                     error_code: code,
                     records: None,
