@@ -38,14 +38,29 @@ impl IndexFile {
             entries: 0,
         };
         index.map(length)?;
-        index.entries = index.capacity();
-        while index.entries > 0 && index.entry(index.entries - 1).iter().all(|b| *b == 0) {
-            index.entries -= 1;
-        }
+        index.entries = index.count_entries_before_zero_tail();
         if let Some(max_bytes) = max_bytes {
             index.resize(max_bytes)?;
         }
         Ok(index)
+    }
+
+    /// Entries are written in order and none is all zeros (an offset entry's position is never
+    /// 0, a time entry's timestamp practically never), so the used entries are the prefix before
+    /// the zero tail. A binary search finds it touching a few pages: scanning a preallocated
+    /// index would pull all of it into memory, for every partition, on each unclean restart.
+    fn count_entries_before_zero_tail(&self) -> usize {
+        let is_zero = |i: usize| self.entry(i).iter().all(|b| *b == 0);
+        let (mut low, mut high) = (0, self.capacity());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if is_zero(middle) {
+                high = middle;
+            } else {
+                low = middle + 1;
+            }
+        }
+        low
     }
 
     fn map(&mut self, length: u64) -> io::Result<()> {

@@ -185,6 +185,26 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
+        fn reopening_a_preallocated_index_counts_exactly_its_entries(
+            written in 0usize..300,
+            capacity in 300u64..2000,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("0.index");
+            {
+                let mut idx = OffsetIndex::open(&path, 0, Some(capacity * 8)).unwrap();
+                for i in 0..written {
+                    prop_assert!(idx.append(i as i64 + 1, (i as u32 + 1) * 64));
+                }
+            }
+            let idx = OffsetIndex::open(&path, 0, None).unwrap();
+            prop_assert_eq!(idx.entries(), written);
+            if written > 0 {
+                prop_assert_eq!(idx.last_entry().offset, written as i64);
+            }
+        }
+
+        #[test]
         fn lookup_agrees_with_brute_force(
             gaps in proptest::collection::vec(1i64..50, 0..60),
             targets in proptest::collection::vec(0i64..3000, 1..30),
