@@ -1,17 +1,18 @@
 //! Routes a request frame by api key: to a native handler, or across the bridge to Python.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::bridge::{BridgeCall, BridgeReply};
 use crate::handlers::{self, api_versions, NativeRequest};
+use crate::response_frame::{encode_frame, frame_encoded_body, ResponseFrame, SplicedRecords};
 use crate::server::ServerContext;
 
 /// What the connection does after a request.
 pub enum Outcome {
     /// Write this complete response frame (size prefix included).
-    Respond(BytesMut),
+    Respond(ResponseFrame),
     /// Write nothing (a Produce with acks=0).
     NoResponse,
     /// Close the connection; the reason is logged.
@@ -62,7 +63,7 @@ pub async fn handle_request(context: &ServerContext, frame: Bytes, client_host: 
     if api_key == ApiKey::ApiVersions && version > max {
         // KIP-511: answer in v0 so the client can pick a version we both support.
         let body = api_versions::unsupported_version_response(context);
-        return frame_response(header.correlation_id, 0, &body, 0);
+        return framed(encode_frame(header.correlation_id, 0, &body, 0, None));
     }
     if version < min || version > max {
         return Outcome::Close(format!("unsupported version {version} of {api_key:?}"));
@@ -96,9 +97,11 @@ async fn forward_to_python(
     match context.bridge.call(call).await {
         Ok(BridgeReply::Response(body)) => {
             let header_version = request.api_key.response_header_version(request.version());
-            let mut frame = start_frame(request.header.correlation_id, header_version);
-            frame.extend_from_slice(&body);
-            Outcome::Respond(finish_frame(frame))
+            Outcome::Respond(frame_encoded_body(
+                request.header.correlation_id,
+                header_version,
+                &body,
+            ))
         }
         Ok(BridgeReply::CloseConnection) => {
             Outcome::Close(format!("{:?} request was rejected", request.api_key))
@@ -109,45 +112,29 @@ async fn forward_to_python(
 
 /// Encodes a native handler's response as a whole frame for this request.
 pub fn respond<T: Encodable>(request: &RequestContext<'_>, response: &T) -> Outcome {
+    respond_with_records(request, response, None)
+}
+
+/// Like `respond`, for a response whose records fields are placeholders of `spliced`.
+pub fn respond_with_records<T: Encodable>(
+    request: &RequestContext<'_>,
+    response: &T,
+    spliced: Option<SplicedRecords>,
+) -> Outcome {
     let version = request.version();
     let header_version = request.api_key.response_header_version(version);
-    frame_response(
+    framed(encode_frame(
         request.header.correlation_id,
         header_version,
         response,
         version,
-    )
+        spliced,
+    ))
 }
 
-fn frame_response<T: Encodable>(
-    correlation_id: i32,
-    header_version: i16,
-    body: &T,
-    version: i16,
-) -> Outcome {
-    let mut frame = start_frame(correlation_id, header_version);
-    if let Ok(size) = body.compute_size(version) {
-        frame.reserve(size);
+fn framed(encoded: Result<ResponseFrame, String>) -> Outcome {
+    match encoded {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(reason) => Outcome::Close(reason),
     }
-    match body.encode(&mut frame, version) {
-        Ok(()) => Outcome::Respond(finish_frame(frame)),
-        Err(error) => Outcome::Close(format!("cannot encode the response: {error}")),
-    }
-}
-
-fn start_frame(correlation_id: i32, header_version: i16) -> BytesMut {
-    let mut frame = BytesMut::with_capacity(256);
-    frame.extend_from_slice(&[0; 4]);
-    // A response header is a correlation id and, in v1, an empty tagged-field section.
-    frame.extend_from_slice(&correlation_id.to_be_bytes());
-    if header_version >= 1 {
-        frame.extend_from_slice(&[0]);
-    }
-    frame
-}
-
-fn finish_frame(mut frame: BytesMut) -> BytesMut {
-    let size = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&size.to_be_bytes());
-    frame
 }

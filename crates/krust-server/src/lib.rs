@@ -11,5 +11,6 @@ pub mod network;
 pub mod producer_ids;
 pub mod purgatory;
 pub mod replica_manager;
+pub mod response_frame;
 pub mod server;
 pub mod settings;

@@ -226,7 +226,13 @@ impl ReplicaManager {
         if offset >= end {
             return Ok(Bytes::new());
         }
-        Ok(log.read(offset, max_bytes, end, true)?.records)
+        let plan = log.read_plan(offset, end)?;
+        drop(log);
+        Ok(plan
+            .read(max_bytes, true)?
+            .records
+            .read_bytes()
+            .map_err(ReadError::from)?)
     }
 
     pub fn internal_log_end_offset(&self, tp: &TopicPartition) -> Result<i64, InternalLogError> {

@@ -94,7 +94,7 @@ fn response_body(outcome: Outcome, api_key: ApiKey, version: i16) -> Bytes {
     let Outcome::Respond(frame) = outcome else {
         panic!("expected a response");
     };
-    let mut bytes = frame.freeze();
+    let mut bytes = frame.to_bytes().unwrap().freeze();
     let size = bytes.get_i32() as usize;
     assert_eq!(size, bytes.len());
     assert_eq!(bytes.get_i32(), 42, "correlation id echoes the request");

@@ -8,19 +8,17 @@
 use std::fs::File;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::batch::NO_TIMESTAMP;
 use crate::error::ReadError;
-use crate::file_records::{read_at, BatchScanner};
+use crate::file_records::{BatchScanner, FileSlice};
 use crate::log::Log;
 use crate::segment::TimestampAndOffset;
 
 /// What a fetch returns.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct FetchDataInfo {
-    /// Whole batches exactly as stored; empty when nothing is readable.
-    pub records: Bytes,
+    /// Whole batches exactly as stored, left in the segment file; empty when nothing is readable.
+    pub records: FileSlice,
     /// Base offset of the first returned batch (may precede the fetch offset: clients skip).
     pub first_batch_offset: Option<i64>,
     /// The offset after the last returned batch (the fetch offset when nothing is returned).
@@ -30,7 +28,7 @@ pub struct FetchDataInfo {
 impl FetchDataInfo {
     fn empty(offset: i64) -> Self {
         Self {
-            records: Bytes::new(),
+            records: FileSlice::empty(),
             first_batch_offset: None,
             next_offset: offset,
         }
@@ -82,9 +80,8 @@ impl ReadPlan {
                 next_offset = header.last_offset() + 1;
             }
             if let Some((start, end)) = range {
-                let bytes = read_at(&slice.file, start, (end - start) as usize)?;
                 return Ok(FetchDataInfo {
-                    records: Bytes::from(bytes),
+                    records: FileSlice::new(Arc::clone(&slice.file), start, (end - start) as usize),
                     first_batch_offset,
                     next_offset,
                 });

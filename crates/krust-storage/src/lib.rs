@@ -43,6 +43,7 @@ mod recovery_tests;
 pub use config::{LogConfig, TimestampType};
 pub use error::{AppendError, BatchError, ReadError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};
+pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
 pub use segment::TimestampAndOffset;

@@ -49,7 +49,7 @@ pub(crate) fn read_all(log: &Log) -> Vec<(BatchHeader, Vec<u8>)> {
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
         let fetched = log.read(offset, 1, i64::MAX, true).unwrap();
-        let batches = batches_of(&fetched.records);
+        let batches = batches_of(&fetched.records.read_bytes().unwrap());
         assert_eq!(batches.len(), 1);
         offset = batches[0].0.last_offset() + 1;
         out.extend(batches);
@@ -81,7 +81,7 @@ fn stored_batches_are_byte_identical_except_offset_and_epoch() {
     }
     assert_eq!(log.log_end_offset(), 1 + 2 + 3 + 4);
     let fetched = log.read(0, usize::MAX, i64::MAX, false).unwrap();
-    let stored = batches_of(&fetched.records);
+    let stored = batches_of(&fetched.records.read_bytes().unwrap());
     assert_eq!(stored.len(), produced.len());
     let mut next = 0;
     for ((header, bytes), original) in stored.iter().zip(&produced) {
@@ -232,7 +232,7 @@ fn fetch_rules() {
     );
     // The high watermark hides batches not entirely below it.
     let below_hw = log.read(0, usize::MAX, 5, false).unwrap();
-    assert_eq!(batches_of(&below_hw.records).len(), 1);
+    assert_eq!(batches_of(&below_hw.records.read_bytes().unwrap()).len(), 1);
     assert!(log
         .read(3, usize::MAX, 5, false)
         .unwrap()
@@ -240,7 +240,7 @@ fn fetch_rules() {
         .is_empty());
     // max_bytes: whole batches only; KIP-74 returns one oversized first batch on request.
     let limited = log.read(0, 2 * one_batch + 1, i64::MAX, false).unwrap();
-    assert_eq!(batches_of(&limited.records).len(), 2);
+    assert_eq!(batches_of(&limited.records.read_bytes().unwrap()).len(), 2);
     assert!(log.read(0, 10, i64::MAX, false).unwrap().records.is_empty());
     assert_eq!(
         log.read(0, 10, i64::MAX, true).unwrap().records.len(),
@@ -258,7 +258,7 @@ fn read_plan_serves_a_fetch_after_the_lock_is_released() {
     log.append_as_leader(&TestBatch::simple(2, NOW).encode(), 0, NOW)
         .unwrap();
     let fetched = plan.read(usize::MAX, true).unwrap();
-    assert_eq!(batches_of(&fetched.records).len(), 1);
+    assert_eq!(batches_of(&fetched.records.read_bytes().unwrap()).len(), 1);
 }
 
 #[test]
@@ -502,7 +502,7 @@ proptest! {
         let bases = log.segment_base_offsets();
         for offset in 0..expected {
             let fetched = log.read(offset, 1, i64::MAX, true).unwrap();
-            let batches = batches_of(&fetched.records);
+            let batches = batches_of(&fetched.records.read_bytes().unwrap());
             prop_assert_eq!(batches.len(), 1);
             let header = batches[0].0;
             prop_assert!(header.base_offset <= offset && offset <= header.last_offset());

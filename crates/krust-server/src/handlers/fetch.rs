@@ -4,17 +4,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use krust_storage::FileSlice;
 use uuid::Uuid;
 
-use crate::dispatch::RequestContext;
+use crate::dispatch::{respond, respond_with_records, Outcome, RequestContext};
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
 use crate::purgatory::NewDataWatch;
 use crate::replica_manager::Partition;
+use crate::response_frame::SplicedRecords;
 use crate::server::ServerContext;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -29,11 +30,12 @@ struct Wanted {
     partition: Result<Arc<Partition>, i16>,
 }
 
+/// Answers a Fetch; the record bytes stay in the segment files until the frame is sent.
 pub async fn handle(
     context: &ServerContext,
     request: FetchRequest,
     ctx: &RequestContext<'_>,
-) -> FetchResponse {
+) -> Outcome {
     let version = ctx.version();
     let image = context.metadata.image();
     let requested = requested_partitions(&image, &request, version);
@@ -57,9 +59,10 @@ pub async fn handle(
     };
     let (session_id, targets, incremental) = match session {
         SessionContext::Error(code) => {
-            return FetchResponse::default()
+            let response = FetchResponse::default()
                 .with_error_code(code)
-                .with_session_id(request.session_id)
+                .with_session_id(request.session_id);
+            return respond(ctx, &response);
         }
         SessionContext::Sessionless => (0, requested, false),
         SessionContext::Session {
@@ -81,7 +84,7 @@ pub async fn handle(
         let sent: Vec<(String, i32, i64, i64)> = responses
             .iter()
             .flat_map(|(name, _, partitions)| {
-                partitions.iter().map(move |p| {
+                partitions.iter().map(move |(p, _)| {
                     (
                         name.clone(),
                         p.partition_index,
@@ -93,7 +96,16 @@ pub async fn handle(
             .collect();
         context.fetch_sessions.record_sent(session_id, &sent);
     }
-    FetchResponse::default()
+    let max_records_len = responses
+        .iter()
+        .flat_map(|(_, _, partitions)| partitions.iter().map(|(_, records)| records.len()))
+        .max()
+        .unwrap_or(0);
+    let mut spliced = match SplicedRecords::with_max_len(max_records_len) {
+        Ok(spliced) => spliced,
+        Err(error) => return Outcome::Close(format!("cannot map a fetch response: {error}")),
+    };
+    let response = FetchResponse::default()
         .with_session_id(session_id)
         .with_responses(
             responses
@@ -102,10 +114,18 @@ pub async fn handle(
                     FetchableTopicResponse::default()
                         .with_topic(TopicName(StrBytes::from_string(name)))
                         .with_topic_id(if version >= 13 { topic_id } else { Uuid::nil() })
-                        .with_partitions(partitions)
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(data, records)| {
+                                    data.with_records(Some(spliced.placeholder(records)))
+                                })
+                                .collect(),
+                        )
                 })
                 .collect(),
-        )
+        );
+    respond_with_records(ctx, &response, Some(spliced))
 }
 
 /// The topic's name: from the request before v13, from its id from v13 on ("" if unknown).
@@ -169,7 +189,7 @@ fn locate(
 /// What one read of one partition produced.
 struct ReadResult {
     error_code: i16,
-    records: Option<Bytes>,
+    records: Option<FileSlice>,
 }
 
 /// Reads every partition, waiting (DelayedFetch) while fewer than min_bytes are available.
@@ -184,7 +204,7 @@ async fn read_with_wait(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadRe
         let results = read_once(request, wanted);
         let bytes: usize = results
             .iter()
-            .map(|r| r.records.as_ref().map_or(0, Bytes::len))
+            .map(|r| r.records.as_ref().map_or(0, FileSlice::len))
             .sum();
         let has_error = results.iter().any(|r| r.error_code != 0);
         let now = Instant::now();
@@ -253,7 +273,8 @@ fn epoch_error(requested: i32, current: i32) -> Option<i16> {
     }
 }
 
-type TopicResponses = Vec<(String, Uuid, Vec<PartitionData>)>;
+/// Per topic: its name, its id and each partition's response with its records, in order.
+type TopicResponses = Vec<(String, Uuid, Vec<(PartitionData, FileSlice)>)>;
 
 fn build_response(
     wanted: &[Wanted],
@@ -278,8 +299,8 @@ fn build_response(
             .with_high_watermark(hw)
             .with_last_stable_offset(hw)
             .with_log_start_offset(if version >= 5 { log_start } else { -1 })
-            .with_preferred_read_replica(BrokerId(-1))
-            .with_records(result.records.or(Some(Bytes::new())));
+            .with_preferred_read_replica(BrokerId(-1));
+        let data = (data, result.records.unwrap_or_else(FileSlice::empty));
         match topics
             .iter_mut()
             .find(|(name, _, _)| *name == w.request.topic)

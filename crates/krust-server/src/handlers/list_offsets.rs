@@ -81,10 +81,12 @@ fn lookup(
 /// headers alone; inside a compressed batch that is the batch's start. Kafka answers with the
 /// exact record, so decode that one batch (ListOffsets is not on the produce/fetch path).
 fn exact_record(partition: &Partition, timestamp: i64, found: (i64, i64)) -> (i64, i64) {
-    let Ok(data) = partition.read(found.0, 1, true) else {
+    let Ok(mut records) = partition
+        .read(found.0, 1, true)
+        .and_then(|data| Ok(data.records.read_bytes()?))
+    else {
         return found;
     };
-    let mut records = data.records;
     let Ok(sets) = RecordBatchDecoder::decode_all(&mut records) else {
         return found;
     };

@@ -70,7 +70,7 @@ pub async fn handle_native(
             Some(response) => respond(request, &response),
             None => Outcome::NoResponse,
         },
-        NativeRequest::Fetch(r) => respond(request, &fetch::handle(context, r, request).await),
+        NativeRequest::Fetch(r) => fetch::handle(context, r, request).await,
         NativeRequest::ListOffsets(r) => respond(
             request,
             &list_offsets::handle(context, r, request.version()),

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::dispatch::{handle_request, Outcome};
+use crate::network::send_frame::write_frame;
 use crate::server::ServerContext;
 
 /// Serves one connection until the client closes it, it idles out, it misbehaves, or the
@@ -55,7 +56,8 @@ pub async fn serve_connection(
         }
         match handle_request(&context, frame.freeze(), &client_host).await {
             Outcome::Respond(response) => {
-                if stream.write_all(&response).await.is_err() {
+                if let Err(error) = write_frame(&mut stream, &response).await {
+                    tracing::debug!("closing connection from {peer}: {error}");
                     return;
                 }
             }

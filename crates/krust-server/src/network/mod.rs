@@ -2,3 +2,4 @@
 
 pub mod acceptor;
 pub mod connection;
+pub mod send_frame;
