@@ -214,6 +214,8 @@ class KrustBroker(BrokerProcess):
             f"log.segment.bytes={self.settings.segment_bytes}",
             "--override",
             f"num.partitions={self.settings.default_partitions}",
+            "--override",
+            "group.initial.rebalance.delay.ms=0",
         ]
 
 

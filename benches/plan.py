@@ -10,6 +10,8 @@ from workloads.produce import ProduceCase
 _MB = 1_000_000
 _MIB = 1024 * 1024
 
+WORKLOADS = ("produce", "consume", "latency", "loaded-start", "many-partitions")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -28,6 +30,8 @@ class Plan:
     loaded_start_records: int = 0
     many_partitions: int = 0
     many_partitions_records_each: int = 0
+    # Which of WORKLOADS to run (`run.py --workloads`); start-up and idle RSS always are.
+    workloads: tuple[str, ...] = WORKLOADS
 
 
 FULL_MATRIX = tuple(
@@ -66,7 +70,7 @@ FULL = Plan(
     ceiling_bytes=2 * 1024 * _MIB,
     segment_bytes=128 * _MIB,
     loaded_start_partitions=1000,
-    loaded_start_records=1_000_000,
+    loaded_start_records=5 * 1024 * 1024,  # 5 GiB of 1 KiB records
     many_partitions=10_000,
     many_partitions_records_each=10,
 )

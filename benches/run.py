@@ -7,6 +7,7 @@ fresh data directory; the report gives medians over the repetitions and krust/Ka
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ BENCHES = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHES))
 
 from brokers import BrokerSettings, KafkaBroker, KrustBroker, krust_executable  # noqa: E402
-from plan import FULL, QUICK, Plan  # noqa: E402
+from plan import FULL, QUICK, WORKLOADS, Plan  # noqa: E402
 from report import (  # noqa: E402
     Results,
     latency_cdf_plot,
@@ -99,8 +100,21 @@ def main() -> int:
         help="jars and broker data (git-ignored); default benches/work",
     )
     parser.add_argument("--results-dir", type=Path, default=BENCHES / "results")
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated subset of {','.join(WORKLOADS)} (start-up always runs)",
+    )
+    parser.add_argument("--repetitions", type=int, help="override the mode's repetitions")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
+    chosen = tuple(name.strip() for name in args.workloads.split(",") if name.strip())
+    unknown = sorted(set(chosen) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}")
+    plan = dataclasses.replace(
+        plan, workloads=chosen, repetitions=args.repetitions or plan.repetitions
+    )
 
     libs = fetch_kafka_jars(args.work_dir)
     data_root = args.work_dir / "data"
@@ -134,6 +148,7 @@ def main() -> int:
     header = {
         "date": today,
         "mode": f"{plan.name} ({plan.repetitions} repetitions, brokers alternating)",
+        "workloads": ", ".join(plan.workloads),
         "machine": machine_description(),
         "Apache Kafka": f"{kafka_version(libs)} (KRaft combined mode, -Xmx1g)",
         "krust": command_output([str(krust_executable()), "--version"]) + " (release build)",

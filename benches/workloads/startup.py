@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 from brokers import BrokerProcess
 
-from workloads.java_tools import JavaTools
-from workloads.produce import ProduceCase, produce_with_java
+from workloads.produce import ProduceCase, produce_with_librdkafka
 from workloads.topics import create_topic
 
 
@@ -19,13 +18,11 @@ class LoadedStartResult:
     recovery_after_kill_s: float
 
 
-def loaded_restarts(
-    broker: BrokerProcess, tools: JavaTools, partitions: int, records: int
-) -> LoadedStartResult:
+def loaded_restarts(broker: BrokerProcess, partitions: int, records: int) -> LoadedStartResult:
     """Fill `partitions` partitions, then time a clean restart and one after kill -9."""
     case = ProduceCase(record_bytes=1024, acks="1", partitions=partitions, compression="none")
     create_topic(broker.bootstrap, "startup-loaded", partitions)
-    produced = produce_with_java(tools, broker.bootstrap, "startup-loaded", case, records)
+    produced = produce_with_librdkafka(broker.bootstrap, "startup-loaded", case, records)
     broker.stop()
     clean = broker.start()
     broker.kill()
