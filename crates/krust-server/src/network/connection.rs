@@ -50,9 +50,15 @@ pub async fn serve_connection(
         let Ok(_slot) = context.request_slots.acquire().await else {
             return;
         };
-        let mut frame = BytesMut::zeroed(size as usize);
-        if stream.read_exact(&mut frame).await.is_err() {
-            return;
+        // Read into spare capacity: zeroing a buffer the socket overwrites costs a pass over
+        // every produced byte.
+        let mut frame = BytesMut::with_capacity(size as usize);
+        let mut body = (&mut stream).take(size as u64);
+        while frame.len() < size as usize {
+            match body.read_buf(&mut frame).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
         }
         match handle_request(&context, frame.freeze(), &client_host).await {
             Outcome::Respond(response) => {
