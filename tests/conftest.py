@@ -25,7 +25,8 @@ BrokerFactory = Callable[..., BrokerProcess]
 
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
-    """`broker_factory(overrides=None, *, env=None, config_file=None)` -> a started broker."""
+    """`broker_factory(overrides=None, *, env=None, config_file=None, open_file_limit=None)`
+    -> a started broker."""
     started: list[BrokerProcess] = []
 
     def start(
@@ -33,10 +34,11 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
         *,
         env: Mapping[str, str] | None = None,
         config_file: Path | None = None,
+        open_file_limit: int | None = None,
     ) -> BrokerProcess:
         workdir = tmp_path / f"broker-{len(started)}"
         workdir.mkdir()
-        broker = BrokerProcess(workdir, overrides, env, config_file)
+        broker = BrokerProcess(workdir, overrides, env, config_file, open_file_limit)
         started.append(broker)
         return broker.start()
 

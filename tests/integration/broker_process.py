@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -51,8 +52,10 @@ class BrokerProcess:
         overrides: Mapping[str, str | None] | None = None,
         env: Mapping[str, str] | None = None,
         config_file: Path | None = None,
+        open_file_limit: int | None = None,
     ) -> None:
         self.workdir = workdir
+        self.open_file_limit = open_file_limit
         self.port = free_port()
         # An override of None leaves that key to the broker's default (log.dirs: ./krust-data).
         chosen = {
@@ -113,9 +116,16 @@ class BrokerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
+                preexec_fn=self._limit_open_files if self.open_file_limit else None,
             )
         self.wait_ready()
         return self
+
+    def _limit_open_files(self) -> None:
+        """In the child: a hard limit too, so the broker cannot raise it."""
+        assert self.open_file_limit is not None
+        limit = (self.open_file_limit, self.open_file_limit)
+        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
 
     def _fail(self, what: str) -> None:
         pytest.fail(f"krust-broker {what}; its stderr:\n{self.stderr_text()[-STDERR_TAIL_CHARS:]}")

@@ -53,6 +53,7 @@ pub struct Broker {
 impl Broker {
     /// Opens (and if needed recovers) every log under log.dirs.
     pub fn open(settings: BrokerSettings) -> Result<Broker, OpenError> {
+        raise_open_file_limit();
         let log_manager = LogManager::open(&settings.log_dirs, settings.log_defaults.clone())
             .map_err(|source| OpenError {
                 dirs: settings
@@ -152,6 +153,22 @@ impl Broker {
     /// Flushes all logs and writes checkpoints and the clean-shutdown marker.
     pub fn close(&self) -> Result<(), StorageError> {
         self.replicas.shutdown()
+    }
+}
+
+/// Each partition keeps its active segment's `.log` file open: lift the soft open-file limit
+/// to the hard one, as the JVM does for Kafka (`-XX:+MaxFDLimit`, on by default).
+fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if let Err(error) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(%error, "cannot raise the open file limit");
+        }
     }
 }
 

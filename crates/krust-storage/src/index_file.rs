@@ -4,17 +4,18 @@
 //! An active segment's index is preallocated to `segment.index.bytes` (zero-filled, sparse) and
 //! trimmed to its entries when the segment is rolled or closed, as Kafka does. After an unclean
 //! stop a preallocated file still ends in zeros; those unused entries are not counted.
+//!
+//! A mapped index holds no file descriptor (Kafka closes its index files after mapping too):
+//! with three descriptors a partition, 10,000 partitions would not fit a 20,000 fd limit.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use memmap2::MmapMut;
 
 pub(crate) struct IndexFile {
     path: PathBuf,
-    file: Arc<File>,
     mmap: Option<MmapMut>,
     entry_size: usize,
     entries: usize,
@@ -23,24 +24,17 @@ pub(crate) struct IndexFile {
 impl IndexFile {
     /// Opens (creating if absent) an index file; with `max_bytes` it is resized to that capacity.
     pub(crate) fn open(path: &Path, entry_size: usize, max_bytes: Option<u64>) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let length = file.metadata()?.len();
+        let file = open_read_write(path)?;
         let mut index = Self {
             path: path.to_path_buf(),
-            file: Arc::new(file),
             mmap: None,
             entry_size,
             entries: 0,
         };
-        index.map(length)?;
+        index.map(&file, file.metadata()?.len())?;
         index.entries = index.count_entries_before_zero_tail();
         if let Some(max_bytes) = max_bytes {
-            index.resize(max_bytes)?;
+            index.resize_file(&file, max_bytes)?;
         }
         Ok(index)
     }
@@ -63,7 +57,7 @@ impl IndexFile {
         low
     }
 
-    fn map(&mut self, length: u64) -> io::Result<()> {
+    fn map(&mut self, file: &File, length: u64) -> io::Result<()> {
         self.mmap = None;
         if length == 0 {
             return Ok(());
@@ -71,24 +65,40 @@ impl IndexFile {
         // SAFETY: the file belongs to this partition directory, which only this process opens
         // (one broker per log dir), and every resize unmaps before changing the file length,
         // so the mapping never outlives or overruns the file.
-        self.mmap = Some(unsafe { MmapMut::map_mut(&*self.file)? });
+        self.mmap = Some(unsafe { MmapMut::map_mut(file)? });
         Ok(())
+    }
+
+    /// The mapped length, which is the file's length (every length change remaps).
+    fn mapped_bytes(&self) -> u64 {
+        self.mmap.as_ref().map_or(0, |m| m.len() as u64)
     }
 
     /// Sets the file's capacity to `max_bytes` rounded down to whole entries (never below the
     /// entries in use).
     pub(crate) fn resize(&mut self, max_bytes: u64) -> io::Result<()> {
+        if self.resized_length(max_bytes) == self.mapped_bytes() {
+            return Ok(());
+        }
+        let file = open_read_write(&self.path)?;
+        self.resize_file(&file, max_bytes)
+    }
+
+    fn resized_length(&self, max_bytes: u64) -> u64 {
         let entry_size = self.entry_size as u64;
-        let wanted = (max_bytes / entry_size * entry_size).max(self.entries as u64 * entry_size);
-        let current = self.mmap.as_ref().map_or(0, |m| m.len() as u64);
-        if wanted == current && self.file.metadata()?.len() == wanted {
+        (max_bytes / entry_size * entry_size).max(self.entries as u64 * entry_size)
+    }
+
+    fn resize_file(&mut self, file: &File, max_bytes: u64) -> io::Result<()> {
+        let wanted = self.resized_length(max_bytes);
+        if wanted == self.mapped_bytes() {
             return Ok(());
         }
         if let Some(mmap) = self.mmap.take() {
             mmap.flush()?;
         }
-        self.file.set_len(wanted)?;
-        self.map(wanted)
+        file.set_len(wanted)?;
+        self.map(file, wanted)
     }
 
     /// Shrinks the file to exactly the entries in use.
@@ -173,18 +183,23 @@ impl IndexFile {
         low
     }
 
-    pub(crate) fn file_handle(&self) -> Arc<File> {
-        Arc::clone(&self.file)
-    }
-
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The file length a trimmed index would have; a mismatch means it was not cleanly closed.
-    pub(crate) fn file_length_is_whole_entries(&self) -> io::Result<bool> {
-        Ok(self.file.metadata()?.len() % self.entry_size as u64 == 0)
+    pub(crate) fn file_length_is_whole_entries(&self) -> bool {
+        self.mapped_bytes().is_multiple_of(self.entry_size as u64)
     }
+}
+
+fn open_read_write(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
 }
 
 pub(crate) fn be_i32(bytes: &[u8]) -> i32 {

@@ -49,9 +49,10 @@ pub struct LogAppendInfo {
     pub duplicate: bool,
 }
 
-/// File handles to fsync for a flush, taken under the lock and run outside it.
+/// Files to fsync for a flush, taken under the lock and run outside it.
 pub struct FlushTask {
-    handles: Vec<Arc<File>>,
+    log_files: Vec<Arc<File>>,
+    index_paths: Vec<PathBuf>,
     dir: PathBuf,
     up_to: i64,
     unflushed_messages: i64,
@@ -60,8 +61,17 @@ pub struct FlushTask {
 impl FlushTask {
     /// fsyncs the segment files and the partition directory.
     pub fn run(&self) -> io::Result<()> {
-        for handle in &self.handles {
-            handle.sync_all()?;
+        for file in &self.log_files {
+            file.sync_all()?;
+        }
+        for path in &self.index_paths {
+            // fsync through any descriptor writes back the pages dirtied through the mapping.
+            // A segment deleted since the task was taken has nothing left to make durable.
+            match File::open(path) {
+                Ok(file) => file.sync_all()?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         File::open(&self.dir)?.sync_all()
     }
@@ -386,13 +396,10 @@ impl Log {
             .range(..=self.recovery_point)
             .next_back()
             .map_or(i64::MIN, |(base, _)| *base);
-        let handles = self
-            .segments
-            .range(first..)
-            .flat_map(|(_, segment)| segment.flush_handles())
-            .collect();
+        let unflushed = || self.segments.range(first..).map(|(_, segment)| segment);
         Some(FlushTask {
-            handles,
+            log_files: unflushed().map(LogSegment::log_handle).collect(),
+            index_paths: unflushed().flat_map(LogSegment::index_paths).collect(),
             dir: self.dir.clone(),
             up_to: self.log_end_offset,
             unflushed_messages: self.unflushed_messages,

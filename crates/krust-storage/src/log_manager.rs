@@ -35,6 +35,8 @@ pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
     logs: RwLock<BTreeMap<TopicPartition, SharedLog>>,
+    /// How many logs each log dir holds, for placing new ones without visiting every log.
+    logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
 }
 
 impl LogManager {
@@ -46,9 +48,12 @@ impl LogManager {
             return Err(StorageError::InvalidConfig("log.dirs is empty".to_string()));
         }
         let mut logs = BTreeMap::new();
+        let mut logs_per_dir = HashMap::new();
         for dir in log_dirs {
             fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
-            for (tp, log) in load_log_dir(dir, &default_config)? {
+            let loaded = load_log_dir(dir, &default_config)?;
+            logs_per_dir.insert(dir.clone(), loaded.len());
+            for (tp, log) in loaded {
                 if logs.contains_key(&tp) {
                     return Err(StorageError::DuplicateLog(tp.to_string()));
                 }
@@ -63,6 +68,7 @@ impl LogManager {
             log_dirs: log_dirs.to_vec(),
             default_config,
             logs: RwLock::new(logs),
+            logs_per_dir: Mutex::new(logs_per_dir),
         })
     }
 
@@ -102,7 +108,7 @@ impl LogManager {
         if let Some(log) = logs.get(tp) {
             return Ok(Arc::clone(log));
         }
-        let parent = self.least_loaded_dir(&logs);
+        let parent = self.least_loaded_dir();
         let log = Log::open(
             &parent.join(tp.dir_name()),
             tp.clone(),
@@ -114,19 +120,12 @@ impl LogManager {
         info!(partition = %tp, dir = %parent.display(), "created log");
         let log = Arc::new(Mutex::new(log));
         logs.insert(tp.clone(), Arc::clone(&log));
+        *self.logs_per_dir.lock().entry(parent).or_default() += 1;
         Ok(log)
     }
 
-    fn least_loaded_dir(&self, logs: &BTreeMap<TopicPartition, SharedLog>) -> PathBuf {
-        let mut counts: HashMap<PathBuf, usize> =
-            self.log_dirs.iter().map(|d| (d.clone(), 0)).collect();
-        for log in logs.values() {
-            if let Some(parent) = log.lock().dir().parent() {
-                if let Some(count) = counts.get_mut(parent) {
-                    *count += 1;
-                }
-            }
-        }
+    fn least_loaded_dir(&self) -> PathBuf {
+        let counts = self.logs_per_dir.lock();
         self.log_dirs
             .iter()
             .min_by_key(|d| counts.get(*d).copied().unwrap_or(0))
@@ -139,7 +138,13 @@ impl LogManager {
         let Some(log) = self.logs.write().remove(tp) else {
             return Ok(false);
         };
-        log.lock().delete()?;
+        let mut log = log.lock();
+        if let Some(parent) = log.dir().parent() {
+            if let Some(count) = self.logs_per_dir.lock().get_mut(parent) {
+                *count = count.saturating_sub(1);
+            }
+        }
+        log.delete()?;
         info!(partition = %tp, "deleted log");
         Ok(true)
     }

@@ -68,11 +68,7 @@ pub(crate) fn load_segments(
         let mut segment = LogSegment::open(dir, base, config, base == last_base, now_ms)
             .map_err(StorageError::io(dir))?;
         let must_recover = recover_from.is_some_and(|from| base >= from);
-        if must_recover
-            || segment
-                .needs_index_rebuild()
-                .map_err(StorageError::io(dir))?
-        {
+        if must_recover || segment.needs_index_rebuild() {
             let truncated = recover_segment(&mut segment, config).map_err(StorageError::io(dir))?;
             if truncated > 0 {
                 warn!(dir = %dir.display(), base, truncated, "truncated a corrupt segment tail");

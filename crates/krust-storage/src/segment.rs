@@ -160,10 +160,10 @@ impl LogSegment {
     }
 
     /// True when an index is absent or fails Kafka's sanity check and must be rebuilt.
-    pub(crate) fn needs_index_rebuild(&self) -> io::Result<bool> {
-        Ok(self.indexes_were_missing
-            || !self.offset_index.sanity_check()?
-            || !self.time_index.sanity_check()?)
+    pub(crate) fn needs_index_rebuild(&self) -> bool {
+        self.indexes_were_missing
+            || !self.offset_index.sanity_check()
+            || !self.time_index.sanity_check()
     }
 
     pub(crate) fn log_file(&self) -> &Arc<File> {
@@ -334,12 +334,16 @@ impl LogSegment {
         self.time_index.file().resize(config.max_index_bytes())
     }
 
-    /// Handles to fsync: the `.log` file and both indexes.
-    pub(crate) fn flush_handles(&self) -> [Arc<File>; 3] {
+    /// The open `.log` file, to fsync.
+    pub(crate) fn log_handle(&self) -> Arc<File> {
+        Arc::clone(&self.log)
+    }
+
+    /// The index files, to fsync by path (a mapped index keeps no descriptor).
+    pub(crate) fn index_paths(&self) -> [PathBuf; 2] {
         [
-            Arc::clone(&self.log),
-            self.offset_index.file_ref().file_handle(),
-            self.time_index.file_ref().file_handle(),
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
         ]
     }
 

@@ -103,21 +103,17 @@ impl TimeIndex {
     }
 
     /// Kafka's load-time check: whole entries, ascending ends, no offset below the base.
-    pub fn sanity_check(&self) -> io::Result<bool> {
+    pub fn sanity_check(&self) -> bool {
         let ordered = match self.entries() {
             0 => true,
             n => self.entry(n - 1).timestamp >= self.entry(0).timestamp,
         };
         let last_ok = self.last_entry().offset >= self.base_offset;
-        Ok(ordered && last_ok && self.file.file_length_is_whole_entries()?)
+        ordered && last_ok && self.file.file_length_is_whole_entries()
     }
 
     pub(crate) fn file(&mut self) -> &mut IndexFile {
         &mut self.file
-    }
-
-    pub(crate) fn file_ref(&self) -> &IndexFile {
-        &self.file
     }
 
     pub fn path(&self) -> &Path {
