@@ -6,6 +6,8 @@ This stub is the contract between `crates/krust-python` and `python/krust`.
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypedDict
 
+__version__: str  # the crate version from Cargo.toml
+
 class PartitionImage(TypedDict):
     partition: int
     leader: int

@@ -23,6 +23,7 @@ fn init_logging() {
 #[pymodule]
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     init_logging();
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_class::<broker::PyBroker>()?;
     module.add_class::<bridge_request::PyBridgeRequest>()?;
     Ok(())
