@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use memmap2::MmapMut;
+use memmap2::{Advice, MmapMut};
 
 pub(crate) struct IndexFile {
     path: PathBuf,
@@ -65,7 +65,12 @@ impl IndexFile {
         // SAFETY: the file belongs to this partition directory, which only this process opens
         // (one broker per log dir), and every resize unmaps before changing the file length,
         // so the mapping never outlives or overruns the file.
-        self.mmap = Some(unsafe { MmapMut::map_mut(file)? });
+        let mmap = unsafe { MmapMut::map_mut(file)? };
+        // Appends and binary searches touch single pages. Without this, each first touch of a
+        // preallocated (sparse) index reads ahead a large folio that the kernel must zero:
+        // 40% of the broker's time when producing to 10,000 fresh partitions.
+        mmap.advise(Advice::Random)?;
+        self.mmap = Some(mmap);
         Ok(())
     }
 
