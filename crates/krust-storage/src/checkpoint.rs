@@ -18,16 +18,27 @@ const CHECKPOINT_VERSION: &str = "0";
 
 /// Replaces `path` with `contents` so that a crash leaves either the old or the new file.
 pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    replace_file(path, contents, true)
+}
+
+/// The same replacement without fsyncs, for a file that the next log flush makes durable.
+pub(crate) fn write_atomically_unsynced(path: &Path, contents: &[u8]) -> io::Result<()> {
+    replace_file(path, contents, false)
+}
+
+fn replace_file(path: &Path, contents: &[u8], sync: bool) -> io::Result<()> {
     let mut tmp_name = path.as_os_str().to_owned();
     tmp_name.push(".tmp");
     let tmp = PathBuf::from(tmp_name);
     {
         let mut file = File::create(&tmp)?;
         file.write_all(contents)?;
-        file.sync_all()?;
+        if sync {
+            file.sync_all()?;
+        }
     }
     fs::rename(&tmp, path)?;
-    if let Some(parent) = path.parent() {
+    if let (true, Some(parent)) = (sync, path.parent()) {
         File::open(parent)?.sync_all()?;
     }
     Ok(())

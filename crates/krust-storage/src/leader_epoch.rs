@@ -1,10 +1,17 @@
 //! `LeaderEpochFileCache`: which leader epoch started at which offset, persisted in the
 //! partition directory's `leader-epoch-checkpoint` (format: `0`, count, `epoch startOffset`).
 //! It answers OffsetForLeaderEpoch (KIP-101) and ListOffsets' leader epoch.
+//!
+//! A new epoch is written without fsync (as Kafka does since KAFKA-15046): the next log flush
+//! fsyncs the file before the recovery point passes that epoch's offsets, and recovery derives
+//! the epochs of the batches after the recovery point from the batches themselves.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::{format_checkpoint, read_checkpoint_entries, write_atomically};
+use crate::checkpoint::{
+    format_checkpoint, read_checkpoint_entries, write_atomically, write_atomically_unsynced,
+};
 use crate::error::StorageError;
 
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -32,7 +39,14 @@ impl LeaderEpochFileCache {
             path: path.clone(),
             reason: "unparsable epoch entry".to_string(),
         };
-        let mut entries = read_checkpoint_entries(&path, 2)?
+        // An empty file is a first, unsynced write lost to a crash (see the module comment).
+        let empty = fs::metadata(&path).is_ok_and(|m| m.len() == 0);
+        let stored = if empty {
+            Vec::new()
+        } else {
+            read_checkpoint_entries(&path, 2)?
+        };
+        let mut entries = stored
             .into_iter()
             .map(|fields| {
                 Ok(EpochEntry {
@@ -64,7 +78,7 @@ impl LeaderEpochFileCache {
             epoch,
             start_offset,
         });
-        self.persist()
+        self.persist(false)
     }
 
     /// Kafka's `endOffsetFor`: the largest epoch <= `requested` and the offset where the next
@@ -100,19 +114,30 @@ impl LeaderEpochFileCache {
         let before = self.entries.len();
         self.entries.retain(|e| e.start_offset < end_offset);
         if self.entries.len() != before {
-            self.persist()?;
+            self.persist(true)?;
         }
         Ok(())
     }
 
-    fn persist(&self) -> Result<(), StorageError> {
+    /// The checkpoint file, for a log flush to fsync.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Truncations are synced at once: a lost one would resurrect epochs the log no longer has.
+    fn persist(&self, sync: bool) -> Result<(), StorageError> {
         let lines: Vec<String> = self
             .entries
             .iter()
             .map(|e| format!("{} {}", e.epoch, e.start_offset))
             .collect();
-        write_atomically(&self.path, format_checkpoint(&lines).as_bytes())
-            .map_err(StorageError::io(&self.path))
+        let text = format_checkpoint(&lines);
+        let written = if sync {
+            write_atomically(&self.path, text.as_bytes())
+        } else {
+            write_atomically_unsynced(&self.path, text.as_bytes())
+        };
+        written.map_err(StorageError::io(&self.path))
     }
 }
 

@@ -52,7 +52,8 @@ pub struct LogAppendInfo {
 /// Files to fsync for a flush, taken under the lock and run outside it.
 pub struct FlushTask {
     log_files: Vec<Arc<File>>,
-    index_paths: Vec<PathBuf>,
+    /// Index files (mapped, no descriptor kept) and the leader-epoch checkpoint.
+    paths: Vec<PathBuf>,
     dir: PathBuf,
     up_to: i64,
     unflushed_messages: i64,
@@ -64,7 +65,7 @@ impl FlushTask {
         for file in &self.log_files {
             file.sync_all()?;
         }
-        for path in &self.index_paths {
+        for path in &self.paths {
             // fsync through any descriptor writes back the pages dirtied through the mapping.
             // A segment deleted since the task was taken has nothing left to make durable.
             match File::open(path) {
@@ -125,6 +126,9 @@ impl Log {
         let log_start_offset = params.log_start_offset.max(first_base).min(log_end_offset);
         let mut leader_epoch_cache = LeaderEpochFileCache::load(dir)?;
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
+        for entry in &loaded.recovered_epochs {
+            leader_epoch_cache.assign(entry.epoch, entry.start_offset)?;
+        }
         let mut producer_state = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
         recovery::replay_producer_state(&mut producer_state, &loaded.segments, log_end_offset)
             .map_err(StorageError::io(dir))?;
@@ -399,7 +403,10 @@ impl Log {
         let unflushed = || self.segments.range(first..).map(|(_, segment)| segment);
         Some(FlushTask {
             log_files: unflushed().map(LogSegment::log_handle).collect(),
-            index_paths: unflushed().flat_map(LogSegment::index_paths).collect(),
+            paths: unflushed()
+                .flat_map(LogSegment::index_paths)
+                .chain([self.leader_epoch_cache.path().to_path_buf()])
+                .collect(),
             dir: self.dir.clone(),
             up_to: self.log_end_offset,
             unflushed_messages: self.unflushed_messages,

@@ -18,6 +18,7 @@ use crate::batch::{check_integrity, declared_size, LOG_OVERHEAD, RECORD_BATCH_OV
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::file_records::{read_at, BatchScanner};
+use crate::leader_epoch::EpochEntry;
 use crate::log::LoadParams;
 use crate::producer_state::ProducerStateManager;
 use crate::segment::{
@@ -28,6 +29,8 @@ use crate::segment::{
 pub(crate) struct LoadedSegments {
     pub segments: BTreeMap<i64, LogSegment>,
     pub log_end_offset: i64,
+    /// Where each leader epoch starts in the recovered segments, oldest first.
+    pub recovered_epochs: Vec<EpochEntry>,
 }
 
 /// Opens every segment of the partition directory, recovering what needs it.
@@ -45,6 +48,7 @@ pub(crate) fn load_segments(
         return Ok(LoadedSegments {
             segments: BTreeMap::from([(base, segment)]),
             log_end_offset: base,
+            recovered_epochs: Vec::new(),
         });
     };
     let recover_from = (!params.had_clean_shutdown).then(|| {
@@ -56,6 +60,7 @@ pub(crate) fn load_segments(
             .unwrap_or(bases[0])
     });
     let mut segments = BTreeMap::new();
+    let mut recovered_epochs = Vec::new();
     let mut damaged = false;
     for &base in &bases {
         if damaged {
@@ -69,7 +74,8 @@ pub(crate) fn load_segments(
             .map_err(StorageError::io(dir))?;
         let must_recover = recover_from.is_some_and(|from| base >= from);
         if must_recover || segment.needs_index_rebuild() {
-            let truncated = recover_segment(&mut segment, config).map_err(StorageError::io(dir))?;
+            let truncated = recover_segment(&mut segment, config, &mut recovered_epochs)
+                .map_err(StorageError::io(dir))?;
             if truncated > 0 {
                 warn!(dir = %dir.display(), base, truncated, "truncated a corrupt segment tail");
                 damaged = true;
@@ -93,6 +99,7 @@ pub(crate) fn load_segments(
     Ok(LoadedSegments {
         segments,
         log_end_offset,
+        recovered_epochs,
     })
 }
 
@@ -122,8 +129,13 @@ fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
 }
 
 /// Re-validates a segment from its first byte, rebuilding its indexes; cuts the file at the
-/// first invalid batch. Returns the number of bytes cut off.
-pub(crate) fn recover_segment(segment: &mut LogSegment, config: &LogConfig) -> io::Result<u64> {
+/// first invalid batch. Adds the start of each newer leader epoch to `epochs` (as Kafka's
+/// recovery does). Returns the number of bytes cut off.
+pub(crate) fn recover_segment(
+    segment: &mut LogSegment,
+    config: &LogConfig,
+    epochs: &mut Vec<EpochEntry>,
+) -> io::Result<u64> {
     segment.reset_for_rebuild();
     segment.prepare_for_appends(config)?;
     let file = std::sync::Arc::clone(segment.log_file());
@@ -157,6 +169,13 @@ pub(crate) fn recover_segment(segment: &mut LogSegment, config: &LogConfig) -> i
                 size: size as u64,
             },
         );
+        let epoch = header.partition_leader_epoch;
+        if epoch >= 0 && epochs.last().is_none_or(|latest| epoch > latest.epoch) {
+            epochs.push(EpochEntry {
+                epoch,
+                start_offset: header.base_offset,
+            });
+        }
         previous_last_offset = header.last_offset();
         position += size as u64;
     }

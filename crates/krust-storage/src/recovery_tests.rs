@@ -226,3 +226,29 @@ fn missing_index_files_are_rebuilt_even_after_a_clean_stop() {
     drop(reopened);
     assert_eq!(fs::read(&index).unwrap(), original);
 }
+
+#[test]
+fn recovery_derives_leader_epochs_whose_unsynced_checkpoint_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), small_segments());
+    for (epoch, count) in [(0, 3), (2, 4), (5, 2)] {
+        for _ in 0..count {
+            log.append_as_leader(&TestBatch::simple(2, NOW).encode(), epoch, NOW)
+                .unwrap();
+        }
+    }
+    drop(log);
+    // A crash before the first checkpoint write reached the disk leaves an empty file.
+    let checkpoint = dir.path().join("t-0").join("leader-epoch-checkpoint");
+    fs::write(&checkpoint, b"").unwrap();
+
+    let reopened = open_log_with(dir.path(), small_segments(), unclean(0));
+    let epochs: Vec<(i32, i64)> = reopened
+        .leader_epoch_cache()
+        .entries()
+        .iter()
+        .map(|entry| (entry.epoch, entry.start_offset))
+        .collect();
+    assert_eq!(epochs, [(0, 0), (2, 6), (5, 14)]);
+    assert_eq!(reopened.end_offset_for_epoch(2), (2, 14));
+}
