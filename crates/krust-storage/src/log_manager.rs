@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -233,9 +234,8 @@ impl LogManager {
     /// Flushes and closes every log (writing producer snapshots), checkpoints, and marks each
     /// log dir as cleanly shut down. The logs refuse further appends and reads.
     pub fn shutdown(&self) -> Result<(), StorageError> {
-        for log in self.logs.read().values() {
-            log.lock().close()?;
-        }
+        let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
+        close_in_parallel(&logs)?;
         self.checkpoint()?;
         for dir in &self.log_dirs {
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
@@ -244,6 +244,28 @@ impl LogManager {
         }
         Ok(())
     }
+}
+
+/// Closing is mostly waiting for fsyncs (several a partition): with 10,000 partitions one
+/// at a time took 40 s. Overlapping them keeps the disk's queue busy, as Kafka's shutdown does
+/// with its recovery threads.
+const CLOSING_THREADS: usize = 8;
+
+fn close_in_parallel(logs: &[SharedLog]) -> Result<(), StorageError> {
+    let next = AtomicUsize::new(0);
+    let first_error = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..CLOSING_THREADS.min(logs.len()) {
+            scope.spawn(|| {
+                while let Some(log) = logs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if let Err(error) = log.lock().close() {
+                        first_error.lock().get_or_insert(error);
+                    }
+                }
+            });
+        }
+    });
+    first_error.into_inner().map_or(Ok(()), Err)
 }
 
 fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
