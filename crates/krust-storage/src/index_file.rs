@@ -7,6 +7,9 @@
 //!
 //! A mapped index holds no file descriptor (Kafka closes its index files after mapping too):
 //! with three descriptors a partition, 10,000 partitions would not fit a 20,000 fd limit.
+//! A new segment's index files are created only when the first entry is due (Kafka's
+//! `LazyIndex`): a partition with less than `index.interval.bytes` of data needs none, and
+//! creating 10,000 partitions makes 20,000 fewer files.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -17,6 +20,8 @@ use memmap2::{Advice, MmapMut};
 pub(crate) struct IndexFile {
     path: PathBuf,
     mmap: Option<MmapMut>,
+    /// The length a not yet created file will get (its capacity meanwhile).
+    pending_bytes: Option<u64>,
     entry_size: usize,
     entries: usize,
 }
@@ -28,6 +33,7 @@ impl IndexFile {
         let mut index = Self {
             path: path.to_path_buf(),
             mmap: None,
+            pending_bytes: None,
             entry_size,
             entries: 0,
         };
@@ -37,6 +43,31 @@ impl IndexFile {
             index.resize_file(&file, max_bytes)?;
         }
         Ok(index)
+    }
+
+    /// An empty index of `max_bytes` capacity whose file is created by `create_file`.
+    pub(crate) fn deferred(path: &Path, entry_size: usize, max_bytes: u64) -> Self {
+        let mut index = Self {
+            path: path.to_path_buf(),
+            mmap: None,
+            pending_bytes: None,
+            entry_size,
+            entries: 0,
+        };
+        index.pending_bytes = Some(index.resized_length(max_bytes));
+        index
+    }
+
+    /// Creates a deferred index's file at its capacity; nothing if the file exists.
+    pub(crate) fn create_file(&mut self) -> io::Result<()> {
+        let Some(length) = self.pending_bytes else {
+            return Ok(());
+        };
+        let file = open_read_write(&self.path)?;
+        file.set_len(length)?;
+        self.map(&file, length)?;
+        self.pending_bytes = None;
+        Ok(())
     }
 
     /// Entries are written in order and none is all zeros (an offset entry's position is never
@@ -82,6 +113,10 @@ impl IndexFile {
     /// Sets the file's capacity to `max_bytes` rounded down to whole entries (never below the
     /// entries in use).
     pub(crate) fn resize(&mut self, max_bytes: u64) -> io::Result<()> {
+        if self.pending_bytes.is_some() {
+            self.pending_bytes = Some(self.resized_length(max_bytes));
+            return Ok(());
+        }
         if self.resized_length(max_bytes) == self.mapped_bytes() {
             return Ok(());
         }
@@ -106,13 +141,20 @@ impl IndexFile {
         self.map(file, wanted)
     }
 
-    /// Shrinks the file to exactly the entries in use.
+    /// Shrinks the file to exactly the entries in use (creating a deferred one: a sealed or
+    /// cleanly closed segment has its index files, as Kafka's do).
     pub(crate) fn trim_to_valid_size(&mut self) -> io::Result<()> {
-        self.resize((self.entries * self.entry_size) as u64)
+        let valid = (self.entries * self.entry_size) as u64;
+        if self.pending_bytes.is_some() {
+            self.pending_bytes = Some(valid);
+            return self.create_file();
+        }
+        self.resize(valid)
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.mmap.as_ref().map_or(0, |m| m.len() / self.entry_size)
+        let bytes = self.pending_bytes.unwrap_or_else(|| self.mapped_bytes());
+        bytes as usize / self.entry_size
     }
 
     pub(crate) fn entries(&self) -> usize {
@@ -134,7 +176,9 @@ impl IndexFile {
     /// Appends one entry; false when the file is full.
     pub(crate) fn push(&mut self, entry: &[u8]) -> bool {
         debug_assert_eq!(entry.len(), self.entry_size);
-        if self.is_full() {
+        // The segment creates deferred files before appending entries (`create_file` can fail,
+        // this cannot); should one still be missing, the entry is dropped like a full index's.
+        if self.is_full() || (self.pending_bytes.is_some() && self.create_file().is_err()) {
             return false;
         }
         let start = self.entries * self.entry_size;

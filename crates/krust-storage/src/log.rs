@@ -52,7 +52,8 @@ pub struct LogAppendInfo {
 /// Files to fsync for a flush, taken under the lock and run outside it.
 pub struct FlushTask {
     log_files: Vec<Arc<File>>,
-    /// Index files (mapped, no descriptor kept) and the leader-epoch checkpoint.
+    /// Index files (mapped, no descriptor kept), the leader-epoch checkpoint and
+    /// `partition.metadata`: written without fsync, made durable here.
     paths: Vec<PathBuf>,
     dir: PathBuf,
     up_to: i64,
@@ -405,7 +406,10 @@ impl Log {
             log_files: unflushed().map(LogSegment::log_handle).collect(),
             paths: unflushed()
                 .flat_map(LogSegment::index_paths)
-                .chain([self.leader_epoch_cache.path().to_path_buf()])
+                .chain([
+                    self.leader_epoch_cache.path().to_path_buf(),
+                    PartitionMetadataFile::new(&self.dir).path().to_path_buf(),
+                ])
                 .collect(),
             dir: self.dir.clone(),
             up_to: self.log_end_offset,

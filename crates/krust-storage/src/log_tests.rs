@@ -351,6 +351,54 @@ fn rolls_when_an_index_is_full_and_index_entries_point_at_their_batches() {
 }
 
 #[test]
+fn index_files_appear_when_the_first_entry_is_due_and_after_a_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        index_interval_bytes: 300,
+        ..LogConfig::default()
+    };
+    let partition_dir = dir.path().join("t-0");
+    let index_files = || {
+        [".index", ".timeindex"].map(|suffix| {
+            crate::segment::offset_file_path(&partition_dir, 0, suffix)
+                .metadata()
+                .map(|m| m.len())
+                .ok()
+        })
+    };
+    let mut log = open_log(dir.path(), config.clone());
+    let batch = TestBatch::simple(2, NOW).encode();
+    log.append_as_leader(&batch, 0, NOW).unwrap();
+    assert_eq!(index_files(), [None, None], "no entry is due yet");
+
+    while log.segment_count() == 1 && index_files()[0].is_none() {
+        log.append_as_leader(&batch, 0, NOW).unwrap();
+    }
+    let [Some(index), Some(time_index)] = index_files() else {
+        panic!("index files missing once entries were due");
+    };
+    assert_eq!(index, config.max_index_bytes() / 8 * 8, "preallocated");
+    assert_eq!(
+        time_index,
+        config.max_index_bytes() / 12 * 12,
+        "preallocated"
+    );
+
+    let fresh = tempfile::tempdir().unwrap();
+    let mut closed = open_log(fresh.path(), config);
+    closed.close().unwrap();
+    let fresh_dir = fresh.path().join("t-0");
+    for suffix in [".index", ".timeindex"] {
+        let path = crate::segment::offset_file_path(&fresh_dir, 0, suffix);
+        assert_eq!(
+            path.metadata().unwrap().len(),
+            0,
+            "{suffix} trimmed to no entries"
+        );
+    }
+}
+
+#[test]
 fn offset_by_timestamp_finds_the_first_record_at_or_after() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {

@@ -2,12 +2,16 @@
 //!
 //! Kafka writes `version: 0` and `topic_id: <uuid>` lines, the uuid in URL-safe base64
 //! without padding (22 characters).
+//!
+//! As in Kafka, the file is written without fsync when a partition is created (thousands at
+//! once would each wait for the disk); the partition's next log flush fsyncs it. The topic id
+//! is in the metadata log, so a file lost to a crash (absent or empty) is written again.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::write_atomically;
+use crate::checkpoint::write_atomically_unsynced;
 use crate::error::StorageError;
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
@@ -29,12 +33,17 @@ impl PartitionMetadataFile {
 
     pub fn write(&self, topic_id: &[u8; 16]) -> Result<(), StorageError> {
         let text = format!("version: 0\ntopic_id: {}", encode_uuid(topic_id));
-        write_atomically(&self.path, text.as_bytes()).map_err(StorageError::io(&self.path))
+        write_atomically_unsynced(&self.path, text.as_bytes()).map_err(StorageError::io(&self.path))
     }
 
-    /// The stored topic id; `None` when the file does not exist.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stored topic id; `None` when the file does not exist or is empty.
     pub fn read(&self) -> Result<Option<[u8; 16]>, StorageError> {
         let text = match fs::read_to_string(&self.path) {
+            Ok(text) if text.is_empty() => return Ok(None),
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StorageError::io(&self.path)(e)),

@@ -75,14 +75,30 @@ pub struct LogSegment {
 }
 
 impl LogSegment {
-    /// Creates a new, empty segment with preallocated indexes.
+    /// Creates a new, empty segment; its index files are created when the first entry is due.
     pub(crate) fn create(
         dir: &Path,
         base_offset: i64,
         config: &LogConfig,
         now_ms: i64,
     ) -> io::Result<Self> {
-        let segment = Self::open(dir, base_offset, config, true, now_ms)?;
+        let index_path = offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX);
+        let time_index_path = offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX);
+        let segment = if index_path.exists() || time_index_path.exists() {
+            // Left by an earlier segment at this offset: use them as they are.
+            Self::open(dir, base_offset, config, true, now_ms)?
+        } else {
+            let max_index = config.max_index_bytes();
+            Self::assemble(
+                dir,
+                base_offset,
+                OffsetIndex::deferred(&index_path, base_offset, max_index),
+                TimeIndex::deferred(&time_index_path, base_offset, max_index),
+                false,
+                config,
+                now_ms,
+            )?
+        };
         if segment.size > 0 {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -100,10 +116,34 @@ impl LogSegment {
         active: bool,
         now_ms: i64,
     ) -> io::Result<Self> {
-        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
         let index_path = offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX);
         let time_index_path = offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX);
         let indexes_were_missing = !index_path.exists() || !time_index_path.exists();
+        let max_index = active.then(|| config.max_index_bytes());
+        let offset_index = OffsetIndex::open(&index_path, base_offset, max_index)?;
+        let time_index = TimeIndex::open(&time_index_path, base_offset, max_index)?;
+        Self::assemble(
+            dir,
+            base_offset,
+            offset_index,
+            time_index,
+            indexes_were_missing,
+            config,
+            now_ms,
+        )
+    }
+
+    /// Opens (creating if absent) the `.log` file and puts the segment together.
+    fn assemble(
+        dir: &Path,
+        base_offset: i64,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        indexes_were_missing: bool,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> io::Result<Self> {
+        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
         let log = OpenOptions::new()
             .read(true)
             .write(true)
@@ -111,9 +151,6 @@ impl LogSegment {
             .truncate(false)
             .open(&log_path)?;
         let size = log.metadata()?.len();
-        let max_index = active.then(|| config.max_index_bytes());
-        let offset_index = OffsetIndex::open(&index_path, base_offset, max_index)?;
-        let time_index = TimeIndex::open(&time_index_path, base_offset, max_index)?;
         let last_time = time_index.last_entry();
         let mut segment = Self {
             base_offset,
@@ -176,6 +213,11 @@ impl LogSegment {
 
     /// Writes already validated and patched batches at the end of the `.log` file and indexes them.
     pub(crate) fn append(&mut self, bytes: &[u8], batches: &[AppendedBatch]) -> io::Result<()> {
+        if self.bytes_since_last_index_entry + bytes.len() as u64 > self.index_interval_bytes {
+            // An index entry may be due within these batches.
+            self.offset_index.file().create_file()?;
+            self.time_index.file().create_file()?;
+        }
         if let Err(e) = self.log.write_all_at(bytes, self.size) {
             // Best effort: leave no partial batch behind the committed size.
             let _ = self.log.set_len(self.size);

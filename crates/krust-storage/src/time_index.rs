@@ -33,6 +33,14 @@ impl TimeIndex {
         })
     }
 
+    /// A new, empty index whose file is created when the first entry is due.
+    pub fn deferred(path: &Path, base_offset: i64, max_bytes: u64) -> Self {
+        Self {
+            base_offset,
+            file: IndexFile::deferred(path, ENTRY_SIZE, max_bytes),
+        }
+    }
+
     pub fn entries(&self) -> usize {
         self.file.entries()
     }
