@@ -138,4 +138,15 @@ mod tests {
         assert_eq!(text, format!("version: 0\ntopic_id: {}", encode_uuid(&id)));
         assert_eq!(file.read().unwrap(), Some(id));
     }
+
+    #[test]
+    fn an_empty_file_left_by_a_crash_reads_as_absent_and_is_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(PARTITION_METADATA_FILE), b"").unwrap();
+        let file = PartitionMetadataFile::new(dir.path());
+        assert_eq!(file.read().unwrap(), None);
+        let id: [u8; 16] = *b"fedcba9876543210";
+        file.write(&id).unwrap();
+        assert_eq!(file.read().unwrap(), Some(id));
+    }
 }
