@@ -30,13 +30,7 @@ impl IndexFile {
     /// Opens (creating if absent) an index file; with `max_bytes` it is resized to that capacity.
     pub(crate) fn open(path: &Path, entry_size: usize, max_bytes: Option<u64>) -> io::Result<Self> {
         let file = open_read_write(path)?;
-        let mut index = Self {
-            path: path.to_path_buf(),
-            mmap: None,
-            pending_bytes: None,
-            entry_size,
-            entries: 0,
-        };
+        let mut index = Self::unmapped(path, entry_size);
         index.map(&file, file.metadata()?.len())?;
         index.entries = index.count_entries_before_zero_tail();
         if let Some(max_bytes) = max_bytes {
@@ -47,15 +41,19 @@ impl IndexFile {
 
     /// An empty index of `max_bytes` capacity whose file is created by `create_file`.
     pub(crate) fn deferred(path: &Path, entry_size: usize, max_bytes: u64) -> Self {
-        let mut index = Self {
+        let mut index = Self::unmapped(path, entry_size);
+        index.pending_bytes = Some(index.resized_length(max_bytes));
+        index
+    }
+
+    fn unmapped(path: &Path, entry_size: usize) -> Self {
+        Self {
             path: path.to_path_buf(),
             mmap: None,
             pending_bytes: None,
             entry_size,
             entries: 0,
-        };
-        index.pending_bytes = Some(index.resized_length(max_bytes));
-        index
+        }
     }
 
     /// Creates a deferred index's file at its capacity; nothing if the file exists.
