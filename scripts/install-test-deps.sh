@@ -43,12 +43,20 @@ pip_install \
     "kafka-python[crc32c,lz4,snappy,zstd]>=3" \
     "aiokafka[lz4,snappy,zstd]>=0.12"
 
-step "mvn dependency:copy-dependencies (kafka-clients jars into tests/java/build/libs)"
 # Debian's Maven prints stray colour codes even with -q: show its output only when it fails.
-if ! maven_output="$(mvn -B -q -f "$java_dir/pom.xml" dependency:copy-dependencies 2>&1)"; then
-    printf '%s\n' "$maven_output" >&2
-    exit 1
-fi
+copy_maven_dependencies() {
+    local maven_output
+    if ! maven_output="$(mvn -B -q -f "$1" dependency:copy-dependencies 2>&1)"; then
+        printf '%s\n' "$maven_output" >&2
+        exit 1
+    fi
+}
+
+step "mvn dependency:copy-dependencies (kafka-clients jars into tests/java/build/libs)"
+copy_maven_dependencies "$java_dir/pom.xml"
+
+step "mvn dependency:copy-dependencies (Kafka's tools into tests/java/build/tools-libs)"
+copy_maven_dependencies "$java_dir/tools/pom.xml"
 
 step "javac tests/java/src/KrustJavaClient.java into tests/java/build/classes"
 javac -nowarn -d "$java_dir/build/classes" -cp "$java_dir/build/libs/*" \
