@@ -132,9 +132,10 @@ impl IndexFile {
         if wanted == self.mapped_bytes() {
             return Ok(());
         }
-        if let Some(mmap) = self.mmap.take() {
-            mmap.flush()?;
-        }
+        // Unmapping loses nothing: written entries stay in the page cache, and the log flush
+        // makes them durable. (An msync here cost a disk round trip per index per resize:
+        // loading 1,000 partitions spent a quarter of its time in it.)
+        self.mmap = None;
         file.set_len(wanted)?;
         self.map(file, wanted)
     }
