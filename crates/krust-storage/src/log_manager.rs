@@ -235,7 +235,7 @@ impl LogManager {
     /// log dir as cleanly shut down. The logs refuse further appends and reads.
     pub fn shutdown(&self) -> Result<(), StorageError> {
         let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
-        close_in_parallel(&logs)?;
+        in_parallel(&logs, |log| log.lock().close())?;
         self.checkpoint()?;
         for dir in &self.log_dirs {
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
@@ -246,26 +246,45 @@ impl LogManager {
     }
 }
 
-/// Closing is mostly waiting for fsyncs (several a partition): with 10,000 partitions one
-/// at a time took 40 s. Overlapping them keeps the disk's queue busy, as Kafka's shutdown does
-/// with its recovery threads.
-const CLOSING_THREADS: usize = 8;
+/// Loading and closing logs is mostly waiting for the disk (opening files, fsyncs) and, after
+/// an unclean stop, checksumming: with 10,000 partitions, closing one log at a time took 40 s.
+/// Overlapping them keeps the disk's queue and both cores busy, as Kafka does with
+/// `num.recovery.threads.per.data.dir`.
+const LOG_THREADS: usize = 8;
 
-fn close_in_parallel(logs: &[SharedLog]) -> Result<(), StorageError> {
+/// `work` on every item on up to `LOG_THREADS` threads: the results in item order, or the
+/// first error in item order (every item is attempted).
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    work: impl Fn(&T) -> Result<R, StorageError> + Sync,
+) -> Result<Vec<R>, StorageError> {
     let next = AtomicUsize::new(0);
-    let first_error = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..CLOSING_THREADS.min(logs.len()) {
-            scope.spawn(|| {
-                while let Some(log) = logs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    if let Err(error) = log.lock().close() {
-                        first_error.lock().get_or_insert(error);
+    let mut done: Vec<(usize, Result<R, StorageError>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..LOG_THREADS.min(items.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut finished = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(index) else {
+                            return finished;
+                        };
+                        finished.push((index, work(item)));
                     }
-                }
-            });
-        }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            })
+            .collect()
     });
-    first_error.into_inner().map_or(Ok(()), Err)
+    done.sort_by_key(|(index, _)| *index);
+    done.into_iter().map(|(_, result)| result).collect()
 }
 
 fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
@@ -286,7 +305,7 @@ fn load_log_dir(
     let recovery_points = read_checkpoint_or_empty(dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
     let log_starts = read_checkpoint_or_empty(dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
     let now_ms = wall_clock_ms();
-    let mut logs = Vec::new();
+    let mut partition_dirs = Vec::new();
     for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
         let entry = entry.map_err(StorageError::io(dir))?;
         let is_dir = entry
@@ -300,24 +319,19 @@ fn load_log_dir(
         else {
             continue;
         };
-        if !is_dir {
-            continue;
+        if is_dir {
+            partition_dirs.push((tp, entry.path()));
         }
+    }
+    let logs = in_parallel(&partition_dirs, |(tp, path)| {
         let params = LoadParams {
-            recovery_point: recovery_points.get(&tp).copied().unwrap_or(0),
-            log_start_offset: log_starts.get(&tp).copied().unwrap_or(0),
+            recovery_point: recovery_points.get(tp).copied().unwrap_or(0),
+            log_start_offset: log_starts.get(tp).copied().unwrap_or(0),
             had_clean_shutdown,
         };
-        let log = Log::open(
-            &entry.path(),
-            tp.clone(),
-            None,
-            config.clone(),
-            params,
-            now_ms,
-        )?;
-        logs.push((tp, log));
-    }
+        let log = Log::open(path, tp.clone(), None, config.clone(), params, now_ms)?;
+        Ok((tp.clone(), log))
+    })?;
     if !logs.is_empty() {
         if had_clean_shutdown {
             info!(dir = %dir.display(), logs = logs.len(), "loaded logs after a clean shutdown");
