@@ -237,7 +237,7 @@ async def test_losing_leadership_unloads_groups_and_answers_parked_joins() -> No
 @async_test
 async def test_find_coordinator_creates_the_offsets_topic_on_first_use() -> None:
     clock, controller = FakeClock(), FakeController()
-    config = fast_config(offsets_topic_replication_factor=1, offsets_topic_segment_bytes=1000)
+    config = fast_config(offsets_topic_replication_factor=1, offsets_topic_segment_bytes=1048576)
     coordinator = GroupCoordinator(
         config, FakeCore(), controller, clock, asyncio.get_running_loop()
     )
@@ -257,7 +257,7 @@ async def test_find_coordinator_creates_the_offsets_topic_on_first_use() -> None
             OFFSETS_TOPIC,
             4,
             1,
-            {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "1000"},
+            {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "1048576"},
             True,
         )
     ]
