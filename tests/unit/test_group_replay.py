@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from krust.group.clock import FakeClock
+from krust.coordinator.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group import GroupState
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
-from krust.group.partitioner import OFFSETS_TOPIC
+from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode
 from krust.group.testing import (
     FakeController,
@@ -257,7 +257,11 @@ async def test_find_coordinator_creates_the_offsets_topic_on_first_use() -> None
             OFFSETS_TOPIC,
             4,
             1,
-            {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "1048576"},
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": "1048576",
+            },
             True,
         )
     ]
