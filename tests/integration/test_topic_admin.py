@@ -74,6 +74,7 @@ def test_a_config_the_core_cannot_use_is_refused_and_the_broker_restarts(broker)
     error = failure.value.args[0]
     assert error.code() == KafkaError.INVALID_CONFIG
     assert "segment.index.bytes" in error.str()
+    broker.stop()
     broker.restart()
     assert partition_count(broker.bootstrap, "tiny-index") is None
     create_topic(broker.bootstrap, "after-restart", partitions=1)

@@ -66,7 +66,9 @@ class GroupCoordinator:
         self._controller = controller
         self._clock = clock
         self._loop = loop
-        self.log = CoordinatorLog(core, loop, OFFSETS_TOPIC, GroupRecordCodec())
+        self.log: CoordinatorLog[CoordinatorRecord] = CoordinatorLog(
+            core, loop, OFFSETS_TOPIC, GroupRecordCodec()
+        )
         self.groups = GroupManager(config, clock, loop, self._store_group)
         self.offsets = OffsetManager(config, clock, self.groups, self._append, self._has_partition)
         self._partitions = CoordinatorPartitions(loop, OFFSETS_TOPIC, self._load, self._unload)
