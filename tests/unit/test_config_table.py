@@ -82,15 +82,26 @@ def test_a_broker_below_the_1_mib_segment_is_refused(tmp_path: Any) -> None:
         ("cleanup.policy", "delete,shred"),
     ],
 )
-def test_a_bad_topic_value_names_the_key(name: str, value: str) -> None:
+def test_a_bad_topic_value_names_the_key(name: str, value: str, tmp_path: Any) -> None:
+    config = load_config(None, {}, [f"log.dirs={tmp_path}"])
     with pytest.raises(TopicConfigError) as caught:
-        validate_topic_configs({name: value})
+        validate_topic_configs({name: value}, config)
     assert f"configuration {name}:" in str(caught.value)
+
+
+def test_conflicting_compaction_lags_are_refused_with_the_broker_defaults(tmp_path: Any) -> None:
+    config = load_config(
+        None, {}, [f"log.dirs={tmp_path}", "log.cleaner.max.compaction.lag.ms=60000"]
+    )
+    validate_topic_configs({"min.compaction.lag.ms": "60000"}, config)
+    with pytest.raises(TopicConfigError) as caught:
+        validate_topic_configs({"min.compaction.lag.ms": "60001"}, config)
+    assert "min.compaction.lag.ms (60001) > max.compaction.lag.ms (60000)" in str(caught.value)
 
 
 def test_kafkas_internal_test_only_segment_size_is_accepted_but_not_described(
     tmp_path: Any,
 ) -> None:
-    validate_topic_configs({"internal.segment.bytes": "1000"})
     config = load_config(None, {}, [f"log.dirs={tmp_path}"])
+    validate_topic_configs({"internal.segment.bytes": "1000"}, config)
     assert "internal.segment.bytes" not in {c.name for c in effective_topic_configs({}, config)}

@@ -26,19 +26,32 @@ class TopicConfigError(ValueError):
 TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = {key.name: key for key in TOPIC_KEYS}
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+def validate_topic_configs(
+    configs: Mapping[str, str | None], broker_config: Mapping[str, Any]
+) -> None:
     """Raise TopicConfigError for the first unknown name, null value or bad value, checked
-    against the config table before anything is written."""
+    against the config table, then for values that conflict once the broker defaults fill in
+    the rest (Kafka's LogConfig.validateValues); all before anything is written."""
     nulls = [name for name, value in configs.items() if value is None]
     if nulls:
         raise TopicConfigError(f"Null value not supported for topic configs: {','.join(nulls)}")
+    overrides: dict[str, str] = {}
     for name, raw in configs.items():
         key = TOPIC_CONFIG_KEYS.get(name)
         if key is None:
             raise TopicConfigError(f"Unknown topic config name: {name}")
-        _value, problem = key.problem(raw or "")
+        overrides[name] = raw or ""
+        _value, problem = key.problem(overrides[name])
         if problem:
             raise TopicConfigError(f"Invalid value {raw} for configuration {name}: {problem}")
+    effective = {c.name: c.value for c in effective_topic_configs(overrides, broker_config)}
+    low = int(effective["min.compaction.lag.ms"])
+    high = int(effective["max.compaction.lag.ms"])
+    if low > high:
+        raise TopicConfigError(
+            f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+            f"max.compaction.lag.ms ({high})"
+        )
 
 
 @dataclass(frozen=True)
