@@ -220,6 +220,20 @@ mod tests {
     }
 
     #[test]
+    fn every_key_the_core_reads_is_an_integer_or_choice_without_a_python_only_check() {
+        for (name, _) in INTEGER_FIELDS {
+            let key = topic_key(name).unwrap();
+            assert!(
+                matches!(key.config_type, ConfigType::Int | ConfigType::Long),
+                "{name}"
+            );
+            assert!(key.check.is_none(), "{name}");
+        }
+        let timestamp_type = topic_key(TIMESTAMP_TYPE).unwrap();
+        assert!(timestamp_type.check.is_none() && !timestamp_type.choices.is_empty());
+    }
+
+    #[test]
     fn rejects_what_the_table_rejects() {
         let c = LogConfig {
             segment_bytes: 0,
