@@ -1,6 +1,6 @@
 //! `LogConfig`: the per-topic settings the storage layer obeys, with Kafka's names and defaults.
 
-use crate::config_keys::{topic_key, ConfigType, ConfigValueError};
+use crate::config_keys::{topic_key, ConfigValueError};
 
 /// `message.timestamp.type`: whose clock stamps a batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -142,23 +142,11 @@ impl LogConfig {
     /// against the config table; keys the storage layer does not use are checked and ignored.
     pub fn apply_override(&mut self, name: &str, raw: &str) -> Result<(), ConfigValueError> {
         let key = topic_key(name)?;
+        key.validate(raw)?;
         if name == TIMESTAMP_TYPE {
             self.message_timestamp_type = TimestampType::parse(raw)?;
-            return Ok(());
-        }
-        let field = INTEGER_FIELDS
-            .iter()
-            .find(|(field_name, _)| *field_name == name);
-        match field {
-            Some((_, field)) => field(self).set(key.parse_int(raw)?),
-            None if matches!(
-                key.config_type,
-                ConfigType::Short | ConfigType::Int | ConfigType::Long
-            ) =>
-            {
-                key.parse_int(raw)?;
-            }
-            None => {}
+        } else if let Some((_, field)) = INTEGER_FIELDS.iter().find(|(field, _)| *field == name) {
+            field(self).set(key.parse_int(raw)?);
         }
         Ok(())
     }
@@ -195,6 +183,7 @@ impl LogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config_keys::ConfigType;
 
     #[test]
     fn defaults_are_the_tables_and_kafkas() {

@@ -169,6 +169,54 @@ impl ConfigKey {
         }
     }
 
+    /// Checks `raw` by the key's type, bounds and choices (named checks are the Python
+    /// layer's; no key the core reads has one).
+    pub fn validate(&self, raw: &str) -> Result<(), ConfigValueError> {
+        let text = raw.trim();
+        match self.config_type {
+            ConfigType::Short | ConfigType::Int | ConfigType::Long => {
+                self.parse_int(raw)?;
+            }
+            ConfigType::Boolean
+                if !text.eq_ignore_ascii_case("true") && !text.eq_ignore_ascii_case("false") =>
+            {
+                return Err(self.invalid(raw, "expected true or false"));
+            }
+            ConfigType::Double => self.check_fraction(raw, text)?,
+            ConfigType::String if !self.choices.is_empty() => {
+                self.parse_choice(raw)?;
+            }
+            ConfigType::List if !self.choices.is_empty() && !text.is_empty() => {
+                for item in text.split(',') {
+                    self.parse_choice(item)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn check_fraction(&self, raw: &str, text: &str) -> Result<(), ConfigValueError> {
+        let value: f64 = text
+            .parse()
+            .map_err(|_| self.invalid(raw, "not a number of type DOUBLE"))?;
+        let below = self.min.is_some_and(|low| value < low.as_f64());
+        let above = self.max.is_some_and(|high| value > high.as_f64());
+        if below || above || value.is_nan() {
+            let (low, high) = (
+                self.min.map(|b| b.to_string()),
+                self.max.map(|b| b.to_string()),
+            );
+            let range = format!(
+                "[{}, {}]",
+                low.unwrap_or_default(),
+                high.unwrap_or_default()
+            );
+            return Err(self.invalid(raw, format!("value must be in {range}")));
+        }
+        Ok(())
+    }
+
     /// The key's default as a number (the table's tests guarantee it is one).
     pub fn default_int(&self) -> i64 {
         self.default
@@ -217,6 +265,13 @@ mod tests {
         );
         assert!(key.parse_int("2147483648").is_err());
         assert!(key.parse_int("ten").is_err());
+        let policy = topic_key("cleanup.policy").unwrap();
+        assert!(policy.validate("compact, delete").is_ok());
+        assert!(policy.validate("delete,shred").is_err());
+        let ratio = topic_key("min.cleanable.dirty.ratio").unwrap();
+        assert!(ratio.validate("0.25").is_ok());
+        assert!(ratio.validate("1.5").is_err());
+        assert!(topic_key("preallocate").unwrap().validate("maybe").is_err());
         assert_eq!(
             topic_key("no.such.key").unwrap_err(),
             ConfigValueError::UnknownKey("no.such.key".into())
