@@ -131,8 +131,6 @@ impl ConfigKey {
             other => return Err(self.invalid(raw, format!("{other:?} is not an integer type"))),
         };
         let value = text
-            .strip_prefix('+')
-            .unwrap_or(text)
             .parse::<i64>()
             .ok()
             .filter(|value| (low..=high).contains(value))
@@ -258,6 +256,7 @@ mod tests {
         let key = topic_key("segment.index.bytes").unwrap();
         assert_eq!(key.parse_int(" 4096 "), Ok(4096));
         assert_eq!(key.parse_int("+12"), Ok(12));
+        assert!(key.parse_int("+-12").is_err());
         let error = key.parse_int("8").unwrap_err();
         assert_eq!(
             error.to_string(),
