@@ -4,10 +4,16 @@ This stub is the contract between `crates/krust-python` and `python/krust`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypedDict
+from typing import TypedDict, final, type_check_only
+
+__all__ = ["BridgeRequest", "Broker", "__version__"]
 
 __version__: str  # the crate version from Cargo.toml
 
+# The TypedDicts below exist for type checkers only (hence @type_check_only): the extension takes
+# and returns plain dicts of these shapes.
+
+@type_check_only
 class PartitionImage(TypedDict):
     partition: int
     leader: int
@@ -16,6 +22,7 @@ class PartitionImage(TypedDict):
     replicas: list[int]
     isr: list[int]
 
+@type_check_only
 class TopicImage(TypedDict):
     name: str
     topic_id: bytes  # 16 bytes (a Kafka Uuid)
@@ -23,12 +30,14 @@ class TopicImage(TypedDict):
     configs: dict[str, str]  # topic-level overrides only, Kafka names (e.g. "segment.bytes")
     partitions: list[PartitionImage]
 
+@type_check_only
 class BrokerImage(TypedDict):
     node_id: int
     host: str
     port: int
     rack: str | None
 
+@type_check_only
 class MetadataImage(TypedDict):
     cluster_id: str
     controller_id: int
@@ -36,12 +45,14 @@ class MetadataImage(TypedDict):
     brokers: list[BrokerImage]
     topics: list[TopicImage]
 
+@type_check_only
 class StoredRecord(TypedDict):
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
 
+@final
 class BridgeRequest:
     """One Python-owned request (or an internal request from the core) crossing the bridge."""
 
@@ -63,10 +74,11 @@ class BridgeRequest:
     def close_connection(self) -> None:
         """Answer nothing and close the client's connection (Kafka's reaction to a bad request)."""
 
+@final
 class Broker:
     """One broker's Rust core. `settings` holds validated values under Kafka's config names."""
 
-    def __init__(self, settings: Mapping[str, object]) -> None:
+    def __new__(cls, settings: Mapping[str, object]) -> Broker:
         """Open (and if needed recover) every log under log.dirs. Does not listen yet."""
     def apply_metadata(self, image: MetadataImage) -> None:
         """Replace the metadata cache; create new partitions' logs, delete removed topics' logs."""

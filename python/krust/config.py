@@ -13,8 +13,9 @@ import os
 import re
 import socket
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,6 +26,7 @@ NON_CONFIG_ENV = frozenset({"KRUST_LOG"})
 NON_CONFIG_ENV_PREFIX = "KRUST_TEST_"
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 class ConfigError(Exception):
@@ -82,29 +84,7 @@ Validator = Callable[[Any], str | None]
 """Returns why a parsed value is invalid, or None when it is fine."""
 
 
-def at_least(minimum: float) -> Validator:
-    return lambda value: None if value >= minimum else f"value must be at least {minimum}"
-
-
-def between(low: float, high: float) -> Validator:
-    return lambda value: None if low <= value <= high else f"value must be in [{low}, {high}]"
-
-
-def one_of(*options: str) -> Validator:
-    return lambda value: None if value in options else f"value must be one of {', '.join(options)}"
-
-
-def each_one_of(*options: str) -> Validator:
-    def check(values: list[str]) -> str | None:
-        bad = [item for item in values if item not in options]
-        return f"{', '.join(bad)} not in {', '.join(options)}" if bad else None
-
-    return check
-
-
-def _valid_uuid(value: str | None) -> str | None:
-    if value is None:
-        return None
+def _valid_uuid(value: str) -> str | None:
     try:
         decoded = base64.urlsafe_b64decode(value + "==")
     except ValueError:
@@ -122,179 +102,125 @@ def _valid_voters(voters: list[str]) -> str | None:
     return f"{', '.join(bad)}: expected id@host:port" if bad else None
 
 
+def _gzip_level(level: int) -> str | None:
+    return None if level == -1 or 1 <= level <= 9 else "value must be -1 or in [1, 9]"
+
+
+def _no_remote_storage(enabled: bool) -> str | None:
+    return "krust has no tiered storage" if enabled else None
+
+
+_THROTTLED = re.compile(r"\*|([0-9]+:[0-9]+)(,[0-9]+:[0-9]+)*")
+
+
+def _throttled_replicas(replicas: list[str]) -> str | None:
+    text = ",".join(replicas)
+    return None if not text or _THROTTLED.fullmatch(text) else "expected * or partition:broker,..."
+
+
+# The table's named checks: what bounds and choices cannot say.
+CHECKS: Mapping[str, Validator] = {
+    "uuid": _valid_uuid,
+    "voters": _valid_voters,
+    "gzip_level": _gzip_level,
+    "no_remote_storage": _no_remote_storage,
+    "throttled_replicas": _throttled_replicas,
+}
+
+
+class DynamicUpdateMode(enum.Enum):
+    """Kafka's dynamic update mode of a broker key (DynamicBrokerConfig)."""
+
+    READ_ONLY = "read-only"
+    PER_BROKER = "per-broker"
+    CLUSTER_WIDE = "cluster-wide"
+
+
 @dataclass(frozen=True)
 class ConfigKey:
-    """One broker config key: Kafka's name, type and default (None: unset), and a one-line doc."""
+    """One row of the config table (config_keys.toml; docs/config.md): Kafka's name, type,
+    default (None: unset), bounds, choices or a named check, and a one-line doc."""
 
     name: str
     type: ConfigType
     default: str | None
-    validator: Validator | None
     doc: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+    check: str | None = None
+    kafka_min: float | None = None
+    why: str | None = None
+    dynamic: DynamicUpdateMode | None = None
+    synonyms: tuple[str, ...] = ()
+    internal: bool = False
 
-    def parse(self, raw: str | None) -> Any:
-        if raw is None:
-            return None
+    def problem(self, raw: str) -> tuple[Any, str | None]:
+        """The parsed value and why it is invalid (None: valid)."""
         try:
             value = parse_typed(self.type, raw)
         except ValueError as error:
-            raise ConfigError(self.name, f"invalid value {raw!r}: {error}") from None
-        problem = self.validator(value) if self.validator else None
+            return None, str(error)
+        return value, self._value_problem(value)
+
+    def _value_problem(self, value: Any) -> str | None:
+        low, high = self.min, self.max
+        if low is not None and high is not None and not low <= value <= high:
+            return f"value must be in [{_number(low)}, {_number(high)}]"
+        if low is not None and value < low:
+            return f"value must be at least {_number(low)}"
+        if high is not None and value > high:
+            return f"value must be at most {_number(high)}"
+        if self.choices:
+            items = value if isinstance(value, list) else [value]
+            bad = [item for item in items if item not in self.choices]
+            if bad:
+                return f"{', '.join(bad)} not in {', '.join(self.choices)}"
+        return CHECKS[self.check](value) if self.check else None
+
+    def parse(self, raw: str | None) -> Any:
+        """The typed value of a broker key; raises ConfigError naming the key."""
+        if raw is None:
+            return None
+        value, problem = self.problem(raw)
         if problem:
             raise ConfigError(self.name, f"invalid value {raw!r}: {problem}")
         return value
 
 
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-CLEANUP_POLICIES = ("compact", "delete")
+def _number(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
 
-# fmt: off
-BROKER_KEYS: tuple[ConfigKey, ...] = (
-    # Node identity and roles (KRaft).
-    ConfigKey("node.id", ConfigType.INT, "1", at_least(0),
-              "This node's id (Kafka requires it; krust defaults to 1)."),
-    ConfigKey("process.roles", ConfigType.LIST, "broker,controller",
-              each_one_of("broker", "controller"),
-              "Roles of this node; krust runs combined broker,controller nodes."),
-    ConfigKey("controller.quorum.voters", ConfigType.LIST, "", _valid_voters,
-              "Controller quorum voters as id@host:port (accepted; krust's quorum is this node)."),
-    ConfigKey("cluster.id", ConfigType.STRING, None, _valid_uuid,
-              "krust extra: the cluster id used when formatting empty log dirs (default: random)."),
-    ConfigKey("broker.rack", ConfigType.STRING, None, None,
-              "Rack of this broker, reported in Metadata responses."),
-    # Network.
-    ConfigKey("listeners", ConfigType.LIST, "PLAINTEXT://localhost:9092", None,
-              "Addresses to listen on, NAME://host:port (empty host: all interfaces)."),
-    ConfigKey("advertised.listeners", ConfigType.LIST, None, None,
-              "Addresses clients are told to use (default: listeners)."),
-    ConfigKey("listener.security.protocol.map", ConfigType.STRING,
-              ",".join(f"{p}:{p}" for p in _PROTOCOLS), None,
-              "Listener name to security protocol, NAME:PROTOCOL pairs."),
-    ConfigKey("socket.send.buffer.bytes", ConfigType.INT, "102400", None,
-              "SO_SNDBUF of client sockets (-1: the OS default)."),
-    ConfigKey("socket.receive.buffer.bytes", ConfigType.INT, "102400", None,
-              "SO_RCVBUF of client sockets (-1: the OS default)."),
-    ConfigKey("socket.request.max.bytes", ConfigType.INT, "104857600", at_least(1),
-              "Largest request accepted, in bytes."),
-    ConfigKey("queued.max.requests", ConfigType.INT, "500", at_least(1),
-              "Requests in flight per connection before reading pauses."),
-    ConfigKey("max.connections.per.ip", ConfigType.INT, str(INT_MAX), at_least(0),
-              "Most connections allowed from one IP address."),
-    ConfigKey("max.connections", ConfigType.INT, str(INT_MAX), at_least(0),
-              "Most connections allowed in total."),
-    ConfigKey("connections.max.idle.ms", ConfigType.LONG, "600000", None,
-              "Idle connections are closed after this long."),
-    ConfigKey("num.network.threads", ConfigType.INT, "3", at_least(1),
-              "Accepted for compatibility; the core sizes its runtime itself."),
-    ConfigKey("num.io.threads", ConfigType.INT, "8", at_least(1),
-              "Accepted for compatibility; the core sizes its runtime itself."),
-    # Logs.
-    ConfigKey("log.dirs", ConfigType.LIST, None, None,
-              "Directories holding the logs (default: log.dir)."),
-    ConfigKey("log.dir", ConfigType.STRING, "./krust-data", None,
-              "The log directory when log.dirs is unset (Kafka: /tmp/kafka-logs)."),
-    ConfigKey("num.partitions", ConfigType.INT, "1", at_least(1),
-              "Partitions of a topic created without a count."),
-    ConfigKey("default.replication.factor", ConfigType.INT, "1", None,
-              "Replication factor of a topic created without one."),
-    ConfigKey("auto.create.topics.enable", ConfigType.BOOLEAN, "true", None,
-              "Create unknown topics on Metadata requests."),
-    ConfigKey("delete.topic.enable", ConfigType.BOOLEAN, "true", None,
-              "Allow DeleteTopics."),
-    ConfigKey("message.max.bytes", ConfigType.INT, "1048588", at_least(0),
-              "Largest record batch accepted (topic: max.message.bytes)."),
-    ConfigKey("log.segment.bytes", ConfigType.INT, "1073741824", at_least(14),
-              "Size at which a segment is rolled."),
-    ConfigKey("log.roll.ms", ConfigType.LONG, None, at_least(1),
-              "Age at which a segment is rolled (default: log.roll.hours)."),
-    ConfigKey("log.roll.hours", ConfigType.INT, "168", at_least(1),
-              "Age in hours at which a segment is rolled, if log.roll.ms is unset."),
-    ConfigKey("log.roll.jitter.ms", ConfigType.LONG, None, at_least(0),
-              "Random jitter subtracted from the roll age (default: log.roll.jitter.hours)."),
-    ConfigKey("log.roll.jitter.hours", ConfigType.INT, "0", at_least(0),
-              "Roll jitter in hours, if log.roll.jitter.ms is unset."),
-    ConfigKey("log.index.interval.bytes", ConfigType.INT, "4096", at_least(0),
-              "Bytes between two offset index entries."),
-    ConfigKey("log.index.size.max.bytes", ConfigType.INT, "10485760", at_least(4),
-              "Largest offset/time index file."),
-    ConfigKey("log.flush.interval.messages", ConfigType.LONG, str(LONG_MAX), at_least(1),
-              "Messages appended before the log is fsynced."),
-    ConfigKey("log.flush.interval.ms", ConfigType.LONG, None, None,
-              "Longest a message stays unflushed (default: log.flush.scheduler.interval.ms)."),
-    ConfigKey("log.flush.scheduler.interval.ms", ConfigType.LONG, str(LONG_MAX), None,
-              "How often the flusher checks whether a log needs a flush."),
-    ConfigKey("log.message.timestamp.type", ConfigType.STRING, "CreateTime",
-              one_of(*TIMESTAMP_TYPES),
-              "Record timestamps: CreateTime or LogAppendTime."),
-    ConfigKey("log.message.timestamp.before.max.ms", ConfigType.LONG, str(LONG_MAX), at_least(0),
-              "How far in the past a CreateTime timestamp may be."),
-    ConfigKey("log.message.timestamp.after.max.ms", ConfigType.LONG, str(LONG_MAX), at_least(0),
-              "How far in the future a CreateTime timestamp may be."),
-    ConfigKey("log.retention.ms", ConfigType.LONG, None, None,
-              "Age after which segments are deleted, -1: forever (default: minutes, then hours)."),
-    ConfigKey("log.retention.minutes", ConfigType.INT, None, None,
-              "Retention in minutes, if log.retention.ms is unset."),
-    ConfigKey("log.retention.hours", ConfigType.INT, "168", None,
-              "Retention in hours, if log.retention.ms and .minutes are unset."),
-    ConfigKey("log.retention.bytes", ConfigType.LONG, "-1", None,
-              "Size a partition is trimmed to, -1: no limit."),
-    ConfigKey("log.retention.check.interval.ms", ConfigType.LONG, "300000", at_least(1),
-              "How often retention is checked."),
-    ConfigKey("log.cleanup.policy", ConfigType.LIST, "delete", each_one_of(*CLEANUP_POLICIES),
-              "delete and/or compact."),
-    ConfigKey("log.segment.delete.delay.ms", ConfigType.LONG, "60000", at_least(0),
-              "Delay before a deleted segment's files are removed."),
-    ConfigKey("log.cleaner.delete.retention.ms", ConfigType.LONG, "86400000", at_least(0),
-              "How long compaction keeps tombstones."),
-    ConfigKey("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, "0", at_least(0),
-              "Youngest a record may be to get compacted."),
-    ConfigKey("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, str(LONG_MAX), at_least(1),
-              "Oldest a record may get before compaction."),
-    ConfigKey("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, "0.5", between(0, 1),
-              "Dirty ratio at which a log gets compacted."),
-    ConfigKey("log.preallocate", ConfigType.BOOLEAN, "false", None,
-              "Preallocate segment files."),
-    ConfigKey("min.insync.replicas", ConfigType.INT, "1", at_least(1),
-              "Fewest in-sync replicas for an acks=all produce."),
-    ConfigKey("compression.type", ConfigType.STRING, "producer", one_of(*COMPRESSION_TYPES),
-              "Compression of stored batches; producer keeps the producer's."),
-    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", None,
-              "Allow out-of-sync replicas to become leader."),
-    # Group coordinator.
-    ConfigKey("group.initial.rebalance.delay.ms", ConfigType.INT, "3000", None,
-              "Delay of the first rebalance of an empty group."),
-    ConfigKey("group.min.session.timeout.ms", ConfigType.INT, "6000", None,
-              "Smallest session timeout a member may ask for."),
-    ConfigKey("group.max.session.timeout.ms", ConfigType.INT, "1800000", None,
-              "Largest session timeout a member may ask for."),
-    ConfigKey("group.max.size", ConfigType.INT, str(INT_MAX), at_least(1),
-              "Most members in one group."),
-    ConfigKey("offsets.topic.num.partitions", ConfigType.INT, "50", at_least(1),
-              "Partitions of __consumer_offsets."),
-    ConfigKey("offsets.topic.replication.factor", ConfigType.SHORT, "1", at_least(1),
-              "Replication of __consumer_offsets (Kafka: 3; krust: 1, one node works)."),
-    ConfigKey("offsets.topic.segment.bytes", ConfigType.INT, "104857600", at_least(1),
-              "Segment size of __consumer_offsets."),
-    ConfigKey("offsets.retention.minutes", ConfigType.INT, "10080", at_least(1),
-              "How long committed offsets of an empty group are kept."),
-    ConfigKey("offsets.retention.check.interval.ms", ConfigType.LONG, "600000", at_least(1),
-              "How often stale offsets are removed."),
-    ConfigKey("offsets.commit.timeout.ms", ConfigType.INT, "5000", at_least(1),
-              "Longest an offset commit waits to be written."),
-    ConfigKey("offsets.load.buffer.size", ConfigType.INT, "5242880", at_least(1),
-              "Bytes read at a time when loading __consumer_offsets."),
-    ConfigKey("offset.metadata.max.bytes", ConfigType.INT, "4096", None,
-              "Largest metadata string an offset commit may carry."),
-    # Transactions and idempotence.
-    ConfigKey("transactional.id.expiration.ms", ConfigType.INT, "604800000", at_least(1),
-              "Idle transactional ids expire after this long."),
-    ConfigKey("producer.id.expiration.ms", ConfigType.INT, "86400000", at_least(1),
-              "Idle producer ids expire after this long."),
-)
-# fmt: on
 
+TABLE_PATH = Path(__file__).with_name("config_keys.toml")
+_FIELDS = {field.name for field in fields(ConfigKey)}
+
+
+def _row(entry: Mapping[str, Any]) -> ConfigKey:
+    unknown = set(entry) - _FIELDS
+    if unknown:
+        raise ValueError(f"{entry.get('name')}: unknown fields {sorted(unknown)}")
+    row = dict(entry)
+    row["type"] = ConfigType(row["type"])
+    row.setdefault("default", None)
+    for name in ("choices", "synonyms"):
+        row[name] = tuple(row.get(name, ()))
+    if "dynamic" in row:
+        row["dynamic"] = DynamicUpdateMode(row["dynamic"])
+    key = ConfigKey(**row)
+    if key.check is not None and key.check not in CHECKS:
+        raise ValueError(f"{key.name}: unknown check {key.check!r}")
+    return key
+
+
+def load_table(path: Path = TABLE_PATH) -> tuple[tuple[ConfigKey, ...], tuple[ConfigKey, ...]]:
+    """The broker keys and the topic keys of the config table."""
+    with path.open("rb") as file:
+        table = tomllib.load(file)
+    return tuple(map(_row, table["broker"])), tuple(map(_row, table["topic"]))
+
+
+BROKER_KEYS, TOPIC_KEYS = load_table()
 KEYS: Mapping[str, ConfigKey] = {key.name: key for key in BROKER_KEYS}
 
 

@@ -60,7 +60,15 @@ def test_unknown_krust_environment_variable(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "override",
-    ["num.partitions=three", "num.partitions=0", "auto.create.topics.enable=maybe"],
+    [
+        "num.partitions=three",
+        "num.partitions=0",
+        "auto.create.topics.enable=maybe",
+        # Kafka 4's smallest segment is 1 MiB (KIP-1030).
+        "log.segment.bytes=1048575",
+        # Within Kafka's bound (4) but not the core's: an index holds one 12-byte entry.
+        "log.index.size.max.bytes=8",
+    ],
 )
 def test_bad_value(tmp_path: Path, override: str) -> None:
     result = run_broker_cli(["--override", override], tmp_path)

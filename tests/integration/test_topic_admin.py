@@ -62,6 +62,25 @@ def test_invalid_topic_config_is_rejected(broker) -> None:
     assert partition_count(broker.bootstrap, "bad-config") is None
 
 
+def test_a_config_the_core_cannot_use_is_refused_and_the_broker_restarts(broker) -> None:
+    admin = admin_client(broker.bootstrap)
+    # Kafka accepts segment.index.bytes >= 4; krust's indexes need room for one 12-byte entry.
+    bad = NewTopic("tiny-index", 1, 1, config={"segment.index.bytes": "8"})
+
+    futures = admin.create_topics([bad], operation_timeout=ADMIN_TIMEOUT_S)
+
+    with pytest.raises(KafkaException) as failure:
+        futures["tiny-index"].result(timeout=ADMIN_TIMEOUT_S)
+    error = failure.value.args[0]
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "segment.index.bytes" in error.str()
+    broker.stop()
+    broker.restart()
+    assert partition_count(broker.bootstrap, "tiny-index") is None
+    create_topic(broker.bootstrap, "after-restart", partitions=1)
+    assert produce_one(broker.bootstrap, "after-restart", b"still serving") is None
+
+
 def test_validate_only_creates_nothing(broker) -> None:
     admin = admin_client(broker.bootstrap)
     futures = admin.create_topics(

@@ -53,13 +53,13 @@ def test_every_key_has_a_doc_and_a_parseable_default() -> None:
 
 def test_file_then_env_then_override_each_win(tmp_path: Path) -> None:
     file = tmp_path / "server.properties"
-    file.write_text("num.partitions=2\nlog.segment.bytes=1000\n")
+    file.write_text("num.partitions=2\nlog.segment.bytes=2097152\n")
     env = {"KRUST_NUM_PARTITIONS": "3"}
     assert load(file=file)["num.partitions"] == 2
     assert load(file=file, env=env)["num.partitions"] == 3
     config = load("num.partitions=4", file=file, env=env)
     assert config["num.partitions"] == 4
-    assert config["log.segment.bytes"] == 1000
+    assert config["log.segment.bytes"] == 2097152
     assert config.source("num.partitions") is ConfigSource.OVERRIDE
     assert config.source("log.segment.bytes") is ConfigSource.FILE
 
@@ -147,6 +147,9 @@ def test_a_file_sets_keys_with_kafka_syntax(tmp_path: Path) -> None:
         (["cluster.id=not-a-uuid"], "cluster.id", "uuid"),
         (["log.retention.ms=0"], "log.retention.ms", "-1"),
         (["log.roll.ms=0"], "log.roll.ms", "at least 1"),
+        (["log.segment.bytes=1048575"], "log.segment.bytes", "at least 1048576"),
+        (["log.index.size.max.bytes=8"], "log.index.size.max.bytes", "at least 12"),
+        (["offsets.topic.segment.bytes=1000"], "offsets.topic.segment.bytes", "1048576"),
         (["num.partitions"], "--override", "key=value"),
     ],
 )

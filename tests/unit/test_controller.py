@@ -205,6 +205,20 @@ def test_a_different_node_id_on_the_same_dirs_is_refused(
             ErrorCode.invalid_config,
         ),
         (topic("t", configs=[{"name": "segment.bytes", "value": "13"}]), ErrorCode.invalid_config),
+        # KIP-1030: Kafka 4 refuses segments under 1 MiB.
+        (
+            topic("t", configs=[{"name": "segment.bytes", "value": "1048575"}]),
+            ErrorCode.invalid_config,
+        ),
+        # Passed Kafka's bound (4) but not the core's (one 12-byte time-index entry).
+        (
+            topic("t", configs=[{"name": "segment.index.bytes", "value": "8"}]),
+            ErrorCode.invalid_config,
+        ),
+        (
+            topic("t", configs=[{"name": "index.interval.bytes", "value": "-1"}]),
+            ErrorCode.invalid_config,
+        ),
         (topic("t", configs=[{"name": "retention.ms", "value": None}]), ErrorCode.invalid_config),
         (
             topic("t", configs=[{"name": "remote.storage.enable", "value": "true"}]),
@@ -455,7 +469,7 @@ def test_producer_ids_only_for_the_core_and_a_current_epoch(
 def test_ensure_topic_creates_once_and_marks_internal(
     run: LoopRunner, controller: Controller, fake_core: FakeCore
 ) -> None:
-    created = run(controller.ensure_topic("__consumer_offsets", 5, 1, {"segment.bytes": "1024"}))
+    created = run(controller.ensure_topic("__consumer_offsets", 5, 1, {"segment.bytes": "1048576"}))
     assert len(created.partitions) == 5 and created.internal
     again = run(controller.ensure_topic("__consumer_offsets", 9, 1, {}))
     assert again.topic_id == created.topic_id and len(again.partitions) == 5

@@ -9,13 +9,13 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from krust.bridge import RequestContext
+from krust.coordinator.clock import FakeClock
 from krust.group.api_admin import AdminApis
 from krust.group.api_membership import MembershipApis
 from krust.group.api_offsets import OffsetApis
-from krust.group.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.install import install
-from krust.group.partitioner import OFFSETS_TOPIC
+from krust.group.records import OFFSETS_TOPIC
 from krust.group.testing import (
     FakeController,
     FakeCore,

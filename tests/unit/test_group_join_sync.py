@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from krust.group.clock import FakeClock
+from krust.coordinator.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group import GroupState
 from krust.group.group_manager import LeavingMember

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from krust.group.clock import FakeClock
+from krust.coordinator.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group import GroupState
 from krust.group.group_manager import LeavingMember
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
-from krust.group.partitioner import OFFSETS_TOPIC
-from krust.group.records import GroupMetadataKey, OffsetCommitKey, decode_record
+from krust.group.records import OFFSETS_TOPIC, GroupMetadataKey, OffsetCommitKey, decode_record
 from krust.group.results import ErrorCode
 from krust.group.testing import (
     FakeController,

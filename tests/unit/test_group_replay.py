@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from krust.group.clock import FakeClock
+from krust.coordinator.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group import GroupState
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
-from krust.group.partitioner import OFFSETS_TOPIC
+from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode
 from krust.group.testing import (
     FakeController,
@@ -237,7 +237,7 @@ async def test_losing_leadership_unloads_groups_and_answers_parked_joins() -> No
 @async_test
 async def test_find_coordinator_creates_the_offsets_topic_on_first_use() -> None:
     clock, controller = FakeClock(), FakeController()
-    config = fast_config(offsets_topic_replication_factor=1, offsets_topic_segment_bytes=1000)
+    config = fast_config(offsets_topic_replication_factor=1, offsets_topic_segment_bytes=1048576)
     coordinator = GroupCoordinator(
         config, FakeCore(), controller, clock, asyncio.get_running_loop()
     )
@@ -257,7 +257,11 @@ async def test_find_coordinator_creates_the_offsets_topic_on_first_use() -> None
             OFFSETS_TOPIC,
             4,
             1,
-            {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "1000"},
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": "1048576",
+            },
             True,
         )
     ]

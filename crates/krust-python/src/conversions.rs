@@ -7,7 +7,6 @@ use krust_server::metadata_cache::{
     BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
 };
 use krust_server::settings::{BrokerSettings, Listener};
-use krust_storage::config::TimestampType;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyAny;
@@ -123,12 +122,24 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         &mut log.flush_interval_messages,
     )?;
     set(mapping, "log.flush.interval.ms", &mut log.flush_interval_ms)?;
+    set(
+        mapping,
+        "log.message.timestamp.before.max.ms",
+        &mut log.message_timestamp_before_max_ms,
+    )?;
+    set(
+        mapping,
+        "log.message.timestamp.after.max.ms",
+        &mut log.message_timestamp_after_max_ms,
+    )?;
     if let Some(kind) = get::<String>(mapping, "log.message.timestamp.type")? {
-        log.message_timestamp_type = match kind.as_str() {
-            "LogAppendTime" => TimestampType::LogAppendTime,
-            _ => TimestampType::CreateTime,
-        };
+        log.apply_override("message.timestamp.type", &kind)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
     }
+    // Python checked every key against the config table; the core checks its own copy again so
+    // that no caller can start it with defaults its logs would refuse.
+    log.validate()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(s)
 }
 

@@ -1,8 +1,9 @@
 //! The broker settings the core needs, already validated by the Python config layer.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
-use krust_storage::{LogConfig, TimestampType};
+use krust_storage::LogConfig;
 
 /// One listener: a name (e.g. PLAINTEXT) and the address to bind.
 #[derive(Debug, Clone)]
@@ -71,36 +72,55 @@ impl Default for BrokerSettings {
     }
 }
 
-/// Applies topic-level overrides (Kafka topic config names) on top of the broker defaults.
-/// Values were validated by the controller when the config was set, so a value that does not
-/// parse keeps the default.
-pub fn topic_log_config(
-    defaults: &LogConfig,
-    overrides: &std::collections::HashMap<String, String>,
-) -> LogConfig {
+/// Applies topic-level overrides (Kafka topic config names) on top of the broker defaults,
+/// each parsed and bounded by the config table. The controller checked them against the same
+/// table before writing them; one that still fails (written by an older krust) is logged and
+/// keeps the broker default, so a bad record cannot stop the broker from starting.
+pub fn topic_log_config(defaults: &LogConfig, overrides: &HashMap<String, String>) -> LogConfig {
     let mut config = defaults.clone();
-    for (name, value) in overrides {
-        match name.as_str() {
-            "segment.bytes" => set_parsed(&mut config.segment_bytes, value),
-            "segment.ms" => set_parsed(&mut config.segment_ms, value),
-            "segment.index.bytes" => set_parsed(&mut config.segment_index_bytes, value),
-            "index.interval.bytes" => set_parsed(&mut config.index_interval_bytes, value),
-            "max.message.bytes" => set_parsed(&mut config.max_message_bytes, value),
-            "flush.messages" => set_parsed(&mut config.flush_interval_messages, value),
-            "flush.ms" => set_parsed(&mut config.flush_interval_ms, value),
-            "message.timestamp.type" => match value.as_str() {
-                "CreateTime" => config.message_timestamp_type = TimestampType::CreateTime,
-                "LogAppendTime" => config.message_timestamp_type = TimestampType::LogAppendTime,
-                _ => {}
-            },
-            _ => {}
+    // Kafka's test-only internal.segment.bytes wins over segment.bytes: apply it last.
+    let mut names: Vec<&String> = overrides.keys().collect();
+    names.sort_by_key(|name| (name.starts_with("internal."), *name));
+    for name in names {
+        if let Err(error) = config.apply_override(name, &overrides[name]) {
+            tracing::warn!(%error, "ignoring a topic config; the broker default applies");
         }
     }
     config
 }
 
-fn set_parsed<T: std::str::FromStr>(slot: &mut T, value: &str) {
-    if let Ok(parsed) = value.parse() {
-        *slot = parsed;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overrides(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn an_override_the_table_refuses_keeps_the_default() {
+        let defaults = LogConfig::default();
+        let config = topic_log_config(
+            &defaults,
+            &overrides(&[("segment.index.bytes", "8"), ("segment.ms", "60000")]),
+        );
+        assert_eq!(config.segment_index_bytes, defaults.segment_index_bytes);
+        assert_eq!(config.segment_ms, 60_000);
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn the_internal_segment_size_wins() {
+        let config = topic_log_config(
+            &LogConfig::default(),
+            &overrides(&[
+                ("segment.bytes", "2097152"),
+                ("internal.segment.bytes", "1000"),
+            ]),
+        );
+        assert_eq!(config.segment_bytes, 1000);
     }
 }

@@ -1,6 +1,6 @@
 //! `LogConfig`: the per-topic settings the storage layer obeys, with Kafka's names and defaults.
 
-use crate::error::StorageError;
+use crate::config_keys::{topic_key, ConfigValueError};
 
 /// `message.timestamp.type`: whose clock stamps a batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -37,65 +37,128 @@ pub struct LogConfig {
     pub flush_interval_ms: i64,
 }
 
-impl Default for LogConfig {
-    fn default() -> Self {
-        Self {
-            segment_bytes: 1024 * 1024 * 1024,
-            segment_ms: 7 * 24 * 60 * 60 * 1000,
-            segment_index_bytes: 10 * 1024 * 1024,
-            index_interval_bytes: 4096,
-            max_message_bytes: 1024 * 1024 + 12,
-            message_timestamp_type: TimestampType::CreateTime,
-            message_timestamp_before_max_ms: i64::MAX,
-            // Kafka 4.0 (KIP-1030) bounds future timestamps to one hour by default.
-            message_timestamp_after_max_ms: 60 * 60 * 1000,
-            flush_interval_messages: i64::MAX,
-            flush_interval_ms: i64::MAX,
+/// The topic keys `LogConfig` holds, with the integer fields they set. `segment.bytes` and Kafka's
+/// test-only `internal.segment.bytes` both set the segment size; the field holds the size in
+/// force, so it is checked against the laxer internal key's bound.
+const INTEGER_FIELDS: [(&str, FieldOf); 10] = [
+    ("segment.bytes", |c| IntegerField::Int(&mut c.segment_bytes)),
+    ("internal.segment.bytes", |c| {
+        IntegerField::Int(&mut c.segment_bytes)
+    }),
+    ("segment.ms", |c| IntegerField::Long(&mut c.segment_ms)),
+    ("segment.index.bytes", |c| {
+        IntegerField::Int(&mut c.segment_index_bytes)
+    }),
+    ("index.interval.bytes", |c| {
+        IntegerField::Int(&mut c.index_interval_bytes)
+    }),
+    ("max.message.bytes", |c| {
+        IntegerField::Int(&mut c.max_message_bytes)
+    }),
+    ("message.timestamp.before.max.ms", |c| {
+        IntegerField::Long(&mut c.message_timestamp_before_max_ms)
+    }),
+    ("message.timestamp.after.max.ms", |c| {
+        IntegerField::Long(&mut c.message_timestamp_after_max_ms)
+    }),
+    ("flush.messages", |c| {
+        IntegerField::Long(&mut c.flush_interval_messages)
+    }),
+    ("flush.ms", |c| IntegerField::Long(&mut c.flush_interval_ms)),
+];
+
+const TIMESTAMP_TYPE: &str = "message.timestamp.type";
+
+/// Selects one integer field of a `LogConfig`.
+type FieldOf = fn(&mut LogConfig) -> IntegerField<'_>;
+
+enum IntegerField<'a> {
+    Int(&'a mut i32),
+    Long(&'a mut i64),
+}
+
+impl IntegerField<'_> {
+    fn get(&self) -> i64 {
+        match self {
+            IntegerField::Int(slot) => i64::from(**slot),
+            IntegerField::Long(slot) => **slot,
+        }
+    }
+
+    /// Stores a value the table's type check has already bounded to the field's type.
+    fn set(self, value: i64) {
+        match self {
+            IntegerField::Int(slot) => *slot = i32::try_from(value).unwrap_or(i32::MAX),
+            IntegerField::Long(slot) => *slot = value,
         }
     }
 }
 
+impl TimestampType {
+    fn parse(raw: &str) -> Result<Self, ConfigValueError> {
+        match topic_key(TIMESTAMP_TYPE)?.parse_choice(raw)? {
+            "LogAppendTime" => Ok(TimestampType::LogAppendTime),
+            _ => Ok(TimestampType::CreateTime),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    /// Kafka's defaults, read from the config table.
+    fn default() -> Self {
+        let mut config = Self {
+            segment_bytes: 0,
+            segment_ms: 0,
+            segment_index_bytes: 0,
+            index_interval_bytes: 0,
+            max_message_bytes: 0,
+            message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: 0,
+            message_timestamp_after_max_ms: 0,
+            flush_interval_messages: 0,
+            flush_interval_ms: 0,
+        };
+        for (name, field) in INTEGER_FIELDS {
+            // The internal key has no default: the segment size comes from segment.bytes.
+            if let Ok(key) = topic_key(name) {
+                if key.default.is_some() {
+                    field(&mut config).set(key.default_int());
+                }
+            }
+        }
+        if let Some(default) = topic_key(TIMESTAMP_TYPE)
+            .ok()
+            .and_then(|k| k.default.as_deref())
+        {
+            config.message_timestamp_type =
+                TimestampType::parse(default).expect("the table's default is one of its choices");
+        }
+        config
+    }
+}
+
 impl LogConfig {
-    /// Rejects values Kafka's topic-config validator would reject.
-    pub fn validate(&self) -> Result<(), StorageError> {
-        let positive = [
-            ("segment.bytes", i64::from(self.segment_bytes)),
-            ("segment.ms", self.segment_ms),
-            ("index.interval.bytes", i64::from(self.index_interval_bytes)),
-            ("max.message.bytes", i64::from(self.max_message_bytes)),
-            ("flush.messages", self.flush_interval_messages),
-        ];
-        for (name, value) in positive {
-            if value <= 0 {
-                return Err(StorageError::InvalidConfig(format!(
-                    "{name} must be > 0, got {value}"
-                )));
-            }
+    /// Applies one topic-level override (a Kafka topic config name and its text value), checked
+    /// against the config table; keys the storage layer does not use are checked and ignored.
+    pub fn apply_override(&mut self, name: &str, raw: &str) -> Result<(), ConfigValueError> {
+        let key = topic_key(name)?;
+        key.validate(raw)?;
+        if name == TIMESTAMP_TYPE {
+            self.message_timestamp_type = TimestampType::parse(raw)?;
+        } else if let Some((_, field)) = INTEGER_FIELDS.iter().find(|(field, _)| *field == name) {
+            field(self).set(key.parse_int(raw)?);
         }
-        let non_negative = [
-            ("flush.ms", self.flush_interval_ms),
-            (
-                "message.timestamp.before.max.ms",
-                self.message_timestamp_before_max_ms,
-            ),
-            (
-                "message.timestamp.after.max.ms",
-                self.message_timestamp_after_max_ms,
-            ),
-        ];
-        for (name, value) in non_negative {
-            if value < 0 {
-                return Err(StorageError::InvalidConfig(format!(
-                    "{name} must be >= 0, got {value}"
-                )));
+        Ok(())
+    }
+
+    /// Rejects values outside the config table's bounds.
+    pub fn validate(&self) -> Result<(), ConfigValueError> {
+        let mut copy = self.clone();
+        for (name, field) in INTEGER_FIELDS {
+            if name == "segment.bytes" {
+                continue;
             }
-        }
-        // Each index must hold at least one time-index entry (the larger entry kind).
-        if self.segment_index_bytes < 12 {
-            return Err(StorageError::InvalidConfig(format!(
-                "segment.index.bytes must be >= 12, got {}",
-                self.segment_index_bytes
-            )));
+            topic_key(name)?.check_bounds(field(&mut copy).get())?;
         }
         Ok(())
     }
@@ -120,9 +183,10 @@ impl LogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config_keys::ConfigType;
 
     #[test]
-    fn defaults_are_kafkas() {
+    fn defaults_are_the_tables_and_kafkas() {
         let c = LogConfig::default();
         assert_eq!(c.segment_bytes, 1_073_741_824);
         assert_eq!(c.segment_ms, 604_800_000);
@@ -130,12 +194,36 @@ mod tests {
         assert_eq!(c.index_interval_bytes, 4096);
         assert_eq!(c.max_message_bytes, 1_048_588);
         assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
+        assert_eq!(c.message_timestamp_before_max_ms, i64::MAX);
+        // Kafka 4.0 (KIP-1030) bounds future timestamps to one hour by default.
+        assert_eq!(c.message_timestamp_after_max_ms, 3_600_000);
         assert_eq!(c.flush_interval_messages, i64::MAX);
+        assert_eq!(c.flush_interval_ms, i64::MAX);
         assert!(c.validate().is_ok());
+        let mut copy = c.clone();
+        for (name, field) in INTEGER_FIELDS {
+            if let Some(default) = &topic_key(name).unwrap().default {
+                assert_eq!(field(&mut copy).get().to_string(), *default, "{name}");
+            }
+        }
     }
 
     #[test]
-    fn rejects_nonsense() {
+    fn every_key_the_core_reads_is_an_integer_or_choice_without_a_python_only_check() {
+        for (name, _) in INTEGER_FIELDS {
+            let key = topic_key(name).unwrap();
+            assert!(
+                matches!(key.config_type, ConfigType::Int | ConfigType::Long),
+                "{name}"
+            );
+            assert!(key.check.is_none(), "{name}");
+        }
+        let timestamp_type = topic_key(TIMESTAMP_TYPE).unwrap();
+        assert!(timestamp_type.check.is_none() && !timestamp_type.choices.is_empty());
+    }
+
+    #[test]
+    fn rejects_what_the_table_rejects() {
         let c = LogConfig {
             segment_bytes: 0,
             ..LogConfig::default()
@@ -145,6 +233,33 @@ mod tests {
             segment_index_bytes: 8,
             ..LogConfig::default()
         };
-        assert!(c.validate().is_err());
+        let error = c.validate().unwrap_err().to_string();
+        assert!(error.contains("segment.index.bytes"), "{error}");
+        // Kafka allows an index entry for every batch.
+        let c = LogConfig {
+            index_interval_bytes: 0,
+            ..LogConfig::default()
+        };
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn overrides_are_parsed_and_bounded_by_the_table() {
+        let mut c = LogConfig::default();
+        c.apply_override("segment.bytes", "2097152").unwrap();
+        c.apply_override("message.timestamp.type", "LogAppendTime")
+            .unwrap();
+        c.apply_override("retention.ms", "-1").unwrap();
+        assert_eq!(c.segment_bytes, 2_097_152);
+        assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
+        let before = c.clone();
+        assert!(c.apply_override("segment.bytes", "1000").is_err());
+        assert!(c.apply_override("segment.index.bytes", "8").is_err());
+        assert!(c.apply_override("retention.ms", "-2").is_err());
+        assert!(c.apply_override("message.timestamp.type", "Later").is_err());
+        assert!(c.apply_override("no.such.key", "1").is_err());
+        assert_eq!(c, before);
+        c.apply_override("internal.segment.bytes", "1000").unwrap();
+        assert_eq!(c.segment_bytes, 1000);
     }
 }

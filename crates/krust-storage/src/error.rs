@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use crate::config_keys::ConfigValueError;
+
 /// Kafka error codes used by the storage layer (see Kafka's `Errors` enum).
 pub mod codes {
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -141,6 +143,8 @@ pub enum StorageError {
     DuplicateLog(String),
     #[error("invalid log configuration: {0}")]
     InvalidConfig(String),
+    #[error("invalid log configuration: {0}")]
+    InvalidConfigValue(#[from] ConfigValueError),
     #[error("the log is closed or was deleted")]
     LogClosed,
 }
@@ -151,7 +155,7 @@ impl StorageError {
         match self {
             Self::InconsistentTopicId { .. } => codes::INCONSISTENT_TOPIC_ID,
             Self::InvalidTopicName(_) => codes::INVALID_TOPIC_EXCEPTION,
-            Self::InvalidConfig(_) => codes::INVALID_CONFIG,
+            Self::InvalidConfig(_) | Self::InvalidConfigValue(_) => codes::INVALID_CONFIG,
             _ => codes::KAFKA_STORAGE_ERROR,
         }
     }

@@ -13,10 +13,13 @@
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
 //! - [`log_manager`]: every log under `log.dirs`.
+//! - [`config`]: `LogConfig`, with defaults and bounds from [`config_keys`], the config table
+//!   shared with the Python layer.
 
 pub mod batch;
 pub mod checkpoint;
 pub mod config;
+pub mod config_keys;
 pub mod error;
 pub mod fetch;
 mod file_records;

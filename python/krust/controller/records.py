@@ -247,4 +247,5 @@ def decode_record(value: bytes) -> MetadataRecord:
         raise MetadataRecordError(f"malformed {record_type.__name__}: {error}") from None
     if offset + size != len(value):
         raise MetadataRecordError(f"{len(value) - offset - size} trailing bytes after a record")
-    return record
+    # kio's entity readers are untyped; the reader of `record_type` returns a `record_type`.
+    return cast(MetadataRecord, record)

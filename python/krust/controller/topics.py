@@ -147,7 +147,7 @@ def _create_topic(
         raise TopicError(ErrorCode.topic_already_exists, f"Topic '{spec.name}' already exists.")
     requested = dict(spec.configs)
     try:
-        validate_topic_configs(requested)
+        validate_topic_configs(requested, config)
     except TopicConfigError as error:
         raise TopicError(ErrorCode.invalid_config, str(error)) from None
     overrides = {name: value for name, value in requested.items() if value is not None}

@@ -1,23 +1,25 @@
 """The group coordinator: which groups this broker owns, their loading, and every group operation.
 
-A group belongs to one `__consumer_offsets` partition (partitioner.py); the leader of that
-partition is its coordinator. This broker serves a group only once that partition has been
-replayed from the log; until then it answers COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR
-when another broker leads the partition. The per-API logic lives in GroupManager (membership)
-and OffsetManager (offsets); this class routes, loads and runs the periodic offset expiry.
+A group belongs to one `__consumer_offsets` partition (krust.coordinator.partitioner); the
+leader of that partition is its coordinator. This broker serves a group only once that partition
+has been replayed from the log (krust.coordinator.partitions); until then it answers
+COORDINATOR_LOAD_IN_PROGRESS, and NOT_COORDINATOR when another broker leads the partition. The
+per-API logic lives in GroupManager (membership) and OffsetManager (offsets); this class routes,
+loads and runs the periodic offset expiry.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from krust.group.clock import Cancellable, Clock
+from krust.coordinator.clock import Cancellable, Clock
+from krust.coordinator.log import CoordinatorLog, CoreLog
+from krust.coordinator.partitioner import partition_for
+from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
 from krust.group.cluster import ControllerView, TopicView
-from krust.group.coordinator_log import CoordinatorLog, CoreLog
 from krust.group.group import GroupState
 from krust.group.group_manager import (
     GroupManager,
@@ -28,8 +30,13 @@ from krust.group.group_manager import (
 from krust.group.loader import load_partition
 from krust.group.offset_manager import OffsetCommitRequest, OffsetManager, PartitionErrors
 from krust.group.offsets import OffsetAndMetadata
-from krust.group.partitioner import OFFSETS_TOPIC, partition_for
-from krust.group.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue
+from krust.group.records import (
+    OFFSETS_TOPIC,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    GroupRecordCodec,
+)
 from krust.group.results import (
     CoordinatorLocation,
     DescribedGroup,
@@ -46,11 +53,6 @@ log = logging.getLogger(__name__)
 FetchedOffsets = list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]
 
 
-class PartitionState(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-
-
 class GroupCoordinator:
     def __init__(
         self,
@@ -64,11 +66,12 @@ class GroupCoordinator:
         self._controller = controller
         self._clock = clock
         self._loop = loop
-        self.log = CoordinatorLog(core, loop)
+        self.log: CoordinatorLog[CoordinatorRecord] = CoordinatorLog(
+            core, loop, OFFSETS_TOPIC, GroupRecordCodec()
+        )
         self.groups = GroupManager(config, clock, loop, self._store_group)
         self.offsets = OffsetManager(config, clock, self.groups, self._append, self._has_partition)
-        self._partitions: dict[int, PartitionState] = {}
-        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._partitions = CoordinatorPartitions(loop, OFFSETS_TOPIC, self._load, self._unload)
         self._background: set[asyncio.Task[Any]] = set()
         self._topic_creation: asyncio.Task[Any] | None = None
         self._expiry_timer: Cancellable | None = None
@@ -83,69 +86,52 @@ class GroupCoordinator:
     async def close(self) -> None:
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
-        for task in [*self._loads.values(), *self._background]:
+        self._partitions.close()
+        for task in self._background:
             task.cancel()
         self.groups.close()
         await self.log.idle()
 
     async def idle(self) -> None:
         """Wait until background work (expiry runs, loads) and queued writes are done."""
-        while self._background or self._loads:
-            await asyncio.gather(*self._background, *self._loads.values(), return_exceptions=True)
+        while self._background or self._partitions.loads():
+            await asyncio.gather(
+                *self._background, *self._partitions.loads(), return_exceptions=True
+            )
         await self.log.idle()
 
     async def wait_loaded(self) -> None:
         """Wait for the partition loads under way (start-up, tests)."""
-        while self._loads:
-            await asyncio.gather(*self._loads.values(), return_exceptions=True)
+        await self._partitions.wait_loaded()
 
     def sync_partitions(self) -> None:
         """Load newly led partitions, unload the ones another broker now leads."""
         topic = self._offsets_topic()
         if topic is None:
             return
-        node_id = self._controller.image.node_id
-        for partition, image in topic.partitions.items():
-            if image.leader == node_id:
-                if partition not in self._partitions:
-                    self._start_loading(partition)
-            elif partition in self._partitions:
-                self._unload(partition)
+        leaders = {partition: image.leader for partition, image in topic.partitions.items()}
+        self._partitions.sync(leaders, self._controller.image.node_id)
 
-    def _start_loading(self, partition: int) -> None:
-        self._partitions[partition] = PartitionState.LOADING
-        self._loads[partition] = self._loop.create_task(self._load(partition))
-
-    async def _load(self, partition: int) -> None:
-        try:
-            loaded = await load_partition(
-                self.log, partition, self.config.offsets_load_buffer_size, self._clock.now_ms()
-            )
-        except Exception:
-            log.exception("__consumer_offsets-%d: loading failed; will retry on demand", partition)
-            self._partitions.pop(partition, None)
-            return
-        finally:
-            self._loads.pop(partition, None)
-        if self._partitions.get(partition) is not PartitionState.LOADING:
-            return  # unloaded meanwhile
-        for group_id in loaded.offsets.group_ids():
-            self.offsets.store.put_group(group_id, loaded.offsets.group_offsets(group_id))
-        self.groups.on_groups_loaded(list(loaded.groups.values()))
-        self._partitions[partition] = PartitionState.ACTIVE
-        log.log(
-            logging.INFO if loaded.records else logging.DEBUG,
-            "__consumer_offsets-%d: loaded %d groups from %d records",
-            partition,
-            len(loaded.groups),
-            loaded.records,
+    async def _load(self, partition: int) -> Install:
+        loaded = await load_partition(
+            self.log, partition, self.config.offsets_load_buffer_size, self._clock.now_ms()
         )
 
+        def install() -> None:
+            for group_id in loaded.offsets.group_ids():
+                self.offsets.store.put_group(group_id, loaded.offsets.group_offsets(group_id))
+            self.groups.on_groups_loaded(list(loaded.groups.values()))
+            log.log(
+                logging.INFO if loaded.stats.records else logging.DEBUG,
+                "__consumer_offsets-%d: loaded %d groups from %d records",
+                partition,
+                len(loaded.groups),
+                loaded.stats.records,
+            )
+
+        return install
+
     def _unload(self, partition: int) -> None:
-        self._partitions.pop(partition, None)
-        load = self._loads.pop(partition, None)
-        if load is not None:
-            load.cancel()
         group_ids = [g for g in self.groups.groups if self.partition_for(g) == partition]
         self.groups.unload(group_ids, ErrorCode.not_coordinator)
         for group_id in self.offsets.store.group_ids():
@@ -177,7 +163,7 @@ class GroupCoordinator:
         return partition_for(group_id, count)
 
     def _is_owned(self, group_id: str) -> bool:
-        return self._partitions.get(self.partition_for(group_id)) is PartitionState.ACTIVE
+        return self._partitions.is_active(self.partition_for(group_id))
 
     def coordinator_error(self, group_id: str) -> ErrorCode:
         """NONE when this broker serves the group now, else why not (all retriable)."""
@@ -187,14 +173,14 @@ class GroupCoordinator:
         partition = self.partition_for(group_id)
         image = topic.partitions.get(partition)
         if image is None or image.leader != self._controller.image.node_id:
-            if partition in self._partitions:
-                self._unload(partition)
+            if self._partitions.is_known(partition):
+                self._partitions.unload(partition)
             return ErrorCode.not_coordinator
-        state = self._partitions.get(partition)
+        state = self._partitions.state(partition)
         if state is PartitionState.ACTIVE:
             return ErrorCode.none
         if state is None:
-            self._start_loading(partition)
+            self._partitions.start_loading(partition)
         return ErrorCode.coordinator_load_in_progress
 
     def _has_partition(self, topic: str, partition: int) -> bool:
@@ -357,7 +343,7 @@ class GroupCoordinator:
             and (not states or group.state.value.lower() in states)
             and (not types or "classic" in types)
         ]
-        loading = PartitionState.LOADING in self._partitions.values()
+        loading = self._partitions.any_loading()
         return (ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none), listed
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, ErrorCode]]:

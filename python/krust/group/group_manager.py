@@ -15,7 +15,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from krust.group.clock import Clock
+from krust.coordinator.clock import Clock
 from krust.group.group import ClassicGroup, GroupState
 from krust.group.member import ClassicGroupMember, Protocols
 from krust.group.rebalance import Rebalancer, StoreGroup, join_error

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from krust.coordinator.clock import AsyncioClock
 from krust.group.api_admin import AdminApis
 from krust.group.api_membership import MembershipApis
 from krust.group.api_offsets import OffsetApis
-from krust.group.clock import AsyncioClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.settings import GroupCoordinatorConfig
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from krust.group.clock import Clock
+from krust.coordinator.clock import Clock
 from krust.group.group import ClassicGroup, GroupState
 from krust.group.group_manager import GroupManager
 from krust.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition

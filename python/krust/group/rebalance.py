@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from krust.group.clock import Clock, KeyedTimer
+from krust.coordinator.clock import Clock, KeyedTimer
 from krust.group.group import ClassicGroup, GroupState
 from krust.group.records import GroupMetadataValue
 from krust.group.results import ErrorCode, JoinGroupResult, SyncGroupResult

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from krust.group.wire import Reader, RecordFormatError, Writer
 
+OFFSETS_TOPIC = "__consumer_offsets"
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 # What Kafka writes: OffsetCommitValue v3 (v1 only to carry an explicit expire timestamp from
@@ -24,10 +26,12 @@ _MAX_VALUE_VERSION = 4
 _FIRST_FLEXIBLE_VERSION = 4
 
 __all__ = [
+    "OFFSETS_TOPIC",
     "CoordinatorKey",
     "CoordinatorRecord",
     "GroupMetadataKey",
     "GroupMetadataValue",
+    "GroupRecordCodec",
     "MemberMetadata",
     "OffsetCommitKey",
     "OffsetCommitValue",
@@ -248,3 +252,13 @@ def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord |
     if isinstance(decoded, GroupMetadataKey):
         return decoded, None if value is None else decode_group_metadata_value(value)
     return None
+
+
+class GroupRecordCodec:
+    """`__consumer_offsets`' record format for the coordinator runtime's log."""
+
+    def encode(self, record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
+        return encode_record(record)
+
+    def decode(self, key: bytes | None, value: bytes | None) -> CoordinatorRecord | None:
+        return decode_record(key, value)

@@ -12,10 +12,10 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from krust.group.clock import FakeClock
+from krust.coordinator.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group_manager import JoinGroupRequest, SyncGroupRequest
-from krust.group.partitioner import OFFSETS_TOPIC
+from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode, JoinGroupResult
 from krust.group.settings import GroupCoordinatorConfig
 from krust.group.wire import Writer

@@ -1,8 +1,8 @@
-"""Which `__consumer_offsets` partition owns a group: Kafka's own mapping."""
+"""Which partition of a coordinator's internal topic owns a key (a group id, a transactional id):
+Kafka's own mapping, `abs(javaStringHashCode(key)) % partitions`, so that clients, Kafka's tools
+and krust agree on the coordinator."""
 
 from __future__ import annotations
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 _INT32_MASK = 0xFFFFFFFF
 
@@ -21,5 +21,5 @@ def kafka_abs(value: int) -> int:
     return 0 if value == -(1 << 31) else abs(value)
 
 
-def partition_for(group_id: str, num_partitions: int) -> int:
-    return kafka_abs(java_string_hashcode(group_id)) % num_partitions
+def partition_for(key: str, num_partitions: int) -> int:
+    return kafka_abs(java_string_hashcode(key)) % num_partitions

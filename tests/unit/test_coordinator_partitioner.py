@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from krust.group.partitioner import java_string_hashcode, kafka_abs, partition_for
+from krust.coordinator.partitioner import java_string_hashcode, kafka_abs, partition_for
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Reading and writing `__consumer_offsets` through the core, off the event loop.
+"""Reading and writing a coordinator's internal topic through the core, off the event loop.
 
 The core's append is a blocking, flushed disk write, so it runs in an executor thread. Appends to
 one partition are issued strictly in call order (a later record must win on replay); appends that
@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Protocol
-
-from krust.group.partitioner import OFFSETS_TOPIC
-from krust.group.records import CoordinatorRecord, decode_record, encode_record
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from krust._core import StoredRecord
@@ -22,7 +19,7 @@ _MAX_BATCH_BYTES = 1024 * 1024
 
 
 class CoreLog(Protocol):
-    """The part of krust._core.Broker the coordinator uses (a fake in unit tests)."""
+    """The part of krust._core.Broker a coordinator uses (a fake in unit tests)."""
 
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
@@ -35,17 +32,41 @@ class CoreLog(Protocol):
     def log_end_offset(self, topic: str, partition: int) -> int: ...
 
 
+R = TypeVar("R")
+
+
+class RecordCodec(Protocol[R]):
+    """A coordinator's record format: its records to key and value bytes and back."""
+
+    def encode(self, record: R) -> tuple[bytes, bytes | None]: ...
+
+    def decode(self, key: bytes | None, value: bytes | None) -> R | None:
+        """The record, None for a record type another coordinator owns; raises ValueError for
+        bytes that do not parse."""
+        ...
+
+
 _Pending = tuple[list[tuple[bytes, bytes | None]], "asyncio.Future[None]"]
 
 
-class CoordinatorLog:
-    def __init__(self, core: CoreLog, loop: asyncio.AbstractEventLoop) -> None:
+class CoordinatorLog(Generic[R]):
+    """The internal topic of one coordinator (e.g. `__consumer_offsets`), by partition."""
+
+    def __init__(
+        self,
+        core: CoreLog,
+        loop: asyncio.AbstractEventLoop,
+        topic: str,
+        codec: RecordCodec[R],
+    ) -> None:
         self._core = core
         self._loop = loop
+        self.topic = topic
+        self._codec = codec
         self._queues: dict[int, list[_Pending]] = {}
         self._writers: dict[int, asyncio.Task[None]] = {}
 
-    def append(self, partition: int, records: list[CoordinatorRecord]) -> asyncio.Future[None]:
+    def append(self, partition: int, records: list[R]) -> asyncio.Future[None]:
         """Queue records for `partition`; the future resolves once they are on disk.
 
         A plain function (not a coroutine) so that the position in the queue is taken at call
@@ -55,7 +76,7 @@ class CoordinatorLog:
         if not records:
             future.set_result(None)
             return future
-        encoded = [encode_record(record) for record in records]
+        encoded = [self._codec.encode(record) for record in records]
         self._queues.setdefault(partition, []).append((encoded, future))
         if partition not in self._writers:
             self._writers[partition] = self._loop.create_task(self._drain(partition))
@@ -68,7 +89,7 @@ class CoordinatorLog:
                 records = [record for encoded, _ in batch for record in encoded]
                 try:
                     await self._loop.run_in_executor(
-                        None, self._core.internal_append, OFFSETS_TOPIC, partition, records
+                        None, self._core.internal_append, self.topic, partition, records
                     )
                 except Exception as error:
                     for _, future in batch:
@@ -99,19 +120,19 @@ class CoordinatorLog:
 
     async def read(
         self, partition: int, chunk_bytes: int
-    ) -> AsyncIterator[tuple[int, CoordinatorRecord | Exception | None]]:
+    ) -> AsyncIterator[tuple[int, R | ValueError | None]]:
         """Every record of the partition, from its start to the current end, as (offset, record).
 
         The record is None for record types another coordinator owns, and the decoding error for
         records that do not parse (the caller logs and skips them; they stay in the log).
         """
         end = await self._loop.run_in_executor(
-            None, self._core.log_end_offset, OFFSETS_TOPIC, partition
+            None, self._core.log_end_offset, self.topic, partition
         )
         position = 0
         while position < end:
             chunk = await self._loop.run_in_executor(
-                None, self._core.internal_read, OFFSETS_TOPIC, partition, position, chunk_bytes
+                None, self._core.internal_read, self.topic, partition, position, chunk_bytes
             )
             if not chunk:
                 return
@@ -120,7 +141,7 @@ class CoordinatorLog:
                 if offset >= end:
                     return
                 try:
-                    record = decode_record(stored["key"], stored["value"])
+                    record = self._codec.decode(stored["key"], stored["value"])
                 except ValueError as error:
                     yield offset, error
                 else:
