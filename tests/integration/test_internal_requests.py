@@ -3,7 +3,6 @@ client's client id earns it nothing, and a forged group-offset record never beco
 
 from __future__ import annotations
 
-from krust.group.partitioner import partition_for
 from krust.group.records import OffsetCommitKey, OffsetCommitValue, encode_record
 
 from . import wire
@@ -15,7 +14,8 @@ from .records import Record, now_ms
 
 INVALID_TOPIC_EXCEPTION = 17
 OFFSET_FETCH = 9
-OFFSETS_PARTITIONS = 3
+# One __consumer_offsets partition: every group's records go to partition 0.
+OFFSETS_PARTITIONS = 1
 CLOSE_TIMEOUT_S = 10.0
 # The client id the core's own requests carry; sent by a client, it must not make it trusted.
 INTERNAL_CLIENT_ID = "krust-internal"
@@ -58,7 +58,7 @@ def test_a_forged_offset_record_is_refused_and_not_loaded_after_a_restart(broker
             OffsetCommitValue(offset=42, metadata="forged", commit_timestamp=now_ms()),
         )
     )
-    partition = partition_for(group, OFFSETS_PARTITIONS)
+    partition = 0
     with wire.connect(HOST, broker.port) as sock:
         batch = wire.record_batch([(key, value)], now_ms())
         results = wire.produce_v3(sock, "__consumer_offsets", {partition: batch}, 1)
