@@ -3,7 +3,7 @@
 This stub is the contract between `crates/krust-python` and `python/krust`.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import TypedDict, final, type_check_only
 
 __all__ = ["BridgeRequest", "Broker", "__version__"]
@@ -54,7 +54,8 @@ class StoredRecord(TypedDict):
 
 @final
 class BridgeRequest:
-    """One Python-owned request (or an internal request from the core) crossing the bridge."""
+    """One Python-owned request (or an internal request from the core) crossing the bridge,
+    with the session of its connection (see docs/session-and-routing.md)."""
 
     @property
     def api_key(self) -> int: ...
@@ -65,7 +66,21 @@ class BridgeRequest:
     @property
     def client_id(self) -> str | None: ...
     @property
+    def principal(self) -> str:
+        """The client's KafkaPrincipal, e.g. "User:ANONYMOUS"."""
+    @property
+    def listener_name(self) -> str:
+        """The listener the request came in on; "krust-internal" for the core's own requests."""
+    @property
+    def security_protocol(self) -> str:
+        """The listener's security protocol, e.g. "PLAINTEXT"."""
+    @property
     def client_host(self) -> str: ...
+    @property
+    def client_port(self) -> int: ...
+    @property
+    def internal(self) -> bool:
+        """True only for requests the core itself made; no client can set it."""
     @property
     def body(self) -> bytes:
         """The request body after the request header, exactly as on the wire."""
@@ -95,11 +110,14 @@ class Broker:
         self,
         handler: Callable[[BridgeRequest], None],
         python_apis: Mapping[int, tuple[int, int]],
+        internal_only: Set[int],
     ) -> None:
         """Listen and serve until SIGINT/SIGTERM or `shutdown()`; the GIL is released meanwhile.
 
         `python_apis` maps each Python-owned api key to its (min, max) version; the core sends
-        those requests to `handler` and advertises the ranges in ApiVersions.
+        those requests to `handler` and advertises the ranges in ApiVersions. The keys in
+        `internal_only` are served only for the core's own requests: not advertised, and a
+        client asking for one has its connection closed.
 
         `handler` is called on the core's dedicated bridge thread, one request at a time; it must
         return quickly (hand the work to the Python event loop) and answer via `respond` later.

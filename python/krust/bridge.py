@@ -24,13 +24,20 @@ logger = logging.getLogger("krust.bridge")
 
 @dataclass(frozen=True)
 class RequestContext:
-    """Who sent a request and which API version it speaks."""
+    """Who sent a request and which API version it speaks (the core's session of its
+    connection; see docs/session-and-routing.md)."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     client_host: str
+    client_port: int = 0
+    principal: str = "User:ANONYMOUS"
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    internal: bool = False
+    """True only for the core's own requests (e.g. topic auto-creation); no client can set it."""
 
 
 Handler = Callable[[Any, RequestContext], Awaitable[Any]]
@@ -51,6 +58,16 @@ class BridgeRequest(Protocol):
     @property
     def client_host(self) -> str: ...
     @property
+    def client_port(self) -> int: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def listener_name(self) -> str: ...
+    @property
+    def security_protocol(self) -> str: ...
+    @property
+    def internal(self) -> bool: ...
+    @property
     def body(self) -> bytes: ...
     def respond(self, body: bytes) -> None: ...
     def close_connection(self) -> None: ...
@@ -61,6 +78,7 @@ class _Route:
     min_version: int
     max_version: int
     handler: Handler
+    internal_only: bool
 
 
 class BadRequest(Exception):
@@ -81,16 +99,30 @@ class Dispatcher:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
-        """Route versions min..max of `api_key` to `handler` (and advertise them)."""
+    def register(
+        self,
+        api_key: int,
+        min_version: int,
+        max_version: int,
+        handler: Handler,
+        *,
+        internal_only: bool = False,
+    ) -> None:
+        """Route versions min..max of `api_key` to `handler` and advertise them to clients;
+        `internal_only` apis (Kafka's controller-only ones) serve only the core's own requests
+        and are never advertised."""
         if api_key in self._routes:
             raise ValueError(f"api key {api_key} already has a handler")
         if not 0 <= min_version <= max_version:
             raise ValueError(f"bad version range {min_version}..{max_version}")
-        self._routes[api_key] = _Route(min_version, max_version, handler)
+        self._routes[api_key] = _Route(min_version, max_version, handler, internal_only)
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
         return {key: (r.min_version, r.max_version) for key, r in self._routes.items()}
+
+    def internal_only_apis(self) -> frozenset[int]:
+        """The registered api keys that only the core itself may call."""
+        return frozenset(key for key, route in self._routes.items() if route.internal_only)
 
     def submit(self, request: BridgeRequest) -> None:
         """Hand a request to the event loop; called on the core's bridge thread, never raises."""
@@ -136,11 +168,22 @@ class Dispatcher:
         route = self._routes.get(api_key)
         if route is None or not route.min_version <= version <= route.max_version:
             raise BadRequest("no handler for this api key and version")
+        if route.internal_only and not request.internal:
+            raise BadRequest("this api serves only the broker's own requests")
         request_type = load_request_schema(api_key, version)
         body = request.body
         entity, _ = entity_reader(request_type)(body, 0)
         context = RequestContext(
-            api_key, version, request.correlation_id, request.client_id, request.client_host
+            api_key,
+            version,
+            request.correlation_id,
+            request.client_id,
+            request.client_host,
+            client_port=request.client_port,
+            principal=request.principal,
+            listener_name=request.listener_name,
+            security_protocol=request.security_protocol,
+            internal=request.internal,
         )
         response = await route.handler(entity, context)
         if (response.__api_key__, response.__version__) != (api_key, version):

@@ -39,7 +39,11 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         services = [install(ctx) for install in SERVICES]
         on_ready()
         with _shutdown_on_signals(core.shutdown):
-            core.serve(dispatcher.submit, dispatcher.supported_versions())
+            core.serve(
+                dispatcher.submit,
+                dispatcher.supported_versions(),
+                dispatcher.internal_only_apis(),
+            )
     finally:
         if services:
             _close_services(dispatcher, services)

@@ -1,7 +1,8 @@
 """The Kafka wire protocol by hand, for tests that must send exactly the bytes they choose.
 
 Only what the raw-socket tests and the readiness probe need: size-prefixed frames, request
-headers v1/v2, ApiVersions (KIP-511 fallback), Metadata v1 and Produce v3.
+headers v1/v2, ApiVersions (KIP-511 fallback), Metadata v1, Produce v3, Fetch v4 and
+AllocateProducerIds v0.
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
 API_PRODUCE = 0
+API_FETCH = 1
 API_METADATA = 3
 API_VERSIONS = 18
+API_ALLOCATE_PRODUCER_IDS = 67
 
 CLIENT_ID = "krust-tests"
 
@@ -27,6 +32,10 @@ def int16(value: int) -> bytes:
 
 def int32(value: int) -> bytes:
     return struct.pack(">i", value)
+
+
+def int64(value: int) -> bytes:
+    return struct.pack(">q", value)
 
 
 def string(value: str | None) -> bytes:
@@ -54,14 +63,18 @@ def frame(payload: bytes) -> bytes:
     return sized(payload)
 
 
-def request_header(api_key: int, api_version: int, correlation_id: int) -> bytes:
+def request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str = CLIENT_ID
+) -> bytes:
     """Request header v1 (non-flexible requests)."""
-    return int16(api_key) + int16(api_version) + int32(correlation_id) + string(CLIENT_ID)
+    return int16(api_key) + int16(api_version) + int32(correlation_id) + string(client_id)
 
 
-def flexible_request_header(api_key: int, api_version: int, correlation_id: int) -> bytes:
+def flexible_request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str = CLIENT_ID
+) -> bytes:
     """Request header v2: v1 plus an empty tagged-field section (KIP-482)."""
-    return request_header(api_key, api_version, correlation_id) + b"\x00"
+    return request_header(api_key, api_version, correlation_id, client_id) + b"\x00"
 
 
 class Reader:
@@ -200,3 +213,44 @@ def produce_v3(
             reader.int64()  # log append time
             results[partition] = PartitionProduceResult(error_code, base_offset)
     return results
+
+
+def send_fetch_v4(
+    sock: socket.socket,
+    topic: str,
+    partition: int,
+    offset: int,
+    max_wait_ms: int,
+    correlation_id: int,
+) -> None:
+    """Send one Fetch v4 (min_bytes 1) without waiting; read it with `read_response`."""
+    partitions = array([int32(partition) + int64(offset) + int32(1 << 20)])
+    topics = array([string(topic) + partitions])
+    body = int32(-1) + int32(max_wait_ms) + int32(1) + int32(1 << 20) + b"\x00" + topics
+    sock.sendall(frame(request_header(API_FETCH, 4, correlation_id) + body))
+
+
+def send_allocate_producer_ids(
+    sock: socket.socket, client_id: str, broker_id: int, correlation_id: int
+) -> None:
+    """Send AllocateProducerIds v0 (flexible), the controller-only API, as `client_id`."""
+    header = flexible_request_header(API_ALLOCATE_PRODUCER_IDS, 0, correlation_id, client_id)
+    body = int32(broker_id) + int64(-1) + b"\x00"
+    sock.sendall(frame(header + body))
+
+
+def record_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytes:
+    """An uncompressed v2 RecordBatch of (key, value) records without producer id, built by
+    kafka-python, CRC included."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for offset, (key, value) in enumerate(records):
+        builder.append(offset, timestamp=timestamp_ms, key=key, value=value, headers=[])
+    return bytes(builder.build())

@@ -68,12 +68,19 @@ class FakeCore:
 class FakeRequest:
     """A BridgeRequest: records whether it was answered or its connection closed."""
 
-    def __init__(self, body: bytes, api_key: int = 20, api_version: int = 4) -> None:
+    def __init__(
+        self, body: bytes, api_key: int = 20, api_version: int = 4, internal: bool = False
+    ) -> None:
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = 7
         self.client_id = "test-client"
         self.client_host = "127.0.0.1"
+        self.client_port = 50000
+        self.principal = "User:ANONYMOUS"
+        self.listener_name = "PLAINTEXT"
+        self.security_protocol = "PLAINTEXT"
+        self.internal = internal
         self.body = body
         self.response: bytes | None = None
         self.closed = False

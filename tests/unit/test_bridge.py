@@ -66,7 +66,39 @@ def test_request_is_decoded_handled_and_answered(dispatcher: Dispatcher) -> None
     response = decode_response(request.wait().response or b"")
     assert [r.name for r in response.responses] == ["a", "b"]
     assert not request.closed
-    assert seen == [RequestContext(20, 4, 7, "test-client", "127.0.0.1")]
+    assert seen == [
+        RequestContext(
+            20,
+            4,
+            7,
+            "test-client",
+            "127.0.0.1",
+            client_port=50000,
+            principal="User:ANONYMOUS",
+            listener_name="PLAINTEXT",
+            security_protocol="PLAINTEXT",
+            internal=False,
+        )
+    ]
+
+
+def test_internal_only_apis_serve_only_the_cores_own_requests(dispatcher: Dispatcher) -> None:
+    seen: list[bool] = []
+
+    async def handler(request: Any, context: RequestContext) -> Any:
+        seen.append(context.internal)
+        return await echo_names(request, context)
+
+    dispatcher.register(20, 1, 6, handler, internal_only=True)
+    dispatcher.register(19, 2, 7, echo_names)
+    assert dispatcher.internal_only_apis() == {20}
+    from_client = FakeRequest(delete_topics_body("a"))
+    dispatcher.submit(from_client)
+    assert from_client.wait().closed and from_client.response is None
+    from_core = FakeRequest(delete_topics_body("a"), internal=True)
+    dispatcher.submit(from_core)
+    assert from_core.wait().response is not None
+    assert seen == [True]
 
 
 def test_handler_exception_closes_the_connection_and_later_requests_are_served(
@@ -172,12 +204,16 @@ class ServingFakeCore(FakeCore):
         super().__init__()
         self.settings = settings
         self.python_apis: dict[int, tuple[int, int]] = {}
+        self.internal_only: frozenset[int] = frozenset()
         self.answer: FakeRequest | None = None
         self.shut_down = self.closed = False
         ServingFakeCore.instances.append(self)
 
-    def serve(self, handler: Any, python_apis: dict[int, tuple[int, int]]) -> None:
+    def serve(
+        self, handler: Any, python_apis: dict[int, tuple[int, int]], internal_only: frozenset[int]
+    ) -> None:
         self.python_apis = dict(python_apis)
+        self.internal_only = frozenset(internal_only)
         body = encode_entity(
             build_entity(
                 load_request_schema(19, 7),
@@ -216,6 +252,7 @@ def test_server_wires_core_controller_and_bridge(
     assert ready == [True]
     assert core.settings["listeners"] == [("PLAINTEXT", "h", 1)]
     assert {19: (2, 7), 20: (1, 6), 37: (0, 3), 67: (0, 0)}.items() <= core.python_apis.items()
+    assert core.internal_only == {67}
     response, _ = entity_reader(load_response_schema(19, 7))(core.answer.response, 0)
     assert response.topics[0].error_code == 0
     assert any(topic["name"] == "served" for topic in core.last_image["topics"])

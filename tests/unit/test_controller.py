@@ -48,8 +48,10 @@ def controller(config: BrokerConfig, fake_core: FakeCore) -> Controller:
     return Controller.open(config, fake_core)
 
 
-def context(api_key: int, version: int, client_id: str = "admin") -> RequestContext:
-    return RequestContext(api_key, version, 1, client_id, "127.0.0.1")
+def context(
+    api_key: int, version: int, client_id: str = "admin", internal: bool = False
+) -> RequestContext:
+    return RequestContext(api_key, version, 1, client_id, "127.0.0.1", internal=internal)
 
 
 def create(
@@ -436,34 +438,39 @@ def test_create_partitions_errors(run: LoopRunner, controller: Controller) -> No
     assert len(controller.image.topics["t"].partitions) == 1
 
 
-def allocate(run: LoopRunner, controller: Controller, client_id: str, epoch: int = -1) -> Any:
+def allocate(
+    run: LoopRunner, controller: Controller, internal: bool = True, epoch: int = -1
+) -> Any:
     request_type = load_request_schema(67, 0)
     request = build_entity(request_type, {"broker_id": 1, "broker_epoch": epoch})
-    return run(controller.allocate_producer_ids(request, context(67, 0, client_id)))
+    # The client id the core sends does not make a request internal: only the core's flag does.
+    request_context = context(67, 0, "krust-internal", internal=internal)
+    return run(controller.allocate_producer_ids(request, request_context))
 
 
 def test_producer_id_blocks_are_durable_and_never_reused(
     run: LoopRunner, controller: Controller, config: BrokerConfig, fake_core: FakeCore
 ) -> None:
-    first = allocate(run, controller, "krust-internal")
-    second = allocate(run, controller, "krust-internal")
+    first = allocate(run, controller)
+    second = allocate(run, controller)
     assert (first.producer_id_start, first.producer_id_len) == (0, 1000)
     assert second.producer_id_start == 1000
     assert ProducerIdsRecord(broker_id=1, broker_epoch=-1, next_producer_id=2000) in (
         metadata_records(fake_core)
     )
     restarted = Controller.open(config, fake_core.reopen())
-    assert allocate(run, restarted, "krust-internal").producer_id_start == 2000
+    assert allocate(run, restarted).producer_id_start == 2000
 
 
 def test_producer_ids_only_for_the_core_and_a_current_epoch(
     run: LoopRunner, controller: Controller
 ) -> None:
-    assert allocate(run, controller, "admin").error_code is ErrorCode.cluster_authorization_failed
-    stale = allocate(run, controller, "krust-internal", epoch=99)
+    refused = allocate(run, controller, internal=False)
+    assert refused.error_code is ErrorCode.cluster_authorization_failed
+    stale = allocate(run, controller, epoch=99)
     assert stale.error_code is ErrorCode.stale_broker_epoch
     epoch = controller.image.brokers[1].epoch
-    assert allocate(run, controller, "krust-internal", epoch=epoch).error_code is ErrorCode.none
+    assert allocate(run, controller, epoch=epoch).error_code is ErrorCode.none
 
 
 def test_ensure_topic_creates_once_and_marks_internal(

@@ -20,7 +20,17 @@ pub struct PyBridgeRequest {
     #[pyo3(get)]
     client_id: Option<String>,
     #[pyo3(get)]
+    principal: String,
+    #[pyo3(get)]
+    listener_name: String,
+    #[pyo3(get)]
+    security_protocol: &'static str,
+    #[pyo3(get)]
     client_host: String,
+    #[pyo3(get)]
+    client_port: u16,
+    #[pyo3(get)]
+    internal: bool,
     body: Bytes,
     reply: Mutex<Option<oneshot::Sender<BridgeReply>>>,
 }
@@ -28,12 +38,18 @@ pub struct PyBridgeRequest {
 impl From<BridgeRequest> for PyBridgeRequest {
     fn from(request: BridgeRequest) -> Self {
         let call = request.call;
+        let session = call.session;
         PyBridgeRequest {
             api_key: call.api_key,
             api_version: call.api_version,
             correlation_id: call.correlation_id,
             client_id: call.client_id,
-            client_host: call.client_host,
+            principal: session.principal.to_string(),
+            security_protocol: session.security_protocol.name(),
+            client_host: session.client_address.ip().to_string(),
+            client_port: session.client_address.port(),
+            internal: session.is_internal(),
+            listener_name: session.listener_name,
             body: call.body,
             reply: Mutex::new(Some(request.reply)),
         }
@@ -59,8 +75,15 @@ impl PyBridgeRequest {
 
     fn __repr__(&self) -> String {
         format!(
-            "BridgeRequest(api_key={}, api_version={}, correlation_id={}, client_id={:?})",
-            self.api_key, self.api_version, self.correlation_id, self.client_id
+            "BridgeRequest(api_key={}, api_version={}, correlation_id={}, client_id={:?}, \
+             principal={}, listener_name={}, internal={})",
+            self.api_key,
+            self.api_version,
+            self.correlation_id,
+            self.client_id,
+            self.principal,
+            self.listener_name,
+            self.internal
         )
     }
 }

@@ -1,13 +1,14 @@
 //! `krust._core.Broker`: storage, metadata, internal logs and the serving loop.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
-use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use krust_server::routing::{Exposure, PythonApi};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -23,6 +24,34 @@ const SIGNAL_POLL: Duration = Duration::from_millis(100);
 #[pyclass(name = "Broker", module = "krust._core", frozen)]
 pub struct PyBroker {
     inner: Arc<Broker>,
+}
+
+/// Python's apis with who may call them: the `internal_only` ones only the core itself.
+fn python_api_routes(
+    versions: BTreeMap<i16, (i16, i16)>,
+    internal_only: &BTreeSet<i16>,
+) -> PyResult<BTreeMap<i16, PythonApi>> {
+    if let Some(unknown) = internal_only.iter().find(|key| !versions.contains_key(key)) {
+        return Err(PyValueError::new_err(format!(
+            "internal-only api key {unknown} has no version range"
+        )));
+    }
+    Ok(versions
+        .into_iter()
+        .map(|(key, (min_version, max_version))| {
+            let exposure = if internal_only.contains(&key) {
+                Exposure::Internal
+            } else {
+                Exposure::Clients
+            };
+            let api = PythonApi {
+                min_version,
+                max_version,
+                exposure,
+            };
+            (key, api)
+        })
+        .collect())
 }
 
 fn runtime_error(error: impl std::fmt::Display) -> PyErr {
@@ -103,8 +132,9 @@ impl PyBroker {
         py: Python<'_>,
         handler: Py<PyAny>,
         python_apis: BTreeMap<i16, (i16, i16)>,
+        internal_only: BTreeSet<i16>,
     ) -> PyResult<()> {
-        let (bridge, receiver) = Bridge::new(python_apis);
+        let (bridge, receiver) = Bridge::new(python_api_routes(python_apis, &internal_only)?);
         let bridge_thread = std::thread::Builder::new()
             .name("krust-bridge".into())
             .spawn(move || run_bridge_thread(receiver, handler))

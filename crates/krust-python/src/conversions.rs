@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use krust_server::metadata_cache::{
     BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
 };
+use krust_server::session::SecurityProtocol;
 use krust_server::settings::{BrokerSettings, Listener};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -45,14 +46,31 @@ fn set_long<'py>(mapping: &Bound<'py, PyAny>, key: &str, slot: &mut u64) -> PyRe
     Ok(())
 }
 
+/// The listeners under `key`, each with its protocol from listener.security.protocol.map
+/// (PLAINTEXT when the map does not name it, as for advertised listeners of other brokers).
 fn listeners(mapping: &Bound<'_, PyAny>, key: &str) -> PyResult<Option<Vec<Listener>>> {
-    Ok(
-        get::<Vec<(String, String, u16)>>(mapping, key)?.map(|list| {
-            list.into_iter()
-                .map(|(name, host, port)| Listener { name, host, port })
-                .collect()
-        }),
-    )
+    let protocols: HashMap<String, String> =
+        get(mapping, "listener.security.protocol.map")?.unwrap_or_default();
+    let Some(list) = get::<Vec<(String, String, u16)>>(mapping, key)? else {
+        return Ok(None);
+    };
+    list.into_iter()
+        .map(|(name, host, port)| {
+            let security_protocol = match protocols.get(&name) {
+                Some(protocol) => protocol.parse().map_err(|error| {
+                    PyValueError::new_err(format!("listener.security.protocol.map: {error}"))
+                })?,
+                None => SecurityProtocol::Plaintext,
+            };
+            Ok(Listener {
+                name,
+                host,
+                port,
+                security_protocol,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()
+        .map(Some)
 }
 
 /// Reads the settings the core uses from the validated config mapping (Kafka names).

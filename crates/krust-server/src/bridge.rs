@@ -11,7 +11,11 @@ use kafka_protocol::messages::RequestHeader;
 use kafka_protocol::protocol::{Decodable, Request, StrBytes};
 use tokio::sync::{mpsc, oneshot};
 
-/// Client id of requests the core itself sends to the controller.
+use crate::routing::PythonApi;
+use crate::session::Session;
+
+/// Client id of requests the core itself sends to the controller; for logs only: what marks
+/// them as the core's is their session's internal flag, which no client can set.
 pub const INTERNAL_CLIENT_ID: &str = "krust-internal";
 
 /// How Python answered a request.
@@ -45,7 +49,7 @@ pub enum BridgeError {
 #[derive(Clone)]
 pub struct Bridge {
     sender: mpsc::UnboundedSender<BridgeRequest>,
-    python_apis: BTreeMap<i16, (i16, i16)>,
+    python_apis: BTreeMap<i16, PythonApi>,
 }
 
 /// The receiving half, driven by the bindings crate's Python thread.
@@ -62,8 +66,8 @@ impl BridgeReceiver {
 }
 
 impl Bridge {
-    /// A bridge for the given Python-owned api keys and their (min, max) versions.
-    pub fn new(python_apis: BTreeMap<i16, (i16, i16)>) -> (Bridge, BridgeReceiver) {
+    /// A bridge for the given Python-owned api keys, their versions and who may call them.
+    pub fn new(python_apis: BTreeMap<i16, PythonApi>) -> (Bridge, BridgeReceiver) {
         let (sender, receiver) = mpsc::unbounded_channel();
         (
             Bridge {
@@ -74,8 +78,8 @@ impl Bridge {
         )
     }
 
-    /// The api keys Python owns and their version ranges.
-    pub fn python_apis(&self) -> &BTreeMap<i16, (i16, i16)> {
+    /// The api keys Python owns, their versions and who may call them.
+    pub fn python_apis(&self) -> &BTreeMap<i16, PythonApi> {
         &self.python_apis
     }
 
@@ -92,7 +96,7 @@ impl Bridge {
     }
 
     /// Sends a request the core itself makes (e.g. auto-creating a topic) through the same path,
-    /// encoded like a client's, and decodes the response.
+    /// encoded like a client's but in the internal session, and decodes the response.
     pub async fn call_internal<R: Request>(
         &self,
         request: &R,
@@ -108,7 +112,7 @@ impl Bridge {
                 api_version: version,
                 correlation_id: 0,
                 client_id: Some(INTERNAL_CLIENT_ID.to_string()),
-                client_host: "127.0.0.1".to_string(),
+                session: Session::internal(),
                 body: body.freeze(),
             })
             .await?;
@@ -127,19 +131,19 @@ pub struct BridgeCall {
     pub api_version: i16,
     pub correlation_id: i32,
     pub client_id: Option<String>,
-    pub client_host: String,
+    pub session: Session,
     pub body: Bytes,
 }
 
 impl BridgeCall {
     /// A call carrying a client's request whose header was already parsed.
-    pub fn from_client(header: &RequestHeader, client_host: &str, body: Bytes) -> BridgeCall {
+    pub fn from_client(header: &RequestHeader, session: &Session, body: Bytes) -> BridgeCall {
         BridgeCall {
             api_key: header.request_api_key,
             api_version: header.request_api_version,
             correlation_id: header.correlation_id,
             client_id: header.client_id.as_ref().map(StrBytes::to_string),
-            client_host: client_host.to_string(),
+            session: session.clone(),
             body,
         }
     }

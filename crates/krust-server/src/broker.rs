@@ -11,10 +11,11 @@ use krust_storage::{LogManager, StorageError, TopicPartition};
 use tokio::sync::watch;
 
 use crate::bridge::Bridge;
-use crate::handlers::produce::now_ms;
+use crate::clock::now_ms;
 use crate::metadata_cache::{MetadataCache, MetadataImage};
 use crate::replica_manager::{InternalLogError, ReplicaManager};
-use crate::server::{serve, ServeError, ServerContext};
+use crate::server::{serve, ServeError};
+use crate::server_context::ServerContext;
 use crate::settings::BrokerSettings;
 
 /// A record as stored in an internal log.

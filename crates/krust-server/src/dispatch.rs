@@ -1,36 +1,17 @@
-//! Routes a request frame by api key: to a native handler, or across the bridge to Python.
+//! Routes a request frame, by the routing table, to a native handler or across the bridge to
+//! Python; an api not enabled for the session closes the connection, as in Kafka.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::protocol::Decodable;
 
 use crate::bridge::{BridgeCall, BridgeReply};
 use crate::handlers::{self, api_versions, NativeRequest};
-use crate::response_frame::{encode_frame, frame_encoded_body, ResponseFrame, SplicedRecords};
-use crate::server::ServerContext;
-
-/// What the connection does after a request.
-pub enum Outcome {
-    /// Write this complete response frame (size prefix included).
-    Respond(ResponseFrame),
-    /// Write nothing (a Produce with acks=0).
-    NoResponse,
-    /// Close the connection; the reason is logged.
-    Close(String),
-}
-
-/// The parsed request header plus what handlers need to know about the client.
-pub struct RequestContext<'a> {
-    pub header: RequestHeader,
-    pub api_key: ApiKey,
-    pub client_host: &'a str,
-}
-
-impl RequestContext<'_> {
-    pub fn version(&self) -> i16 {
-        self.header.request_api_version
-    }
-}
+use crate::request_context::{framed, Outcome, RequestContext, RequestSlot};
+use crate::response_frame::{encode_frame, frame_encoded_body};
+use crate::routing::Handler;
+use crate::server_context::ServerContext;
+use crate::session::Session;
 
 /// Splits a request frame into its api key, parsed header and body; an error closes the
 /// connection. Pure, so the fuzz target exercises exactly this path.
@@ -50,42 +31,40 @@ pub fn parse_header(frame: Bytes) -> Result<(ApiKey, RequestHeader, Bytes), Stri
     Ok((api_key, header, body))
 }
 
-/// Handles one request frame (without its size prefix).
-pub async fn handle_request(context: &ServerContext, frame: Bytes, client_host: &str) -> Outcome {
+/// Handles one request frame (without its size prefix) of a connection with `session`.
+pub async fn handle_request<'a>(
+    context: &ServerContext,
+    session: &'a Session,
+    frame: Bytes,
+    slot: RequestSlot<'a>,
+) -> Outcome {
     let (api_key, header, body) = match parse_header(frame) {
         Ok(parsed) => parsed,
         Err(reason) => return Outcome::Close(reason),
     };
     let version = header.request_api_version;
-    let Some((min, max)) = supported_range(context, api_key) else {
-        return Outcome::Close(format!("unsupported api {api_key:?}"));
+    let Some(route) = context.routes.route(session, api_key) else {
+        return Outcome::Close(format!(
+            "{api_key:?} is not enabled on listener {}",
+            session.listener_name
+        ));
     };
-    if api_key == ApiKey::ApiVersions && version > max {
+    if api_key == ApiKey::ApiVersions && version > route.max_version {
         // KIP-511: answer in v0 so the client can pick a version we both support.
-        let body = api_versions::unsupported_version_response(context);
+        let body = api_versions::unsupported_version_response(context, session);
         return framed(encode_frame(header.correlation_id, 0, &body, 0, None));
     }
-    if version < min || version > max {
+    if version < route.min_version || version > route.max_version {
         return Outcome::Close(format!("unsupported version {version} of {api_key:?}"));
     }
-    let request = RequestContext {
-        header,
-        api_key,
-        client_host,
-    };
-    if context.bridge.python_apis().contains_key(&(api_key as i16)) {
-        return forward_to_python(context, request, body).await;
+    let request = RequestContext::new(header, api_key, session, slot);
+    match route.handler {
+        Handler::Python => forward_to_python(context, request, body).await,
+        Handler::Native => match NativeRequest::decode(api_key, version, body) {
+            Ok(decoded) => handlers::handle_native(context, &request, decoded).await,
+            Err(reason) => Outcome::Close(reason),
+        },
     }
-    match NativeRequest::decode(api_key, version, body) {
-        Ok(decoded) => handlers::handle_native(context, &request, decoded).await,
-        Err(reason) => Outcome::Close(reason),
-    }
-}
-
-/// The versions of `api_key` this broker serves, natively or through Python.
-pub fn supported_range(context: &ServerContext, api_key: ApiKey) -> Option<(i16, i16)> {
-    api_versions::native_range(api_key)
-        .or_else(|| context.bridge.python_apis().get(&(api_key as i16)).copied())
 }
 
 async fn forward_to_python(
@@ -93,7 +72,9 @@ async fn forward_to_python(
     request: RequestContext<'_>,
     body: Bytes,
 ) -> Outcome {
-    let call = BridgeCall::from_client(&request.header, request.client_host, body);
+    let call = BridgeCall::from_client(&request.header, request.session, body);
+    // Python may hold the request for long (a JoinGroup waits for its rebalance).
+    request.park();
     match context.bridge.call(call).await {
         Ok(BridgeReply::Response(body)) => {
             let header_version = request.api_key.response_header_version(request.version());
@@ -107,34 +88,5 @@ async fn forward_to_python(
             Outcome::Close(format!("{:?} request was rejected", request.api_key))
         }
         Err(error) => Outcome::Close(error.to_string()),
-    }
-}
-
-/// Encodes a native handler's response as a whole frame for this request.
-pub fn respond<T: Encodable>(request: &RequestContext<'_>, response: &T) -> Outcome {
-    respond_with_records(request, response, None)
-}
-
-/// Like `respond`, for a response whose records fields are placeholders of `spliced`.
-pub fn respond_with_records<T: Encodable>(
-    request: &RequestContext<'_>,
-    response: &T,
-    spliced: Option<SplicedRecords>,
-) -> Outcome {
-    let version = request.version();
-    let header_version = request.api_key.response_header_version(version);
-    framed(encode_frame(
-        request.header.correlation_id,
-        header_version,
-        response,
-        version,
-        spliced,
-    ))
-}
-
-fn framed(encoded: Result<ResponseFrame, String>) -> Outcome {
-    match encoded {
-        Ok(frame) => Outcome::Respond(frame),
-        Err(reason) => Outcome::Close(reason),
     }
 }

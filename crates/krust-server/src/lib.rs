@@ -1,16 +1,28 @@
 //! The krust broker core: network, request dispatch, native handlers, replica manager, and the
-//! bridge to the Python controller and coordinators.
+//! bridge to the Python controller and coordinators. Modules are listed bottom-up: each one
+//! uses only modules above it.
 
+// Foundations: time, settings, who is connected.
+pub mod clock;
+pub mod connection_limits;
+pub mod session;
+pub mod settings;
+
+// Broker state: metadata, partitions, waiting requests, fetch sessions, producer ids.
 pub mod bridge;
-pub mod broker;
-pub mod dispatch;
 pub mod fetch_session;
-pub mod handlers;
 pub mod metadata_cache;
-pub mod network;
 pub mod producer_ids;
 pub mod purgatory;
 pub mod replica_manager;
+pub mod routing;
+pub mod server_context;
+
+// The request path: context in, handlers, routing of frames, sockets, the running server.
+pub mod broker;
+pub mod dispatch;
+pub mod handlers;
+pub mod network;
+pub mod request_context;
 pub mod response_frame;
 pub mod server;
-pub mod settings;

@@ -1,58 +1,19 @@
-//! The running server: shared context of every connection, listeners, and graceful shutdown.
+//! The running server: listeners, periodic flushes and checkpoints, and graceful shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
-use crate::bridge::Bridge;
-use crate::fetch_session::FetchSessionCache;
-use crate::handlers::produce::now_ms;
-use crate::metadata_cache::MetadataCache;
-use crate::network::acceptor::{run_listener, ConnectionCounter};
-use crate::producer_ids::ProducerIdManager;
-use crate::replica_manager::ReplicaManager;
-use crate::settings::BrokerSettings;
+use crate::clock::now_ms;
+use crate::network::acceptor::run_listener;
+use crate::server_context::ServerContext;
 
 /// How long shutdown waits for in-flight requests before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Kafka's log.flush.offset.checkpoint.interval.ms default.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
-
-/// What every connection and handler shares.
-pub struct ServerContext {
-    pub settings: BrokerSettings,
-    pub metadata: Arc<MetadataCache>,
-    pub replicas: Arc<ReplicaManager>,
-    pub bridge: Bridge,
-    pub fetch_sessions: FetchSessionCache,
-    pub producer_ids: ProducerIdManager,
-    pub connections: Arc<ConnectionCounter>,
-    /// queued.max.requests: permits for requests being handled broker-wide.
-    pub request_slots: Semaphore,
-}
-
-impl ServerContext {
-    pub fn new(
-        settings: BrokerSettings,
-        metadata: Arc<MetadataCache>,
-        replicas: Arc<ReplicaManager>,
-        bridge: Bridge,
-    ) -> Self {
-        let slots = settings.queued_max_requests.max(1);
-        ServerContext {
-            producer_ids: ProducerIdManager::new(settings.node_id),
-            settings,
-            metadata,
-            replicas,
-            bridge,
-            fetch_sessions: FetchSessionCache::default(),
-            connections: Arc::default(),
-            request_slots: Semaphore::new(slots),
-        }
-    }
-}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -82,12 +43,17 @@ pub async fn serve(
         let bound = TcpListener::bind(&address)
             .await
             .map_err(|source| ServeError::Bind { address, source })?;
-        listeners.push(bound);
+        listeners.push((bound, listener.clone()));
     }
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
-    for listener in listeners {
-        tasks.spawn(run_listener(listener, context.clone(), shutdown_rx.clone()));
+    for (bound, listener) in listeners {
+        tasks.spawn(run_listener(
+            bound,
+            listener,
+            context.clone(),
+            shutdown_rx.clone(),
+        ));
     }
     tasks.spawn(flush_periodically(context.clone(), shutdown_rx.clone()));
     tasks.spawn(checkpoint_periodically(

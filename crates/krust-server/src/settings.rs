@@ -5,12 +5,16 @@ use std::path::PathBuf;
 
 use krust_storage::LogConfig;
 
-/// One listener: a name (e.g. PLAINTEXT) and the address to bind.
+use crate::session::SecurityProtocol;
+
+/// One listener: a name (e.g. PLAINTEXT), the address to bind and its security protocol.
 #[derive(Debug, Clone)]
 pub struct Listener {
     pub name: String,
     pub host: String,
     pub port: u16,
+    /// From listener.security.protocol.map.
+    pub security_protocol: SecurityProtocol,
 }
 
 /// Everything the Rust core reads from the broker configuration (Kafka names in comments).
@@ -52,6 +56,7 @@ impl Default for BrokerSettings {
             name: "PLAINTEXT".into(),
             host: "localhost".into(),
             port: 9092,
+            security_protocol: SecurityProtocol::Plaintext,
         };
         BrokerSettings {
             node_id: 1,

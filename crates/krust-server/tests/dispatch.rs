@@ -5,21 +5,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse,
-    RequestHeader, TopicName,
+    AllocateProducerIdsRequest, ApiKey, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
 use krust_server::bridge::Bridge;
 use krust_server::broker::{encode_batch, Broker};
-use krust_server::dispatch::{handle_request, Outcome};
+use krust_server::dispatch::handle_request;
 use krust_server::metadata_cache::{
     BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
 };
-use krust_server::server::ServerContext;
+use krust_server::request_context::{Outcome, RequestSlot};
+use krust_server::routing::{Exposure, PythonApi};
+use krust_server::server_context::ServerContext;
+use krust_server::session::{SecurityProtocol, Session};
 use krust_server::settings::BrokerSettings;
 use uuid::Uuid;
 
@@ -30,10 +34,21 @@ struct TestBroker {
 }
 
 fn broker_with_topic(topic: &str, partitions: i32) -> TestBroker {
+    broker_with(topic, partitions, false, BrokerSettings::default())
+}
+
+/// A core serving one topic, with Python owning AllocateProducerIds (internal-only) and
+/// CreateTopics, as the controller registers them.
+fn broker_with(
+    topic: &str,
+    partitions: i32,
+    internal: bool,
+    settings: BrokerSettings,
+) -> TestBroker {
     let dir = tempfile::tempdir().unwrap();
     let settings = BrokerSettings {
         log_dirs: vec![dir.path().to_path_buf()],
-        ..BrokerSettings::default()
+        ..settings
     };
     let broker = Broker::open(settings).unwrap();
     let partitions = (0..partitions)
@@ -60,13 +75,27 @@ fn broker_with_topic(topic: &str, partitions: i32) -> TestBroker {
             vec![TopicMetadata {
                 name: topic.into(),
                 topic_id: Uuid::from_u128(0x1234_5678_9abc_def0),
-                internal: false,
+                internal,
                 configs: Default::default(),
                 partitions,
             }],
         ))
         .unwrap();
-    let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+    let python_api = |max_version, exposure| PythonApi {
+        min_version: 0,
+        max_version,
+        exposure,
+    };
+    let (bridge, _receiver) = Bridge::new(BTreeMap::from([
+        (
+            ApiKey::AllocateProducerIds as i16,
+            python_api(0, Exposure::Internal),
+        ),
+        (
+            ApiKey::CreateTopics as i16,
+            python_api(7, Exposure::Clients),
+        ),
+    ]));
     let context = broker.server_context(bridge);
     TestBroker {
         _dir: dir,
@@ -75,12 +104,34 @@ fn broker_with_topic(topic: &str, partitions: i32) -> TestBroker {
     }
 }
 
+fn client() -> Session {
+    Session::client(
+        "PLAINTEXT",
+        SecurityProtocol::Plaintext,
+        "127.0.0.1:50000".parse().unwrap(),
+    )
+}
+
+/// Handles a frame from a client connection, as the network layer does (without a slot).
+async fn send(b: &TestBroker, frame: Bytes) -> Outcome {
+    handle_request(&b.context, &client(), frame, RequestSlot::default()).await
+}
+
 fn frame<T: Encodable>(api_key: ApiKey, version: i16, body: &T) -> Bytes {
+    frame_from("test", api_key, version, body)
+}
+
+fn frame_from<T: Encodable>(
+    client_id: &'static str,
+    api_key: ApiKey,
+    version: i16,
+    body: &T,
+) -> Bytes {
     let header = RequestHeader::default()
         .with_request_api_key(api_key as i16)
         .with_request_api_version(version)
         .with_correlation_id(42)
-        .with_client_id(Some(StrBytes::from_static_str("test")));
+        .with_client_id(Some(StrBytes::from_static_str(client_id)));
     let mut buf = BytesMut::new();
     header
         .encode(&mut buf, api_key.request_header_version(version))
@@ -154,12 +205,12 @@ fn fetch(topic: &str, offset: i64, max_wait_ms: i32, session: (i32, i32)) -> Fet
 }
 
 async fn send_produce(b: &TestBroker, request: &ProduceRequest) -> ProduceResponse {
-    let outcome = handle_request(&b.context, frame(ApiKey::Produce, 9, request), "127.0.0.1").await;
+    let outcome = send(b, frame(ApiKey::Produce, 9, request)).await;
     ProduceResponse::decode(&mut response_body(outcome, ApiKey::Produce, 9), 9).unwrap()
 }
 
 async fn send_fetch(b: &TestBroker, request: &FetchRequest) -> FetchResponse {
-    let outcome = handle_request(&b.context, frame(ApiKey::Fetch, 12, request), "127.0.0.1").await;
+    let outcome = send(b, frame(ApiKey::Fetch, 12, request)).await;
     FetchResponse::decode(&mut response_body(outcome, ApiKey::Fetch, 12), 12).unwrap()
 }
 
@@ -169,7 +220,7 @@ async fn an_apiversions_request_newer_than_ours_gets_a_v0_answer_with_error_35()
     let request = kafka_protocol::messages::ApiVersionsRequest::default();
     let mut raw = BytesMut::from(&frame(ApiKey::ApiVersions, 3, &request)[..]);
     raw[2..4].copy_from_slice(&99i16.to_be_bytes());
-    let outcome = handle_request(&b.context, raw.freeze(), "127.0.0.1").await;
+    let outcome = send(&b, raw.freeze()).await;
     let mut body = response_body(outcome, ApiKey::ApiVersions, 0);
     let response = ApiVersionsResponse::decode(&mut body, 0).unwrap();
     assert_eq!(response.error_code, 35);
@@ -189,7 +240,7 @@ async fn malformed_frames_close_the_connection() {
         Bytes::from_static(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0, 0]),
         Bytes::from_static(&[0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0xff]),
     ] {
-        let outcome = handle_request(&b.context, raw, "127.0.0.1").await;
+        let outcome = send(&b, raw).await;
         assert!(matches!(outcome, Outcome::Close(_)));
     }
 }
@@ -264,8 +315,7 @@ async fn unknown_topics_and_offsets_out_of_range_are_reported() {
 async fn acks_zero_gets_no_response() {
     let b = broker_with_topic("t", 1);
     let request = produce("t", vec![(0, batch(&["x"]))], 0);
-    let outcome =
-        handle_request(&b.context, frame(ApiKey::Produce, 9, &request), "127.0.0.1").await;
+    let outcome = send(&b, frame(ApiKey::Produce, 9, &request)).await;
     assert!(matches!(outcome, Outcome::NoResponse));
     assert_eq!(
         b.context
@@ -312,6 +362,74 @@ async fn an_incremental_fetch_session_omits_unchanged_partitions() {
     assert_eq!(b.broker.settings().node_id, 1);
 }
 
+#[tokio::test]
+async fn a_client_cannot_produce_to_an_internal_topic() {
+    let b = broker_with("__consumer_offsets", 2, true, BrokerSettings::default());
+    let request = produce(
+        "__consumer_offsets",
+        vec![(0, batch(&["forged"])), (1, batch(&["forged"]))],
+        -1,
+    );
+    let response = send_produce(&b, &request).await;
+    for partition in &response.responses[0].partition_responses {
+        assert_eq!(
+            partition.error_code,
+            ResponseError::InvalidTopicException.code()
+        );
+        assert_eq!(
+            partition.error_message.as_ref().map(|m| m.as_str()),
+            Some("Cannot append to internal topic")
+        );
+    }
+    let fetched = send_fetch(&b, &fetch("__consumer_offsets", 0, 0, (0, -1))).await;
+    let records = fetched.responses[0].partitions[0].records.clone().unwrap();
+    assert!(records.is_empty(), "nothing was appended");
+}
+
+#[tokio::test]
+async fn internal_only_apis_are_neither_advertised_nor_served_to_clients() {
+    let b = broker_with_topic("t", 1);
+    let request = kafka_protocol::messages::ApiVersionsRequest::default();
+    let outcome = send(&b, frame(ApiKey::ApiVersions, 0, &request)).await;
+    let mut body = response_body(outcome, ApiKey::ApiVersions, 0);
+    let advertised = ApiVersionsResponse::decode(&mut body, 0).unwrap();
+    let keys: Vec<i16> = advertised.api_keys.iter().map(|k| k.api_key).collect();
+    assert!(keys.contains(&(ApiKey::CreateTopics as i16)));
+    assert!(!keys.contains(&(ApiKey::AllocateProducerIds as i16)));
+
+    // The client id the core's own requests carry gives a client nothing.
+    let allocate = AllocateProducerIdsRequest::default().with_broker_id(BrokerId(1));
+    let raw = frame_from("krust-internal", ApiKey::AllocateProducerIds, 0, &allocate);
+    assert!(matches!(send(&b, raw).await, Outcome::Close(_)));
+}
+
+#[tokio::test]
+async fn a_parked_fetch_gives_back_its_request_slot() {
+    let settings = BrokerSettings {
+        queued_max_requests: 1,
+        ..BrokerSettings::default()
+    };
+    let b = broker_with("t", 1, false, settings);
+    let session = client();
+    let permit = b.context.request_slots.acquire().await.unwrap();
+    let raw = frame(ApiKey::Fetch, 12, &fetch("t", 0, 30_000, (0, -1)));
+    let parked = handle_request(&b.context, &session, raw, RequestSlot::new(permit));
+    tokio::pin!(parked);
+    // The only slot comes back while the fetch waits for data.
+    let next_request = async {
+        tokio::select! {
+            slot = b.context.request_slots.acquire() => slot.unwrap(),
+            _ = &mut parked => panic!("the fetch answered without data"),
+        }
+    };
+    let slot = tokio::time::timeout(Duration::from_secs(20), next_request)
+        .await
+        .expect("the waiting fetch kept the only request slot");
+    drop(slot);
+    send_produce(&b, &produce("t", vec![(0, batch(&["wake"]))], 1)).await;
+    assert!(matches!(parked.await, Outcome::Respond(_)));
+}
+
 /// kafka-protocol refuses to encode a field set in a version that lacks it; every advertised
 /// version must still answer with data in the log and the topic present.
 #[tokio::test]
@@ -319,7 +437,6 @@ async fn every_advertised_version_of_the_native_apis_answers() {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::{ListOffsetsRequest, MetadataRequest};
-    use krust_server::handlers::api_versions::native_range;
 
     let b = broker_with_topic("t", 1);
     send_produce(&b, &produce("t", vec![(0, batch(&["a"]))], 1)).await;
@@ -359,9 +476,9 @@ async fn every_advertised_version_of_the_native_apis_answers() {
         ),
     ];
     for (api_key, build) in cases {
-        let (min, max) = native_range(api_key).unwrap();
-        for version in min..=max {
-            let outcome = handle_request(&b.context, build(version), "127.0.0.1").await;
+        let route = b.context.routes.route(&client(), api_key).unwrap();
+        for version in route.min_version..=route.max_version {
+            let outcome = send(&b, build(version)).await;
             assert!(
                 matches!(outcome, Outcome::Respond(_)),
                 "{api_key:?} v{version} did not answer"

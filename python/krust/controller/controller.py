@@ -33,8 +33,6 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
 ALLOCATE_PRODUCER_IDS = 67
-# The client id of the requests the core itself sends (topic auto-creation, producer ids).
-INTERNAL_CLIENT_ID = "krust-internal"
 PRODUCER_ID_BLOCK_SIZE = 1000
 LONG_MAX = 2**63 - 1
 
@@ -171,7 +169,9 @@ class Controller:
             fields = {"error_code": error, "producer_id_start": start, "producer_id_len": length}
             return make_response(ALLOCATE_PRODUCER_IDS, context.api_version, fields)
 
-        if context.client_id != INTERNAL_CLIENT_ID:
+        # Registered internal-only, so the core never routes a client's request here; the
+        # check keeps that true for any other caller too.
+        if not context.internal:
             return answer(ErrorCode.cluster_authorization_failed)
         broker = self.image.brokers.get(request.broker_id)
         # The core does not learn its broker epoch; -1 means "do not check".
@@ -196,5 +196,7 @@ def install(ctx: BrokerContext) -> Controller:
     ctx.dispatcher.register(CREATE_TOPICS, 2, 7, controller.create_topics)
     ctx.dispatcher.register(DELETE_TOPICS, 1, 6, controller.delete_topics)
     ctx.dispatcher.register(CREATE_PARTITIONS, 0, 3, controller.create_partitions)
-    ctx.dispatcher.register(ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids)
+    ctx.dispatcher.register(
+        ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
+    )
     return controller

@@ -1,22 +1,37 @@
 //! DescribeCluster: the cluster id, controller and brokers (KIP-700).
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::server::ServerContext;
+use crate::server_context::ServerContext;
 
 /// Kafka's "authorized operations were not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
-const UNSUPPORTED_ENDPOINT_TYPE: i16 = 114;
+const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
 pub fn handle(context: &ServerContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
-    if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
-        return response.with_error_code(UNSUPPORTED_ENDPOINT_TYPE);
+    // KIP-919: a broker serves the broker endpoint type; v0 cannot ask for another.
+    let error = match request.endpoint_type {
+        ENDPOINT_TYPE_BROKERS => None,
+        ENDPOINT_TYPE_CONTROLLERS => Some((
+            ResponseError::MismatchedEndpointType,
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER".to_string(),
+        )),
+        other => Some((
+            ResponseError::UnsupportedEndpointType,
+            format!("Unsupported endpoint type {other}"),
+        )),
+    };
+    if let Some((error, message)) = error {
+        return response
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message)));
     }
     let image = context.metadata.image();
     let brokers = image

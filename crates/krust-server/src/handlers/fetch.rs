@@ -4,25 +4,20 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::FileSlice;
 use uuid::Uuid;
 
-use crate::dispatch::{respond, respond_with_records, Outcome, RequestContext};
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
 use crate::purgatory::NewDataWatch;
 use crate::replica_manager::Partition;
+use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
 use crate::response_frame::SplicedRecords;
-use crate::server::ServerContext;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const FENCED_LEADER_EPOCH: i16 = 74;
-const UNKNOWN_LEADER_EPOCH: i16 = 75;
-const UNKNOWN_TOPIC_ID: i16 = 100;
+use crate::server_context::ServerContext;
 
 /// One partition to read, with what the client asked of it.
 struct Wanted {
@@ -78,7 +73,7 @@ pub async fn handle(
             Wanted { request, partition }
         })
         .collect();
-    let results = read_with_wait(&request, &wanted).await;
+    let results = read_with_wait(ctx, &request, &wanted).await;
     let responses = build_response(&wanted, results, incremental, version);
     if session_id != 0 {
         let sent: Vec<(String, i32, i64, i64)> = responses
@@ -171,17 +166,18 @@ fn locate(
     version: i16,
 ) -> Result<Arc<Partition>, i16> {
     if request.topic.is_empty() && version >= 13 {
-        return Err(UNKNOWN_TOPIC_ID);
+        return Err(ResponseError::UnknownTopicId.code());
     }
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
     if image.topic(&request.topic).is_none() {
-        return Err(UNKNOWN_TOPIC_OR_PARTITION);
+        return Err(unknown);
     }
     let partition = context
         .replicas
         .partition(&request.topic, request.partition)
-        .ok_or(UNKNOWN_TOPIC_OR_PARTITION)?;
+        .ok_or(unknown)?;
     if !partition.is_leader() {
-        return Err(NOT_LEADER_OR_FOLLOWER);
+        return Err(ResponseError::NotLeaderOrFollower.code());
     }
     Ok(partition)
 }
@@ -193,7 +189,11 @@ struct ReadResult {
 }
 
 /// Reads every partition, waiting (DelayedFetch) while fewer than min_bytes are available.
-async fn read_with_wait(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
+async fn read_with_wait(
+    ctx: &RequestContext<'_>,
+    request: &FetchRequest,
+    wanted: &[Wanted],
+) -> Vec<ReadResult> {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let watched: Vec<Arc<Partition>> = wanted
         .iter()
@@ -211,6 +211,7 @@ async fn read_with_wait(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadRe
         if has_error || bytes >= request.min_bytes.max(0) as usize || now >= deadline {
             return results;
         }
+        ctx.park();
         new_data.wait(deadline - now).await;
     }
 }
@@ -267,9 +268,9 @@ fn epoch_error(requested: i32, current: i32) -> Option<i16> {
     if requested < 0 || requested == current {
         None
     } else if requested > current {
-        Some(UNKNOWN_LEADER_EPOCH)
+        Some(ResponseError::UnknownLeaderEpoch.code())
     } else {
-        Some(FENCED_LEADER_EPOCH)
+        Some(ResponseError::FencedLeaderEpoch.code())
     }
 }
 

@@ -1,21 +1,22 @@
 //! InitProducerId for idempotent (non-transactional) producers.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use crate::server::ServerContext;
-
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+use crate::request_context::RequestContext;
+use crate::server_context::ServerContext;
 
 pub async fn handle(
     context: &ServerContext,
     request: InitProducerIdRequest,
+    ctx: &RequestContext<'_>,
 ) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     if request.transactional_id.is_some() {
         // Transactions need the transaction coordinator, which this broker does not run yet.
-        return response.with_error_code(COORDINATOR_NOT_AVAILABLE);
+        return response.with_error_code(ResponseError::CoordinatorNotAvailable.code());
     }
     // KIP-360: a producer that already has an id may bump its epoch instead of taking a new id.
     let existing = request.producer_id.0;
@@ -25,13 +26,15 @@ pub async fn handle(
             .with_producer_id(ProducerId(existing))
             .with_producer_epoch(epoch + 1);
     }
+    // A new block of ids is asked of the controller, in Python.
+    ctx.park();
     match context.producer_ids.next_producer_id(&context.bridge).await {
         Ok(id) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),
         Err(error) => {
             tracing::warn!("cannot allocate a producer id: {error}");
-            response.with_error_code(COORDINATOR_NOT_AVAILABLE)
+            response.with_error_code(ResponseError::CoordinatorNotAvailable.code())
         }
     }
 }

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::records::RecordBatchDecoder;
 
 use crate::replica_manager::Partition;
-use crate::server::ServerContext;
+use crate::server_context::ServerContext;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -12,15 +13,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use crate::dispatch::RequestContext;
 use crate::metadata_cache::{MetadataImage, TopicMetadata};
-use crate::server::ServerContext;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const LEADER_NOT_AVAILABLE: i16 = 5;
-const INVALID_TOPIC_EXCEPTION: i16 = 17;
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-const UNKNOWN_TOPIC_ID: i16 = 100;
+use crate::request_context::RequestContext;
+use crate::server_context::ServerContext;
 /// Kafka's "authorized operations were not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 /// The CreateTopics version the core speaks to the controller.
@@ -48,6 +43,8 @@ pub async fn handle(
             .filter(|name| image.topic(name).is_none() && is_valid_topic_name(name))
             .collect();
         if !missing.is_empty() {
+            // The controller, in Python, creates them.
+            ctx.park();
             auto_create_topics(context, &missing).await;
             image = context.metadata.image();
         }
@@ -112,12 +109,12 @@ fn lookup(
         return topic_response(image, topic, version);
     }
     let error = match &requested.name {
-        Some(name) if !is_valid_topic_name(name) => INVALID_TOPIC_EXCEPTION,
-        Some(_) => UNKNOWN_TOPIC_OR_PARTITION,
-        None => UNKNOWN_TOPIC_ID,
+        Some(name) if !is_valid_topic_name(name) => ResponseError::InvalidTopicException,
+        Some(_) => ResponseError::UnknownTopicOrPartition,
+        None => ResponseError::UnknownTopicId,
     };
     MetadataResponseTopic::default()
-        .with_error_code(error)
+        .with_error_code(error.code())
         .with_name(
             requested
                 .name
@@ -142,7 +139,7 @@ fn topic_response(
                 .with_error_code(if leader_alive {
                     0
                 } else {
-                    LEADER_NOT_AVAILABLE
+                    ResponseError::LeaderNotAvailable.code()
                 })
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(if leader_alive { p.leader } else { -1 }))
@@ -203,7 +200,9 @@ async fn auto_create_topics(context: &ServerContext, names: &[&String]) {
     {
         Ok(response) => {
             for topic in response.topics {
-                if topic.error_code != 0 && topic.error_code != TOPIC_ALREADY_EXISTS {
+                if topic.error_code != 0
+                    && topic.error_code != ResponseError::TopicAlreadyExists.code()
+                {
                     tracing::info!(
                         "auto-creating topic {} failed with error {}",
                         topic.name.0.as_str(),

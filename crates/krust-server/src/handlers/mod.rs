@@ -15,8 +15,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 
-use crate::dispatch::{respond, Outcome, RequestContext};
-use crate::server::ServerContext;
+use crate::request_context::{respond, Outcome, RequestContext};
+use crate::server_context::ServerContext;
 
 /// A decoded request of an api the core answers itself.
 #[derive(Debug)]
@@ -62,11 +62,13 @@ pub async fn handle_native(
     decoded: NativeRequest,
 ) -> Outcome {
     match decoded {
-        NativeRequest::ApiVersions(r) => respond(request, &api_versions::handle(context, r)),
+        NativeRequest::ApiVersions(r) => {
+            respond(request, &api_versions::handle(context, request, r))
+        }
         NativeRequest::Metadata(r) => {
             respond(request, &metadata::handle(context, r, request).await)
         }
-        NativeRequest::Produce(r) => match produce::handle(context, r, request.version()).await {
+        NativeRequest::Produce(r) => match produce::handle(context, r, request).await {
             Some(response) => respond(request, &response),
             None => Outcome::NoResponse,
         },
@@ -78,8 +80,9 @@ pub async fn handle_native(
         NativeRequest::DescribeCluster(r) => {
             respond(request, &describe_cluster::handle(context, r))
         }
-        NativeRequest::InitProducerId(r) => {
-            respond(request, &init_producer_id::handle(context, r).await)
-        }
+        NativeRequest::InitProducerId(r) => respond(
+            request,
+            &init_producer_id::handle(context, r, request).await,
+        ),
     }
 }

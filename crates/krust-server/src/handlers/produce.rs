@@ -1,43 +1,56 @@
 //! Produce: validate and append each partition's batches; acks=all waits for the high watermark.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
 
+use crate::clock::now_ms;
 use crate::purgatory::await_high_watermarks;
 use crate::replica_manager::Partition;
-use crate::server::ServerContext;
+use crate::request_context::RequestContext;
+use crate::server_context::ServerContext;
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const REQUEST_TIMED_OUT: i16 = 7;
-const INVALID_RECORD: i16 = 87;
+/// Kafka's message when a client produces to an internal topic (its ReplicaManager's).
+const INTERNAL_TOPIC_MESSAGE: &str = "Cannot append to internal topic";
 
 /// Handles a Produce request; `None` for acks=0, which Kafka never answers.
 pub async fn handle(
     context: &ServerContext,
     request: ProduceRequest,
-    version: i16,
+    ctx: &RequestContext<'_>,
 ) -> Option<ProduceResponse> {
+    let version = ctx.version();
     let now_ms = now_ms();
+    let image = context.metadata.image();
     let mut waits: Vec<(Arc<Partition>, i64)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
+        // Only coordinators write internal topics (Broker::internal_append), never clients:
+        // a forged record there would be loaded as group state.
+        let internal = image.topic(&name).is_some_and(|t| t.internal);
         let partitions = topic
             .partition_data
             .iter()
             .map(|data| {
+                if internal {
+                    return error_response(data.index, ResponseError::InvalidTopicException)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            INTERNAL_TOPIC_MESSAGE,
+                        )));
+                }
                 let Some(partition) = context.replicas.partition(&name, data.index) else {
-                    return error_response(data.index, UNKNOWN_TOPIC_OR_PARTITION);
+                    return error_response(data.index, ResponseError::UnknownTopicOrPartition);
                 };
                 if !partition.is_leader() {
-                    return error_response(data.index, NOT_LEADER_OR_FOLLOWER);
+                    return error_response(data.index, ResponseError::NotLeaderOrFollower);
                 }
                 let Some(records) = &data.records else {
-                    return error_response(data.index, INVALID_RECORD);
+                    return error_response(data.index, ResponseError::InvalidRecord);
                 };
                 match partition.append_as_leader(records, now_ms) {
                     Ok(info) => {
@@ -56,7 +69,7 @@ pub async fn handle(
                     }
                     Err(error) => {
                         tracing::debug!("produce to {name}-{} rejected: {error}", data.index);
-                        error_response(data.index, error.kafka_error_code())
+                        error_code_response(data.index, error.kafka_error_code())
                     }
                 }
             })
@@ -72,6 +85,7 @@ pub async fn handle(
         return None;
     }
     if !waits.is_empty() {
+        ctx.park();
         let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
         if !await_high_watermarks(&waits, timeout).await {
             mark_timed_out(&mut responses, &waits);
@@ -80,7 +94,11 @@ pub async fn handle(
     Some(ProduceResponse::default().with_responses(responses))
 }
 
-fn error_response(index: i32, error_code: i16) -> PartitionProduceResponse {
+fn error_response(index: i32, error: ResponseError) -> PartitionProduceResponse {
+    error_code_response(index, error.code())
+}
+
+fn error_code_response(index: i32, error_code: i16) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
         .with_error_code(error_code)
@@ -102,16 +120,9 @@ fn mark_timed_out(responses: &mut [TopicProduceResponse], waits: &[(Arc<Partitio
             }
             for response in topic.partition_responses.iter_mut() {
                 if response.index == tp.partition && response.error_code == 0 {
-                    response.error_code = REQUEST_TIMED_OUT;
+                    response.error_code = ResponseError::RequestTimedOut.code();
                 }
             }
         }
     }
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -2,4 +2,5 @@
 
 pub mod acceptor;
 pub mod connection;
+pub mod receive;
 pub mod send_frame;

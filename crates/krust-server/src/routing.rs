@@ -1,0 +1,185 @@
+//! The one routing table: for a session (listener, internal or not) and an api key, which
+//! handler serves which versions, or that the api is not enabled there.
+//!
+//! Kafka enables each api on a set of listener types (`ApiMessageType.ListenerType`) and lists
+//! in ApiVersions only what the listener serves; a request for anything else closes the
+//! connection. Controller-only apis (AllocateProducerIds) are not served on client listeners;
+//! in krust the core reaches its controller in-process, so they are enabled only for the
+//! core's own internal session.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::ApiKey;
+
+use crate::session::Session;
+
+/// Version ranges of the apis the core answers itself. They start low enough for librdkafka's
+/// feature probes (MsgVer2 needs Produce 3 and Fetch 4) and keep Metadata v0 for aiokafka.
+const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// Who may call an api.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// Clients on every listener, and the core itself.
+    Clients,
+    /// The core itself only (Kafka's controller-only apis); never advertised to clients.
+    Internal,
+}
+
+/// Which side answers an api.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handler {
+    /// A handler in the core (`handlers::handle_native`).
+    Native,
+    /// Python, across the bridge.
+    Python,
+}
+
+/// An api Python registered: its versions and who may call it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PythonApi {
+    pub min_version: i16,
+    pub max_version: i16,
+    pub exposure: Exposure,
+}
+
+/// Where requests of one api go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub handler: Handler,
+    pub min_version: i16,
+    pub max_version: i16,
+    pub exposure: Exposure,
+}
+
+impl Route {
+    fn enabled_for(&self, session: &Session) -> bool {
+        match self.exposure {
+            Exposure::Clients => true,
+            Exposure::Internal => session.is_internal(),
+        }
+    }
+}
+
+/// Every api the broker serves, native and Python, with who may call it.
+#[derive(Debug, Clone)]
+pub struct RoutingTable {
+    routes: BTreeMap<i16, Route>,
+}
+
+impl RoutingTable {
+    /// The native apis plus Python's; a Python registration of a native api key replaces it.
+    pub fn new(python_apis: &BTreeMap<i16, PythonApi>) -> Self {
+        let native = NATIVE_APIS.iter().map(|(key, min, max)| {
+            let route = Route {
+                handler: Handler::Native,
+                min_version: *min,
+                max_version: *max,
+                exposure: Exposure::Clients,
+            };
+            (*key as i16, route)
+        });
+        let python = python_apis.iter().map(|(key, api)| {
+            let route = Route {
+                handler: Handler::Python,
+                min_version: api.min_version,
+                max_version: api.max_version,
+                exposure: api.exposure,
+            };
+            (*key, route)
+        });
+        RoutingTable {
+            routes: native.chain(python).collect(),
+        }
+    }
+
+    /// Where `api_key` goes for this session; `None` if it is not enabled there.
+    pub fn route(&self, session: &Session, api_key: ApiKey) -> Option<Route> {
+        self.routes
+            .get(&(api_key as i16))
+            .filter(|route| route.enabled_for(session))
+            .copied()
+    }
+
+    /// The (api key, min, max) this session may use, by api key: what ApiVersions lists.
+    pub fn enabled(&self, session: &Session) -> impl Iterator<Item = (i16, i16, i16)> + '_ {
+        let session_internal = session.is_internal();
+        self.routes
+            .iter()
+            .filter(move |(_, route)| route.exposure == Exposure::Clients || session_internal)
+            .map(|(key, route)| (*key, route.min_version, route.max_version))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SecurityProtocol;
+
+    fn table() -> RoutingTable {
+        let python = BTreeMap::from([
+            (
+                ApiKey::CreateTopics as i16,
+                PythonApi {
+                    min_version: 2,
+                    max_version: 7,
+                    exposure: Exposure::Clients,
+                },
+            ),
+            (
+                ApiKey::AllocateProducerIds as i16,
+                PythonApi {
+                    min_version: 0,
+                    max_version: 0,
+                    exposure: Exposure::Internal,
+                },
+            ),
+        ]);
+        RoutingTable::new(&python)
+    }
+
+    fn client() -> Session {
+        Session::client(
+            "PLAINTEXT",
+            SecurityProtocol::Plaintext,
+            "127.0.0.1:4000".parse().unwrap(),
+        )
+    }
+
+    #[test]
+    fn internal_only_apis_are_neither_routed_nor_listed_for_clients() {
+        let table = table();
+        assert_eq!(table.route(&client(), ApiKey::AllocateProducerIds), None);
+        let listed: Vec<i16> = table.enabled(&client()).map(|(key, _, _)| key).collect();
+        assert!(!listed.contains(&(ApiKey::AllocateProducerIds as i16)));
+        assert!(listed.contains(&(ApiKey::CreateTopics as i16)));
+        assert!(listed.contains(&(ApiKey::Produce as i16)));
+    }
+
+    #[test]
+    fn the_core_reaches_internal_only_and_client_apis() {
+        let table = table();
+        let internal = Session::internal();
+        let route = table.route(&internal, ApiKey::AllocateProducerIds).unwrap();
+        assert_eq!(route.handler, Handler::Python);
+        let route = table.route(&internal, ApiKey::CreateTopics).unwrap();
+        assert_eq!((route.min_version, route.max_version), (2, 7));
+    }
+
+    #[test]
+    fn unregistered_apis_are_not_enabled() {
+        assert_eq!(table().route(&client(), ApiKey::JoinGroup), None);
+        assert_eq!(
+            table().route(&client(), ApiKey::Fetch).map(|r| r.handler),
+            Some(Handler::Native)
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! What every connection and handler shares.
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
+use crate::bridge::Bridge;
+use crate::connection_limits::ConnectionCounter;
+use crate::fetch_session::FetchSessionCache;
+use crate::metadata_cache::MetadataCache;
+use crate::producer_ids::ProducerIdManager;
+use crate::replica_manager::ReplicaManager;
+use crate::routing::RoutingTable;
+use crate::settings::BrokerSettings;
+
+/// The broker state a request may read or change, shared by every connection.
+pub struct ServerContext {
+    pub settings: BrokerSettings,
+    pub metadata: Arc<MetadataCache>,
+    pub replicas: Arc<ReplicaManager>,
+    pub bridge: Bridge,
+    pub routes: RoutingTable,
+    pub fetch_sessions: FetchSessionCache,
+    pub producer_ids: ProducerIdManager,
+    pub connections: Arc<ConnectionCounter>,
+    /// queued.max.requests: permits for complete requests being handled broker-wide.
+    pub request_slots: Semaphore,
+}
+
+impl ServerContext {
+    pub fn new(
+        settings: BrokerSettings,
+        metadata: Arc<MetadataCache>,
+        replicas: Arc<ReplicaManager>,
+        bridge: Bridge,
+    ) -> Self {
+        let slots = settings.queued_max_requests.max(1);
+        ServerContext {
+            producer_ids: ProducerIdManager::new(settings.node_id),
+            routes: RoutingTable::new(bridge.python_apis()),
+            settings,
+            metadata,
+            replicas,
+            bridge,
+            fetch_sessions: FetchSessionCache::default(),
+            connections: Arc::default(),
+            request_slots: Semaphore::new(slots),
+        }
+    }
+}
