@@ -8,6 +8,7 @@ pub mod fetch_session;
 pub mod handlers;
 pub mod metadata_cache;
 pub mod network;
+pub mod partition;
 pub mod producer_ids;
 pub mod purgatory;
 pub mod replica_manager;

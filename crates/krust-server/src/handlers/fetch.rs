@@ -13,13 +13,12 @@ use uuid::Uuid;
 use crate::dispatch::{respond, respond_with_records, Outcome, RequestContext};
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
+use crate::partition::Partition;
 use crate::purgatory::NewDataWatch;
-use crate::replica_manager::Partition;
 use crate::response_frame::SplicedRecords;
 use crate::server::ServerContext;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
 const UNKNOWN_TOPIC_ID: i16 = 100;
@@ -176,14 +175,9 @@ fn locate(
     if image.topic(&request.topic).is_none() {
         return Err(UNKNOWN_TOPIC_OR_PARTITION);
     }
-    let partition = context
+    context
         .replicas
-        .partition(&request.topic, request.partition)
-        .ok_or(UNKNOWN_TOPIC_OR_PARTITION)?;
-    if !partition.is_leader() {
-        return Err(NOT_LEADER_OR_FOLLOWER);
-    }
-    Ok(partition)
+        .leader_partition(&request.topic, request.partition)
 }
 
 /// What one read of one partition produced.

@@ -6,12 +6,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
+use crate::partition::Partition;
 use crate::purgatory::await_high_watermarks;
-use crate::replica_manager::Partition;
 use crate::server::ServerContext;
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const REQUEST_TIMED_OUT: i16 = 7;
 const INVALID_RECORD: i16 = 87;
 
@@ -30,12 +28,10 @@ pub async fn handle(
             .partition_data
             .iter()
             .map(|data| {
-                let Some(partition) = context.replicas.partition(&name, data.index) else {
-                    return error_response(data.index, UNKNOWN_TOPIC_OR_PARTITION);
+                let partition = match context.replicas.leader_partition(&name, data.index) {
+                    Ok(partition) => partition,
+                    Err(code) => return error_response(data.index, code),
                 };
-                if !partition.is_leader() {
-                    return error_response(data.index, NOT_LEADER_OR_FOLLOWER);
-                }
                 let Some(records) = &data.records else {
                     return error_response(data.index, INVALID_RECORD);
                 };
