@@ -36,6 +36,15 @@ class MetadataImage(TypedDict):
     brokers: list[BrokerImage]
     topics: list[TopicImage]
 
+class MetadataDelta(TypedDict):
+    """One committed change: only what it created, changed or deleted."""
+
+    metadata_offset: int
+    controller_id: int
+    brokers: list[BrokerImage] | None  # every unfenced broker, when any broker changed
+    topics: list[TopicImage]  # created or changed topics, with only new or changed partitions
+    deleted_topic_ids: list[bytes]
+
 class StoredRecord(TypedDict):
     offset: int
     timestamp: int
@@ -69,7 +78,12 @@ class Broker:
     def __init__(self, settings: Mapping[str, object]) -> None:
         """Open (and if needed recover) every log under log.dirs. Does not listen yet."""
     def apply_metadata(self, image: MetadataImage) -> None:
-        """Replace the metadata cache; create new partitions' logs, delete removed topics' logs."""
+        """Install the full image (once, at start-up): create or update every partition placed
+        here. A failed log dir goes offline instead of failing the call; RuntimeError names
+        partitions that could not be applied for another reason (the rest is applied)."""
+    def apply_metadata_delta(self, delta: MetadataDelta) -> None:
+        """Apply one committed change: touch only the topics and partitions it names (become
+        leader or follower, config changes, deletions). Failures as for `apply_metadata`."""
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
     ) -> int:
