@@ -191,6 +191,10 @@ impl ReplicaManager {
                 self.stop_partition(&tp, outcome);
                 continue;
             }
+            // An offline partition stays offline until restart, never re-created elsewhere.
+            if self.offline.read().contains(&tp) {
+                continue;
+            }
             match self.get_or_create_partition(&tp, topic.topic_id, &config) {
                 Ok(partition) => partition.apply(placement),
                 Err(error) => self.record_failure(tp, error, outcome),
@@ -217,7 +221,6 @@ impl ReplicaManager {
             log,
             self.log_manager.failure_channel().clone(),
         ));
-        self.offline.write().remove(tp);
         self.partitions
             .write()
             .entry(tp.topic.clone())

@@ -201,6 +201,20 @@ fn a_log_dir_that_fails_during_a_change_goes_offline_and_the_rest_applies() {
         let hosted = manager.leader_partition("t", partition).unwrap();
         assert_eq!(hosted.log_dir(), dirs[1]);
     }
+    // A later change to the offline partition does not re-create its log in the other dir.
+    let moved = delta(
+        2,
+        vec![topic("t", 1, &[], vec![placement(0, LOCAL, 1, &[LOCAL])])],
+        &[],
+    );
+    let mut image = MetadataImage::default();
+    image.apply_delta(&created);
+    manager.apply_delta(&image, &moved).unwrap();
+    assert_eq!(manager.leader_partition("t", 0).err(), Some(56));
+    assert!(manager
+        .log_manager
+        .get(&TopicPartition::new("t", 0))
+        .is_none());
     assert!(!manager.handle_log_dir_failure(&dirs[0]));
     channel.maybe_add_offline_log_dir(&dirs[1], &"disk full");
     assert!(manager.handle_log_dir_failure(&dirs[1]));
