@@ -15,7 +15,7 @@ use krust_storage::{
     AppendError, AppendOrigin, FetchDataInfo, Log, LogAppendInfo, LogDirFailureChannel, ReadError,
     SharedLog, TimestampAndOffset, TopicPartition,
 };
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -81,7 +81,8 @@ pub struct Partition {
     log: SharedLog,
     log_dir: PathBuf,
     failures: Arc<LogDirFailureChannel>,
-    state: Mutex<PartitionState>,
+    /// Read for appends and queries, written by transitions (Kafka's leaderIsrUpdateLock).
+    state: RwLock<PartitionState>,
     high_watermark_changes: watch::Sender<i64>,
 }
 
@@ -103,7 +104,7 @@ impl Partition {
             log,
             log_dir,
             failures,
-            state: Mutex::new(PartitionState {
+            state: RwLock::new(PartitionState {
                 role: Role::Follower,
                 leader: -1,
                 leader_epoch: -1,
@@ -128,7 +129,7 @@ impl Partition {
     /// Becomes (or stays) leader with the epochs, replicas and ISR of `placement`. A new leader
     /// epoch forgets what other replicas had fetched, as they must fetch from this leader.
     pub fn make_leader(&self, placement: &PartitionMetadata) {
-        let mut state = self.state.lock();
+        let mut state = self.state.write();
         let new_epoch = state.role != Role::Leader || state.leader_epoch != placement.leader_epoch;
         let mut remote = if new_epoch {
             HashMap::new()
@@ -155,7 +156,7 @@ impl Partition {
 
     /// Becomes (or stays) a follower of `placement.leader`.
     pub fn make_follower(&self, placement: &PartitionMetadata) {
-        *self.state.lock() = PartitionState {
+        *self.state.write() = PartitionState {
             role: Role::Follower,
             leader: placement.leader,
             leader_epoch: placement.leader_epoch,
@@ -169,7 +170,7 @@ impl Partition {
     /// The partition left this broker (topic deleted or replica moved): requests that still
     /// hold it are refused.
     pub fn mark_deleted(&self) {
-        self.state.lock().role = Role::Deleted;
+        self.state.write().role = Role::Deleted;
     }
 
     /// Leader only: `replica` has fetched up to `log_end_offset` (Kafka's
@@ -179,7 +180,7 @@ impl Partition {
         replica: i32,
         log_end_offset: i64,
     ) -> Result<(), PartitionError> {
-        let mut state = self.state.lock();
+        let mut state = self.state.write();
         Self::check_leader(&state)?;
         match state.remote_log_end_offsets.get_mut(&replica) {
             Some(offset) => *offset = log_end_offset,
@@ -191,21 +192,21 @@ impl Partition {
 
     /// A copy of the state, for tests and diagnostics.
     pub fn state(&self) -> PartitionState {
-        self.state.lock().clone()
+        self.state.read().clone()
     }
 
     pub fn is_leader(&self) -> bool {
-        self.state.lock().role == Role::Leader
+        self.state.read().role == Role::Leader
     }
 
     pub fn leader_epoch(&self) -> i32 {
-        self.state.lock().leader_epoch
+        self.state.read().leader_epoch
     }
 
     /// Whether this replica may answer clients: leader, not deleted, its log dir online.
     pub fn check_leader_for_clients(&self) -> Result<(), PartitionError> {
         self.check_online()?;
-        Self::check_leader(&self.state.lock())
+        Self::check_leader(&self.state.read())
     }
 
     fn check_leader(state: &PartitionState) -> Result<(), PartitionError> {
@@ -266,7 +267,7 @@ impl Partition {
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
         self.check_online()?;
-        let state = self.state.lock();
+        let state = self.state.read();
         Self::check_leader(&state)?;
         let mut log = self.log.lock();
         let info = log

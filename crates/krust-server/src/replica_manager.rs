@@ -336,10 +336,7 @@ impl ReplicaManager {
                         return;
                     };
                     if manager.handle_log_dir_failure(&dir) {
-                        tracing::error!(
-                            dirs = %manager.log_manager.log_dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(","),
-                            "shutting down the broker: every log dir has failed"
-                        );
+                        tracing::error!("shutting down the broker: every log dir has failed");
                         halt();
                     }
                 }
