@@ -105,6 +105,8 @@ class Broker:
 
         `handler` is called on the core's dedicated bridge thread, one request at a time; it must
         return quickly (hand the work to the Python event loop) and answer via `respond` later.
+
+        Raises OSError if it cannot listen, or once every log dir has failed (docs/partitions.md).
         """
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""

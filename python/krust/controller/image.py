@@ -157,7 +157,8 @@ class ImageBuilder:
                 del self._ids_by_name[removed.name]
                 self._configs.pop(removed.name, None)
                 self._changed_partitions.pop(record.topic_id, None)
-                if removed.name in self._base.topics:
+                before = self._base.topics.get(removed.name)
+                if before is not None and before.topic_id == record.topic_id:
                     self._deleted_topic_ids.add(record.topic_id)
             case FeatureLevelRecord():
                 if record.feature_level == 0:
