@@ -108,15 +108,6 @@ impl Broker {
         applied
     }
 
-    /// The metadata the broker serves now.
-    pub fn metadata_image(&self) -> Arc<MetadataImage> {
-        self.metadata.image()
-    }
-
-    pub fn replicas(&self) -> &Arc<ReplicaManager> {
-        &self.replicas
-    }
-
     /// Appends `(key, value)` records as one uncompressed batch, flushed; returns its base offset.
     pub fn internal_append(
         &self,
