@@ -46,6 +46,16 @@ class MetadataImage(TypedDict):
     topics: list[TopicImage]
 
 @type_check_only
+class MetadataDelta(TypedDict):
+    """One committed change: only what it created, changed or deleted."""
+
+    metadata_offset: int
+    controller_id: int
+    brokers: list[BrokerImage] | None  # every unfenced broker, when any broker changed
+    topics: list[TopicImage]  # created or changed topics, with only new or changed partitions
+    deleted_topic_ids: list[bytes]
+
+@type_check_only
 class StoredRecord(TypedDict):
     offset: int
     timestamp: int
@@ -96,7 +106,12 @@ class Broker:
     def __new__(cls, settings: Mapping[str, object]) -> Broker:
         """Open (and if needed recover) every log under log.dirs. Does not listen yet."""
     def apply_metadata(self, image: MetadataImage) -> None:
-        """Replace the metadata cache; create new partitions' logs, delete removed topics' logs."""
+        """Install the full image (once, at start-up): create or update every partition placed
+        here. A failed log dir goes offline instead of failing the call; RuntimeError names
+        partitions that could not be applied for another reason (the rest is applied)."""
+    def apply_metadata_delta(self, delta: MetadataDelta) -> None:
+        """Apply one committed change: touch only the topics and partitions it names (become
+        leader or follower, config changes, deletions). Failures as for `apply_metadata`."""
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
     ) -> int:
@@ -121,6 +136,8 @@ class Broker:
 
         `handler` is called on the core's dedicated bridge thread, one request at a time; it must
         return quickly (hand the work to the Python event loop) and answer via `respond` later.
+
+        Raises OSError if it cannot listen, or once every log dir has failed (docs/partitions.md).
         """
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""

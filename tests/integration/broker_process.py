@@ -168,6 +168,12 @@ class BrokerProcess:
             self._fail(f"exited with {returncode} after SIGTERM (expected 0)")
         return time.monotonic() - started
 
+    def wait_exit(self, timeout_s: float) -> int:
+        """Wait for the broker to exit by itself (an expected exit); returns its status."""
+        assert self._process is not None, "broker not started"
+        self._exit_requested = True
+        return self._process.wait(timeout=timeout_s)
+
     def kill9(self) -> None:
         self._exit_requested = True
         if self.running:

@@ -27,9 +27,31 @@ class FakeCore:
     def __init__(self, logs: dict[tuple[str, int], list[dict[str, Any]]] | None = None) -> None:
         self.logs = logs if logs is not None else {}
         self.images: list[dict[str, Any]] = []
+        self.deltas: list[dict[str, Any]] = []
         self.fail_appends = False
 
     def apply_metadata(self, image: dict[str, Any]) -> None:
+        self.images.append(image)
+
+    def apply_metadata_delta(self, delta: dict[str, Any]) -> None:
+        """Record the delta and apply it to the last image, as the core's cache does."""
+        self.deltas.append(delta)
+        image = dict(self.images[-1])
+        image["metadata_offset"] = delta["metadata_offset"]
+        image["controller_id"] = delta["controller_id"]
+        if delta["brokers"] is not None:
+            image["brokers"] = delta["brokers"]
+        deleted = set(delta["deleted_topic_ids"])
+        topics = [topic for topic in image["topics"] if topic["topic_id"] not in deleted]
+        for change in delta["topics"]:
+            index = next((i for i, t in enumerate(topics) if t["name"] == change["name"]), None)
+            if index is None or topics[index]["topic_id"] != change["topic_id"]:
+                topics = [t for t in topics if t["name"] != change["name"]] + [change]
+                continue
+            partitions = {p["partition"]: p for p in topics[index]["partitions"]}
+            partitions.update((p["partition"], p) for p in change["partitions"])
+            topics[index] = {**change, "partitions": [partitions[i] for i in sorted(partitions)]}
+        image["topics"] = topics
         self.images.append(image)
 
     def internal_append(

@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::bridge_request::run_bridge_thread;
-use crate::conversions::{broker_settings, metadata_image};
+use crate::conversions::{broker_settings, metadata_delta, metadata_image};
 
 /// A record as Python passes it: (key, value), either may be None.
 type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
@@ -75,6 +75,13 @@ impl PyBroker {
         let image = metadata_image(image)?;
         let broker = self.inner.clone();
         py.detach(|| broker.apply_metadata(image))
+            .map_err(runtime_error)
+    }
+
+    fn apply_metadata_delta(&self, py: Python<'_>, delta: &Bound<'_, PyAny>) -> PyResult<()> {
+        let delta = metadata_delta(delta)?;
+        let broker = self.inner.clone();
+        py.detach(|| broker.apply_metadata_delta(&delta))
             .map_err(runtime_error)
     }
 

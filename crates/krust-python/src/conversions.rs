@@ -1,10 +1,10 @@
-//! Python values to core types: broker settings and metadata images.
+//! Python values to core types: broker settings, metadata images and deltas.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use krust_server::metadata_cache::{
-    BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
+    BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
 };
 use krust_server::session::SecurityProtocol;
 use krust_server::settings::{BrokerSettings, Listener};
@@ -161,15 +161,44 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     Ok(s)
 }
 
+fn required<'py>(mapping: &Bound<'py, PyAny>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+    mapping
+        .get_item(key)
+        .map_err(|_| PyValueError::new_err(format!("metadata lacks {key}")))
+}
+
 /// Converts a `MetadataImage` TypedDict (see _core.pyi) into the core's image.
 pub fn metadata_image(image: &Bound<'_, PyAny>) -> PyResult<MetadataImage> {
-    let required = |key: &str| {
-        image
-            .get_item(key)
-            .map_err(|_| PyValueError::new_err(format!("metadata image lacks {key}")))
-    };
-    let brokers = required("brokers")?
-        .try_iter()?
+    Ok(MetadataImage::new(
+        required(image, "cluster_id")?.extract()?,
+        required(image, "controller_id")?.extract()?,
+        required(image, "metadata_offset")?.extract()?,
+        brokers(&required(image, "brokers")?)?,
+        topics(&required(image, "topics")?)?,
+    ))
+}
+
+/// Converts a `MetadataDelta` TypedDict (see _core.pyi) into the core's delta.
+pub fn metadata_delta(delta: &Bound<'_, PyAny>) -> PyResult<MetadataDelta> {
+    let brokers = required(delta, "brokers")?;
+    Ok(MetadataDelta {
+        metadata_offset: required(delta, "metadata_offset")?.extract()?,
+        controller_id: required(delta, "controller_id")?.extract()?,
+        brokers: if brokers.is_none() {
+            None
+        } else {
+            Some(self::brokers(&brokers)?)
+        },
+        topics: topics(&required(delta, "topics")?)?,
+        deleted_topic_ids: required(delta, "deleted_topic_ids")?
+            .try_iter()?
+            .map(|id| uuid(&id?))
+            .collect::<PyResult<_>>()?,
+    })
+}
+
+fn brokers(list: &Bound<'_, PyAny>) -> PyResult<Vec<BrokerEndpoint>> {
+    list.try_iter()?
         .map(|b| {
             let b = b?;
             Ok(BrokerEndpoint {
@@ -179,24 +208,20 @@ pub fn metadata_image(image: &Bound<'_, PyAny>) -> PyResult<MetadataImage> {
                 rack: b.get_item("rack")?.extract()?,
             })
         })
-        .collect::<PyResult<Vec<_>>>()?;
-    let topics = required("topics")?
-        .try_iter()?
-        .map(|t| topic(&t?))
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(MetadataImage::new(
-        required("cluster_id")?.extract()?,
-        required("controller_id")?.extract()?,
-        required("metadata_offset")?.extract()?,
-        brokers,
-        topics,
-    ))
+        .collect()
+}
+
+fn topics(list: &Bound<'_, PyAny>) -> PyResult<Vec<TopicMetadata>> {
+    list.try_iter()?.map(|t| topic(&t?)).collect()
+}
+
+fn uuid(bytes: &Bound<'_, PyAny>) -> PyResult<Uuid> {
+    let bytes: Vec<u8> = bytes.extract()?;
+    Uuid::from_slice(&bytes).map_err(|_| PyValueError::new_err("topic_id must be 16 bytes"))
 }
 
 fn topic(t: &Bound<'_, PyAny>) -> PyResult<TopicMetadata> {
-    let id: Vec<u8> = t.get_item("topic_id")?.extract()?;
-    let topic_id =
-        Uuid::from_slice(&id).map_err(|_| PyValueError::new_err("topic_id must be 16 bytes"))?;
+    let topic_id = uuid(&t.get_item("topic_id")?)?;
     let mut partitions = t
         .get_item("partitions")?
         .try_iter()?

@@ -12,8 +12,8 @@ use tokio::sync::watch;
 
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
-use crate::metadata_cache::{MetadataCache, MetadataImage};
-use crate::replica_manager::{InternalLogError, ReplicaManager};
+use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
+use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
 use crate::settings::BrokerSettings;
@@ -27,12 +27,22 @@ pub struct StoredRecord {
     pub value: Option<Bytes>,
 }
 
-/// Why the broker could not open its storage.
+/// Why the broker could not open.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot open the logs in {dirs}: {source}")]
-pub struct OpenError {
-    dirs: String,
-    source: StorageError,
+pub enum OpenError {
+    #[error("cannot open the logs in {dirs}: {source}")]
+    Logs { dirs: String, source: StorageError },
+    #[error("cannot start the log dir failure handler: {0}")]
+    FailureHandler(#[source] std::io::Error),
+}
+
+/// Why serving stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerServeError {
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("every log dir has failed ({dirs}); see the log for the cause")]
+    AllLogDirsOffline { dirs: String },
 }
 
 /// A failed internal read or write.
@@ -48,7 +58,7 @@ pub struct Broker {
     settings: BrokerSettings,
     metadata: Arc<MetadataCache>,
     replicas: Arc<ReplicaManager>,
-    stop: watch::Sender<bool>,
+    stop: Arc<watch::Sender<bool>>,
 }
 
 impl Broker {
@@ -56,22 +66,27 @@ impl Broker {
     pub fn open(settings: BrokerSettings) -> Result<Broker, OpenError> {
         raise_open_file_limit();
         let log_manager = LogManager::open(&settings.log_dirs, settings.log_defaults.clone())
-            .map_err(|source| OpenError {
-                dirs: settings
-                    .log_dirs
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
+            .map_err(|source| OpenError::Logs {
+                dirs: joined_log_dirs(&settings),
                 source,
             })?;
-        let replicas =
-            ReplicaManager::new(settings.node_id, log_manager, settings.log_defaults.clone());
+        let replicas = Arc::new(ReplicaManager::new(
+            settings.node_id,
+            log_manager,
+            settings.log_defaults.clone(),
+        ));
+        let stop = Arc::new(watch::Sender::new(false));
+        let halt = Arc::clone(&stop);
+        replicas
+            .start_log_dir_failure_handler(move || {
+                halt.send_replace(true);
+            })
+            .map_err(OpenError::FailureHandler)?;
         Ok(Broker {
             settings,
             metadata: Arc::default(),
-            replicas: Arc::new(replicas),
-            stop: watch::Sender::new(false),
+            replicas,
+            stop,
         })
     }
 
@@ -79,11 +94,19 @@ impl Broker {
         &self.settings
     }
 
-    /// Installs a new metadata image and reconciles the hosted partitions with it.
-    pub fn apply_metadata(&self, image: MetadataImage) -> Result<(), StorageError> {
-        self.replicas.apply_image(&image)?;
+    /// Installs the full metadata image (at start-up) and reconciles the hosted partitions.
+    /// The image is installed even if some partitions failed (see `ApplyError`).
+    pub fn apply_metadata(&self, image: MetadataImage) -> Result<(), ApplyError> {
+        let applied = self.replicas.apply_image(&image);
         self.metadata.replace(image);
-        Ok(())
+        applied
+    }
+
+    /// Applies one committed change to the hosted partitions it names, then to the cache.
+    pub fn apply_metadata_delta(&self, delta: &MetadataDelta) -> Result<(), ApplyError> {
+        let applied = self.replicas.apply_delta(&self.metadata.image(), delta);
+        self.metadata.apply_delta(delta);
+        applied
     }
 
     /// Appends `(key, value)` records as one uncompressed batch, flushed; returns its base offset.
@@ -141,9 +164,17 @@ impl Broker {
         ))
     }
 
-    /// Serves clients until `shutdown()` or SIGTERM.
-    pub async fn serve(&self, bridge: Bridge) -> Result<(), ServeError> {
-        serve(self.server_context(bridge), self.stop.subscribe()).await
+    /// Serves clients until `shutdown()`, SIGTERM or the failure of every log dir.
+    pub async fn serve(&self, bridge: Bridge) -> Result<(), BrokerServeError> {
+        if !self.replicas.all_log_dirs_offline() {
+            serve(self.server_context(bridge), self.stop.subscribe()).await?;
+        }
+        if self.replicas.all_log_dirs_offline() {
+            return Err(BrokerServeError::AllLogDirsOffline {
+                dirs: joined_log_dirs(&self.settings),
+            });
+        }
+        Ok(())
     }
 
     /// Asks `serve` to stop.
@@ -155,6 +186,15 @@ impl Broker {
     pub fn close(&self) -> Result<(), StorageError> {
         self.replicas.shutdown()
     }
+}
+
+fn joined_log_dirs(settings: &BrokerSettings) -> String {
+    settings
+        .log_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Each partition keeps its active segment's `.log` file open: lift the soft open-file limit

@@ -1,4 +1,6 @@
-//! The broker's view of cluster metadata, replaced whole by the controller after each change.
+//! The broker's view of cluster metadata: the controller installs the full image once at
+//! start-up, then applies one `MetadataDelta` per committed change (Kafka's MetadataDelta),
+//! copying only the topics it names.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -36,8 +38,42 @@ pub struct TopicMetadata {
     pub partitions: Vec<PartitionMetadata>,
 }
 
-/// An immutable snapshot of the cluster metadata.
-#[derive(Debug, Clone, Default)]
+impl TopicMetadata {
+    pub fn partition(&self, index: i32) -> Option<&PartitionMetadata> {
+        self.partitions
+            .binary_search_by_key(&index, |p| p.partition)
+            .ok()
+            .map(|i| &self.partitions[i])
+    }
+
+    /// This topic with `changes` (new or changed partitions) merged in, in partition order.
+    fn with_partitions(&self, changes: &[PartitionMetadata]) -> Vec<PartitionMetadata> {
+        let mut partitions = self.partitions.clone();
+        for change in changes {
+            match partitions.binary_search_by_key(&change.partition, |p| p.partition) {
+                Ok(i) => partitions[i] = change.clone(),
+                Err(i) => partitions.insert(i, change.clone()),
+            }
+        }
+        partitions
+    }
+}
+
+/// One committed change, as the broker applies it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataDelta {
+    pub metadata_offset: i64,
+    pub controller_id: i32,
+    /// Every registered, unfenced broker, when any of them changed.
+    pub brokers: Option<Vec<BrokerEndpoint>>,
+    /// Created or changed topics, each with its full configs but only its new or changed
+    /// partitions.
+    pub topics: Vec<TopicMetadata>,
+    pub deleted_topic_ids: Vec<Uuid>,
+}
+
+/// A snapshot of the cluster metadata; the cache never changes one a reader holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataImage {
     pub cluster_id: String,
     pub controller_id: i32,
@@ -82,6 +118,38 @@ impl MetadataImage {
             .get(id)
             .and_then(|name| self.topics.get(name))
     }
+
+    /// Applies `delta`: only the topics it names are copied.
+    pub fn apply_delta(&mut self, delta: &MetadataDelta) {
+        self.metadata_offset = delta.metadata_offset;
+        self.controller_id = delta.controller_id;
+        if let Some(brokers) = &delta.brokers {
+            self.brokers = brokers.iter().map(|b| (b.node_id, b.clone())).collect();
+        }
+        for id in &delta.deleted_topic_ids {
+            if let Some(name) = self.topic_names_by_id.remove(id) {
+                self.topics.remove(&name);
+            }
+        }
+        for change in &delta.topics {
+            let partitions = match self.topics.get(&change.name) {
+                Some(current) if current.topic_id == change.topic_id => {
+                    current.with_partitions(&change.partitions)
+                }
+                _ => change.partitions.clone(),
+            };
+            let topic = TopicMetadata {
+                name: change.name.clone(),
+                topic_id: change.topic_id,
+                internal: change.internal,
+                configs: change.configs.clone(),
+                partitions,
+            };
+            self.topic_names_by_id
+                .insert(topic.topic_id, topic.name.clone());
+            self.topics.insert(topic.name.clone(), Arc::new(topic));
+        }
+    }
 }
 
 /// Shared, swappable holder of the current image; readers take a cheap `Arc` snapshot.
@@ -97,5 +165,12 @@ impl MetadataCache {
 
     pub fn replace(&self, image: MetadataImage) {
         *self.current.write() = Arc::new(image);
+    }
+
+    /// Applies `delta` in place when no request holds the current image; otherwise the topic
+    /// map is copied (names and pointers, never the topics' partitions).
+    pub fn apply_delta(&self, delta: &MetadataDelta) {
+        let mut current = self.current.write();
+        Arc::make_mut(&mut current).apply_delta(delta);
     }
 }

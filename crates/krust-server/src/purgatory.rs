@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::select_all;
 use tokio::sync::watch;
 
-use crate::replica_manager::Partition;
+use crate::partition::Partition;
 
 /// Waits until every partition's high watermark reaches its required offset; false on timeout.
 pub async fn await_high_watermarks(waits: &[(Arc<Partition>, i64)], timeout: Duration) -> bool {

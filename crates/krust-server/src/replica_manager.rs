@@ -1,129 +1,74 @@
-//! Partitions hosted by this broker: their logs, leader epochs and high watermarks.
+//! Partitions hosted by this broker, kept in step with the metadata: the full image once at
+//! start-up, then one delta per committed change, touching only the partitions it names.
 //!
-//! Appends and reads go through here so that the high watermark advances and waiting fetches
-//! (see `purgatory`) are woken in one place, for client and internal writes alike.
+//! A storage failure while applying (out of descriptors, out of disk) takes the log dir
+//! offline as in Kafka: its partitions answer KAFKA_STORAGE_ERROR, the rest of the change is
+//! still applied, and when no log dir is left the broker stops.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
+use krust_storage::error::codes::KAFKA_STORAGE_ERROR;
 use krust_storage::{
-    AppendError, FetchDataInfo, Log, LogAppendInfo, LogConfig, LogManager, ReadError, StorageError,
-    TimestampAndOffset, TopicPartition,
+    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, ReadError, SharedLog,
+    StorageError, TopicPartition,
 };
-use parking_lot::{Mutex, RwLock};
-use tokio::sync::watch;
+use parking_lot::RwLock;
 use uuid::Uuid;
 
-use crate::metadata_cache::MetadataImage;
+use crate::metadata_cache::{MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata};
+use crate::partition::{log_dir_of, Partition, PartitionError};
 use crate::settings::topic_log_config;
 
 /// Why a partition operation failed, as a Kafka error code.
 pub type ErrorCode = i16;
 
-/// A partition this broker hosts a replica of.
-pub struct Partition {
-    pub topic_partition: TopicPartition,
-    pub topic_id: Uuid,
-    log: Arc<Mutex<Log>>,
-    leader_epoch: Mutex<i32>,
-    is_leader: Mutex<bool>,
-    /// Watched by delayed fetches; its value is the high watermark.
-    high_watermark: watch::Sender<i64>,
-}
+const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = 3;
 
-impl Partition {
-    fn new(topic_partition: TopicPartition, topic_id: Uuid, log: Arc<Mutex<Log>>) -> Self {
-        let log_end = log.lock().log_end_offset();
-        Partition {
-            topic_partition,
-            topic_id,
-            log,
-            leader_epoch: Mutex::new(0),
-            is_leader: Mutex::new(true),
-            high_watermark: watch::Sender::new(log_end),
-        }
-    }
+/// Hosted partitions by topic name, then partition index.
+type HostedTopics = HashMap<String, HashMap<i32, Arc<Partition>>>;
 
-    pub fn leader_epoch(&self) -> i32 {
-        *self.leader_epoch.lock()
-    }
-
-    pub fn is_leader(&self) -> bool {
-        *self.is_leader.lock()
-    }
-
-    pub fn high_watermark(&self) -> i64 {
-        *self.high_watermark.borrow()
-    }
-
-    pub fn log_start_offset(&self) -> i64 {
-        self.log.lock().log_start_offset()
-    }
-
-    pub fn log_end_offset(&self) -> i64 {
-        self.log.lock().log_end_offset()
-    }
-
-    /// A receiver that sees every high-watermark change from now on.
-    pub fn watch_high_watermark(&self) -> watch::Receiver<i64> {
-        self.high_watermark.subscribe()
-    }
-
-    /// Appends a produced batch set as leader; on one replica the high watermark follows the
-    /// log end at once (the ISR is this broker alone).
-    pub fn append_as_leader(
-        &self,
-        records: &[u8],
-        now_ms: i64,
-    ) -> Result<LogAppendInfo, AppendError> {
-        let epoch = self.leader_epoch();
-        let (info, log_end) = {
-            let mut log = self.log.lock();
-            let info = log.append_as_leader(records, epoch, now_ms)?;
-            (info, log.log_end_offset())
-        };
-        self.high_watermark.send_if_modified(|hw| {
-            let advanced = *hw < log_end;
-            *hw = log_end;
-            advanced
-        });
-        Ok(info)
-    }
-
-    /// Reads whole batches from `offset`, up to the high watermark.
-    pub fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        min_one_batch: bool,
-    ) -> Result<FetchDataInfo, ReadError> {
-        let hw = self.high_watermark();
-        // Plan under the lock, read the files without it.
-        let plan = self.log.lock().read_plan(offset, hw)?;
-        plan.read(max_bytes, min_one_batch)
-    }
-
-    /// The first offset whose timestamp is at or after `timestamp`, with that timestamp.
-    pub fn offset_for_timestamp(
-        &self,
-        timestamp: i64,
-    ) -> Result<Option<TimestampAndOffset>, ReadError> {
-        self.log.lock().fetch_offset_by_timestamp(timestamp)
-    }
-
-    /// The record with the largest timestamp (ListOffsets -3, KIP-734).
-    pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>, ReadError> {
-        self.log.lock().offset_of_max_timestamp()
-    }
-}
-
-/// All partitions hosted here, reconciled with each new metadata image.
+/// All partitions hosted here.
 pub struct ReplicaManager {
     node_id: i32,
     log_manager: LogManager,
     log_defaults: LogConfig,
-    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    partitions: RwLock<HostedTopics>,
+    /// Partitions whose log dir failed (Kafka's HostedPartition.Offline).
+    offline: RwLock<HashSet<TopicPartition>>,
+}
+
+/// Partitions a metadata change could not be applied to for a reason other than a failed log
+/// dir (which takes the dir offline instead).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot apply the metadata to {count} partition(s); {partition}: {source}")]
+pub struct ApplyError {
+    pub partition: TopicPartition,
+    pub count: usize,
+    #[source]
+    pub source: StorageError,
+}
+
+/// What one apply collects while it carries on past failed partitions.
+#[derive(Default)]
+struct ApplyOutcome {
+    failed: Vec<(TopicPartition, StorageError)>,
+}
+
+impl ApplyOutcome {
+    fn into_result(self) -> Result<(), ApplyError> {
+        let count = self.failed.len();
+        match self.failed.into_iter().next() {
+            None => Ok(()),
+            Some((partition, source)) => Err(ApplyError {
+                partition,
+                count,
+                source,
+            }),
+        }
+    }
 }
 
 impl ReplicaManager {
@@ -132,7 +77,8 @@ impl ReplicaManager {
             node_id,
             log_manager,
             log_defaults,
-            partitions: RwLock::new(HashMap::new()),
+            partitions: RwLock::default(),
+            offline: RwLock::default(),
         }
     }
 
@@ -141,60 +87,266 @@ impl ReplicaManager {
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        self.partitions
-            .read()
-            .get(&TopicPartition::new(topic, partition))
-            .cloned()
+        self.partitions.read().get(topic)?.get(&partition).cloned()
     }
 
-    /// Creates logs for partitions newly placed on this broker, updates epochs and configs, and
-    /// deletes the logs of topics that are gone from the image.
-    pub fn apply_image(&self, image: &MetadataImage) -> Result<(), StorageError> {
-        let mut wanted = HashSet::new();
+    /// The partition if this broker may serve clients for it (Kafka's getPartitionOrError and
+    /// leader check): else UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER or, in a failed
+    /// log dir, KAFKA_STORAGE_ERROR.
+    pub fn leader_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, ErrorCode> {
+        let Some(hosted) = self.partition(topic, partition) else {
+            let offline = self
+                .offline
+                .read()
+                .contains(&TopicPartition::new(topic, partition));
+            return Err(if offline {
+                KAFKA_STORAGE_ERROR
+            } else {
+                UNKNOWN_TOPIC_OR_PARTITION
+            });
+        };
+        hosted
+            .check_leader_for_clients()
+            .map_err(|e| e.kafka_error_code())?;
+        Ok(hosted)
+    }
+
+    /// Start-up: creates or updates every partition the image places here and drops hosted
+    /// partitions it no longer has.
+    pub fn apply_image(&self, image: &MetadataImage) -> Result<(), ApplyError> {
+        let mut outcome = ApplyOutcome::default();
+        let stale: Vec<(String, i32)> = {
+            let hosted = self.partitions.read();
+            hosted
+                .iter()
+                .flat_map(|(topic, partitions)| {
+                    let placed = image.topic(topic);
+                    partitions.keys().filter_map(move |index| {
+                        let kept = placed.is_some_and(|t| t.partition(*index).is_some());
+                        (!kept).then(|| (topic.clone(), *index))
+                    })
+                })
+                .collect()
+        };
+        for (topic, index) in stale {
+            self.stop_partition(&TopicPartition::new(&topic, index), &mut outcome);
+        }
         for topic in image.topics.values() {
-            let config = topic_log_config(&self.log_defaults, &topic.configs);
-            for placement in &topic.partitions {
-                if !placement.replicas.contains(&self.node_id) {
-                    continue;
-                }
-                let tp = TopicPartition::new(&topic.name, placement.partition);
-                wanted.insert(tp.clone());
-                let existing = self.partitions.read().get(&tp).cloned();
-                let partition = match existing {
-                    Some(partition) => {
-                        partition.log.lock().update_config(config.clone())?;
-                        partition
-                    }
-                    None => {
-                        let log = self.log_manager.get_or_create(
-                            &tp,
-                            Some(*topic.topic_id.as_bytes()),
-                            config.clone(),
-                        )?;
-                        let partition = Arc::new(Partition::new(tp.clone(), topic.topic_id, log));
-                        self.partitions.write().insert(tp, partition.clone());
-                        partition
-                    }
-                };
-                *partition.leader_epoch.lock() = placement.leader_epoch;
-                *partition.is_leader.lock() = placement.leader == self.node_id;
+            self.apply_topic(topic, &topic.partitions, true, &mut outcome);
+        }
+        outcome.into_result()
+    }
+
+    /// Applies one committed change: `before` is the image the delta applies to.
+    pub fn apply_delta(
+        &self,
+        before: &MetadataImage,
+        delta: &MetadataDelta,
+    ) -> Result<(), ApplyError> {
+        let mut outcome = ApplyOutcome::default();
+        for id in &delta.deleted_topic_ids {
+            if let Some(topic) = before.topic_by_id(id) {
+                self.delete_topic(&topic.name, &mut outcome);
             }
         }
-        let removed: Vec<TopicPartition> = self
-            .partitions
-            .read()
-            .keys()
-            .filter(|tp| !wanted.contains(*tp))
-            .cloned()
-            .collect();
-        for tp in removed {
-            self.partitions.write().remove(&tp);
-            self.log_manager.delete(&tp)?;
+        for topic in &delta.topics {
+            let configs_changed = before
+                .topic(&topic.name)
+                .is_none_or(|t| t.configs != topic.configs);
+            self.apply_topic(topic, &topic.partitions, configs_changed, &mut outcome);
         }
-        Ok(())
+        outcome.into_result()
     }
 
-    /// Appends records the broker writes itself (metadata log, group offsets) as one batch.
+    /// Applies `placements` of `topic`; with `configs_changed` every hosted partition of the
+    /// topic takes its configs.
+    fn apply_topic(
+        &self,
+        topic: &TopicMetadata,
+        placements: &[PartitionMetadata],
+        configs_changed: bool,
+        outcome: &mut ApplyOutcome,
+    ) {
+        let config = topic_log_config(&self.log_defaults, &topic.configs);
+        if configs_changed {
+            let hosted: Vec<TopicPartition> = self
+                .partitions
+                .read()
+                .get(&topic.name)
+                .map(|p| p.values().map(|p| p.topic_partition.clone()).collect())
+                .unwrap_or_default();
+            for tp in hosted {
+                if let Err(error) = self.log_manager.update_config(&tp, config.clone()) {
+                    self.record_failure(tp, error, outcome);
+                }
+            }
+        }
+        for placement in placements {
+            let tp = TopicPartition::new(&topic.name, placement.partition);
+            if !placement.replicas.contains(&self.node_id) {
+                self.stop_partition(&tp, outcome);
+                continue;
+            }
+            // An offline partition stays offline until restart, never re-created elsewhere.
+            if self.offline.read().contains(&tp) {
+                continue;
+            }
+            match self.get_or_create_partition(&tp, topic.topic_id, &config) {
+                Ok(partition) => partition.apply(placement),
+                Err(error) => self.record_failure(tp, error, outcome),
+            }
+        }
+    }
+
+    fn get_or_create_partition(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        config: &LogConfig,
+    ) -> Result<Arc<Partition>, StorageError> {
+        if let Some(partition) = self.partition(&tp.topic, tp.partition) {
+            return Ok(partition);
+        }
+        let log = self
+            .log_manager
+            .get_or_create(tp, Some(*topic_id.as_bytes()), config.clone())?;
+        let partition = Arc::new(Partition::new(
+            tp.clone(),
+            topic_id,
+            self.node_id,
+            log,
+            self.log_manager.failure_channel().clone(),
+        ));
+        self.partitions
+            .write()
+            .entry(tp.topic.clone())
+            .or_default()
+            .insert(tp.partition, partition.clone());
+        Ok(partition)
+    }
+
+    fn delete_topic(&self, topic: &str, outcome: &mut ApplyOutcome) {
+        let removed = self.partitions.write().remove(topic).unwrap_or_default();
+        for partition in removed.into_values() {
+            partition.mark_deleted();
+            self.delete_log(&partition.topic_partition, outcome);
+        }
+        self.offline.write().retain(|tp| tp.topic != topic);
+    }
+
+    /// Kafka's StopReplica with deletion: this broker no longer hosts the partition.
+    fn stop_partition(&self, tp: &TopicPartition, outcome: &mut ApplyOutcome) {
+        let removed = {
+            let mut hosted = self.partitions.write();
+            let removed = hosted
+                .get_mut(&tp.topic)
+                .and_then(|p| p.remove(&tp.partition));
+            if hosted.get(&tp.topic).is_some_and(HashMap::is_empty) {
+                hosted.remove(&tp.topic);
+            }
+            removed
+        };
+        if let Some(partition) = removed {
+            partition.mark_deleted();
+            self.delete_log(tp, outcome);
+        }
+        self.offline.write().remove(tp);
+    }
+
+    fn delete_log(&self, tp: &TopicPartition, outcome: &mut ApplyOutcome) {
+        let dir = self.log_manager.get(tp).map(|log| log_dir_of(&log));
+        if let Err(error) = self.log_manager.delete(tp) {
+            if let (Some(dir), StorageError::Io { .. }) = (&dir, &error) {
+                self.log_manager
+                    .failure_channel()
+                    .maybe_add_offline_log_dir(dir, &error);
+            }
+            self.record_failure(tp.clone(), error, outcome);
+        }
+    }
+
+    /// A failed log dir makes the partition offline (the dir's failure is logged once, by the
+    /// failure channel); any other failure is reported to the caller.
+    fn record_failure(&self, tp: TopicPartition, error: StorageError, outcome: &mut ApplyOutcome) {
+        match error {
+            StorageError::Io { .. } | StorageError::AllLogDirsOffline | StorageError::LogClosed => {
+                self.offline.write().insert(tp);
+            }
+            error => {
+                tracing::error!(partition = %tp, %error, "cannot apply the metadata change");
+                outcome.failed.push((tp, error));
+            }
+        }
+    }
+
+    /// Kafka's handleLogDirFailure: the dir's partitions go offline and its logs are closed.
+    /// True when no log dir is left online.
+    pub fn handle_log_dir_failure(&self, dir: &Path) -> bool {
+        let mut offline: Vec<TopicPartition> = self.log_manager.handle_log_dir_failure(dir);
+        {
+            let mut hosted = self.partitions.write();
+            for partitions in hosted.values_mut() {
+                partitions.retain(|_, p| {
+                    let failed = p.log_dir() == dir;
+                    if failed {
+                        offline.push(p.topic_partition.clone());
+                    }
+                    !failed
+                });
+            }
+            hosted.retain(|_, partitions| !partitions.is_empty());
+        }
+        let count = {
+            let mut set = self.offline.write();
+            set.extend(offline);
+            set.len()
+        };
+        tracing::warn!(dir = %dir.display(), offline_partitions = count, "stopped the partitions of the failed log dir");
+        self.all_log_dirs_offline()
+    }
+
+    pub fn all_log_dirs_offline(&self) -> bool {
+        let channel = self.log_manager.failure_channel();
+        self.log_manager
+            .log_dirs()
+            .iter()
+            .all(|dir| channel.is_offline(dir))
+    }
+
+    /// Runs `handle_log_dir_failure` for each newly failed dir on a thread of its own (Kafka's
+    /// LogDirFailureHandler); calls `halt` once every dir is offline. The thread ends with the
+    /// replica manager.
+    pub fn start_log_dir_failure_handler(
+        self: &Arc<Self>,
+        halt: impl Fn() + Send + 'static,
+    ) -> std::io::Result<()> {
+        let Some(receiver) = self.log_manager.failure_channel().take_receiver() else {
+            return Ok(());
+        };
+        let manager: Weak<Self> = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("krust-log-dir-failure".into())
+            .spawn(move || {
+                while let Ok(dir) = receiver.recv() {
+                    let Some(manager) = manager.upgrade() else {
+                        return;
+                    };
+                    if manager.handle_log_dir_failure(&dir) {
+                        tracing::error!("shutting down the broker: every log dir has failed");
+                        halt();
+                    }
+                }
+            })
+            .map(|_| ())
+    }
+
+    /// Appends records the broker writes itself (metadata log, group offsets) as one batch, as
+    /// a coordinator: a hosted partition appends through `Partition` so its high watermark
+    /// moves and waiting fetches wake.
     pub fn append_internal(
         &self,
         tp: &TopicPartition,
@@ -202,14 +354,27 @@ impl ReplicaManager {
         now_ms: i64,
     ) -> Result<LogAppendInfo, InternalLogError> {
         let log = self.internal_log(tp)?;
-        // A hosted partition appends through `Partition` so its high watermark moves and
-        // waiting fetches wake; it shares the same log.
-        let hosted = self.partitions.read().get(tp).cloned();
+        let hosted = self.partition(&tp.topic, tp.partition);
         let info = match hosted {
-            Some(partition) => partition.append_as_leader(batch, now_ms)?,
-            None => log.lock().append_as_leader(batch, 0, now_ms)?,
+            Some(partition) => {
+                partition.append_records_to_leader(AppendOrigin::Coordinator, batch, now_ms)?
+            }
+            None => log
+                .lock()
+                .append_as_leader_from(AppendOrigin::Coordinator, batch, 0, now_ms)
+                .inspect_err(|error| {
+                    if let AppendError::Storage(cause) = error {
+                        self.log_manager
+                            .failure_channel()
+                            .maybe_add_offline_log_dir(&log_dir_of(&log), cause);
+                    }
+                })?,
         };
-        log.lock().flush()?;
+        log.lock().flush().inspect_err(|error| {
+            self.log_manager
+                .failure_channel()
+                .maybe_add_offline_log_dir(&log_dir_of(&log), error);
+        })?;
         Ok(info)
     }
 
@@ -239,7 +404,7 @@ impl ReplicaManager {
         Ok(self.internal_log(tp)?.lock().log_end_offset())
     }
 
-    fn internal_log(&self, tp: &TopicPartition) -> Result<Arc<Mutex<Log>>, StorageError> {
+    fn internal_log(&self, tp: &TopicPartition) -> Result<SharedLog, StorageError> {
         match self.log_manager.get(tp) {
             Some(log) => Ok(log),
             None => self
@@ -274,7 +439,13 @@ pub enum InternalLogError {
     #[error(transparent)]
     Append(#[from] AppendError),
     #[error(transparent)]
+    Partition(#[from] PartitionError),
+    #[error(transparent)]
     Read(#[from] ReadError),
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
+
+#[cfg(test)]
+#[path = "replica_manager_tests.rs"]
+mod tests;

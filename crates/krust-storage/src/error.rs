@@ -12,6 +12,7 @@ pub mod codes {
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const INVALID_CONFIG: i16 = 40;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
     pub const CORRUPT_MESSAGE: i16 = 2;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;
@@ -80,6 +81,10 @@ pub enum AppendError {
     },
     #[error("the log is closed or was deleted")]
     LogClosed,
+    #[error(
+        "a follower keeps its leader's offsets: replicated batches cannot be appended as leader"
+    )]
+    ReplicationAsLeader,
     #[error("storage failure: {0}")]
     Storage(#[from] io::Error),
 }
@@ -95,6 +100,7 @@ impl AppendError {
             Self::OutOfOrderSequence { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
             Self::InvalidProducerEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
             Self::LogClosed | Self::Storage(_) => codes::KAFKA_STORAGE_ERROR,
+            Self::ReplicationAsLeader => codes::UNKNOWN_SERVER_ERROR,
         }
     }
 }
@@ -147,6 +153,8 @@ pub enum StorageError {
     InvalidConfigValue(#[from] ConfigValueError),
     #[error("the log is closed or was deleted")]
     LogClosed,
+    #[error("every log dir is offline")]
+    AllLogDirsOffline,
 }
 
 impl StorageError {

@@ -12,10 +12,12 @@
 //! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
-//! - [`log_manager`]: every log under `log.dirs`.
+//! - [`log_manager`]: every log under `log.dirs`; [`log_dir_failure`]: the dirs that failed.
+//! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
 //! - [`config`]: `LogConfig`, with defaults and bounds from [`config_keys`], the config table
 //!   shared with the Python layer.
 
+pub mod append_origin;
 pub mod batch;
 pub mod checkpoint;
 pub mod config;
@@ -26,6 +28,7 @@ mod file_records;
 mod index_file;
 pub mod leader_epoch;
 pub mod log;
+pub mod log_dir_failure;
 pub mod log_manager;
 pub mod offset_index;
 pub mod partition_metadata;
@@ -43,11 +46,13 @@ mod log_tests;
 #[cfg(test)]
 mod recovery_tests;
 
+pub use append_origin::AppendOrigin;
 pub use config::{LogConfig, TimestampType};
 pub use error::{AppendError, BatchError, ReadError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
+pub use log_dir_failure::LogDirFailureChannel;
 pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
 pub use segment::TimestampAndOffset;
 pub use topic_partition::TopicPartition;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::append_origin::AppendOrigin;
 use crate::batch::{self, NO_TIMESTAMP};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{AppendError, StorageError};
@@ -92,6 +93,8 @@ pub struct Log {
     pub(crate) segments: BTreeMap<i64, LogSegment>,
     pub(crate) log_start_offset: i64,
     pub(crate) log_end_offset: i64,
+    /// Offsets below it are replicated to the whole ISR: what consumers may read.
+    high_watermark: i64,
     recovery_point: i64,
     producer_state: ProducerStateManager,
     pub(crate) leader_epoch_cache: LeaderEpochFileCache,
@@ -148,6 +151,8 @@ impl Log {
             segments: loaded.segments,
             log_start_offset,
             log_end_offset,
+            // Only one replica exists until replication does: everything recovered is in it.
+            high_watermark: log_end_offset,
             recovery_point,
             producer_state,
             leader_epoch_cache,
@@ -198,6 +203,27 @@ impl Log {
     /// The offset the next appended record will get.
     pub fn log_end_offset(&self) -> i64 {
         self.log_end_offset
+    }
+
+    /// Offsets below this are replicated to every in-sync replica (UnifiedLog's high watermark).
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// Moves the high watermark forward to `offset` (capped at the log end); false if it
+    /// would not move, as a high watermark never goes back on a leader.
+    pub fn maybe_increment_high_watermark(&mut self, offset: i64) -> bool {
+        let offset = offset.min(self.log_end_offset);
+        if offset <= self.high_watermark {
+            return false;
+        }
+        self.high_watermark = offset;
+        true
+    }
+
+    /// The last stable offset: the high watermark until transactions can hold records back.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.high_watermark
     }
 
     /// Offsets below this are fsynced.
@@ -262,12 +288,23 @@ impl Log {
     }
 
     /// Validates a Produce request's record set, assigns offsets and appends it.
+    pub fn append_as_leader(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, AppendError> {
+        self.append_as_leader_from(AppendOrigin::Client, records, leader_epoch, now_ms)
+    }
+
+    /// Validates a record set from `origin` as its leader, assigns offsets and appends it.
     ///
     /// The batches are stored exactly as produced except for the patched base offset,
     /// partition leader epoch and (for LogAppendTime topics) timestamp type, max timestamp
     /// and CRC.
-    pub fn append_as_leader(
+    pub fn append_as_leader_from(
         &mut self,
+        origin: AppendOrigin,
         records: &[u8],
         leader_epoch: i32,
         now_ms: i64,
@@ -275,7 +312,10 @@ impl Log {
         if self.closed {
             return Err(AppendError::LogClosed);
         }
-        let batches = validate_records(records, &self.config, now_ms)?;
+        if origin == AppendOrigin::Replication {
+            return Err(AppendError::ReplicationAsLeader);
+        }
+        let batches = validate_records(records, &self.config, origin, now_ms)?;
         // Like Kafka, the first retried batch answers the whole request.
         for validated in batches.iter().filter(|b| b.header.has_producer_id()) {
             if let Some(duplicate) = self.producer_state.find_duplicate(&validated.header) {
@@ -489,5 +529,38 @@ fn reconcile_topic_id(
             Ok(Some(given))
         }
         (stored, given) => Ok(stored.or(given)),
+    }
+}
+
+#[cfg(test)]
+mod high_watermark_tests {
+    use crate::batch::test_batches::TestBatch;
+    use crate::config::LogConfig;
+    use crate::log_tests::{open_log, NOW};
+
+    #[test]
+    fn the_high_watermark_only_moves_forward_and_never_past_the_log_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open_log(dir.path(), LogConfig::default());
+        log.append_as_leader(&TestBatch::simple(3, NOW).encode(), 0, NOW)
+            .unwrap();
+        assert_eq!(log.high_watermark(), 0);
+        assert!(log.maybe_increment_high_watermark(2));
+        assert!(!log.maybe_increment_high_watermark(1));
+        assert!(log.maybe_increment_high_watermark(10));
+        assert_eq!((log.high_watermark(), log.last_stable_offset()), (3, 3));
+    }
+
+    #[test]
+    fn a_reopened_log_starts_with_its_high_watermark_at_the_log_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open_log(dir.path(), LogConfig::default());
+        log.append_as_leader(&TestBatch::simple(2, NOW).encode(), 0, NOW)
+            .unwrap();
+        log.close().unwrap();
+        assert_eq!(
+            open_log(dir.path(), LogConfig::default()).high_watermark(),
+            2
+        );
     }
 }

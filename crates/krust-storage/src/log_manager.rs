@@ -17,6 +17,7 @@ use crate::checkpoint::{
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
+use crate::log_dir_failure::LogDirFailureChannel;
 use crate::topic_partition::{is_valid_topic_name, TopicPartition};
 
 /// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
@@ -38,6 +39,7 @@ pub struct LogManager {
     logs: RwLock<BTreeMap<TopicPartition, SharedLog>>,
     /// How many logs each log dir holds, for placing new ones without visiting every log.
     logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
+    failures: Arc<LogDirFailureChannel>,
 }
 
 impl LogManager {
@@ -70,11 +72,36 @@ impl LogManager {
             default_config,
             logs: RwLock::new(logs),
             logs_per_dir: Mutex::new(logs_per_dir),
+            failures: Arc::default(),
         })
     }
 
     pub fn log_dirs(&self) -> &[PathBuf] {
         &self.log_dirs
+    }
+
+    /// Where I/O failures take log dirs offline.
+    pub fn failure_channel(&self) -> &Arc<LogDirFailureChannel> {
+        &self.failures
+    }
+
+    /// Kafka's `handleLogDirFailure`: forgets the logs of a failed dir and closes them without
+    /// flushing (its disk cannot be trusted); returns their partitions. Their descriptors are
+    /// released once the last reader lets go.
+    pub fn handle_log_dir_failure(&self, dir: &Path) -> Vec<TopicPartition> {
+        let mut logs = self.logs.write();
+        let failed: Vec<TopicPartition> = logs
+            .iter()
+            .filter(|(_, log)| log.lock().dir().parent() == Some(dir))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in &failed {
+            if let Some(log) = logs.remove(tp) {
+                log.lock().closed = true;
+            }
+        }
+        self.logs_per_dir.lock().remove(dir);
+        failed
     }
 
     pub fn default_config(&self) -> &LogConfig {
@@ -109,7 +136,7 @@ impl LogManager {
         if let Some(log) = logs.get(tp) {
             return Ok(Arc::clone(log));
         }
-        let parent = self.least_loaded_dir();
+        let parent = self.least_loaded_dir()?;
         let log = Log::open(
             &parent.join(tp.dir_name()),
             tp.clone(),
@@ -117,7 +144,12 @@ impl LogManager {
             config,
             LoadParams::default(),
             wall_clock_ms(),
-        )?;
+        )
+        .inspect_err(|error| {
+            if let StorageError::Io { .. } = error {
+                self.failures.maybe_add_offline_log_dir(&parent, error);
+            }
+        })?;
         info!(partition = %tp, dir = %parent.display(), "created log");
         let log = Arc::new(Mutex::new(log));
         logs.insert(tp.clone(), Arc::clone(&log));
@@ -125,13 +157,18 @@ impl LogManager {
         Ok(log)
     }
 
-    fn least_loaded_dir(&self) -> PathBuf {
+    fn least_loaded_dir(&self) -> Result<PathBuf, StorageError> {
         let counts = self.logs_per_dir.lock();
-        self.log_dirs
-            .iter()
+        self.online_log_dirs()
             .min_by_key(|d| counts.get(*d).copied().unwrap_or(0))
             .cloned()
-            .expect("at least one log dir")
+            .ok_or(StorageError::AllLogDirsOffline)
+    }
+
+    fn online_log_dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        self.log_dirs
+            .iter()
+            .filter(|d| !self.failures.is_offline(d))
     }
 
     /// Removes the partition's log and its directory; false if there was none.
@@ -186,6 +223,9 @@ impl LogManager {
                 Ok(()) => log.lock().complete_flush(&task),
                 Err(e) => {
                     warn!(dir = %dir.display(), error = %e, "flush failed");
+                    if let Some(parent) = dir.parent() {
+                        self.failures.maybe_add_offline_log_dir(parent, &e);
+                    }
                     first_error.get_or_insert(StorageError::Io {
                         path: dir,
                         source: e,
@@ -199,8 +239,7 @@ impl LogManager {
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
         let mut per_dir: HashMap<PathBuf, DirCheckpoints> = self
-            .log_dirs
-            .iter()
+            .online_log_dirs()
             .map(|d| (d.clone(), Default::default()))
             .collect();
         for (tp, log) in self.logs.read().iter() {
@@ -237,7 +276,8 @@ impl LogManager {
         let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
         in_parallel(&logs, |log| log.lock().close())?;
         self.checkpoint()?;
-        for dir in &self.log_dirs {
+        // An offline dir gets no marker: the next start recovers it.
+        for dir in self.online_log_dirs() {
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             write_atomically(&marker, b"{\"version\":0,\"brokerEpoch\":-1}")
                 .map_err(StorageError::io(&marker))?;

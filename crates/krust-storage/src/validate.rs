@@ -6,6 +6,7 @@
 
 use std::ops::Range;
 
+use crate::append_origin::AppendOrigin;
 use crate::batch::{self, BatchHeader, Compression, RECORD_BATCH_OVERHEAD};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{AppendError, BatchError};
@@ -20,10 +21,11 @@ pub(crate) struct ValidatedBatch {
     pub max_timestamp: i64,
 }
 
-/// Validates a Produce request's record set for this log.
+/// Validates a record set a leader is about to append for `origin`.
 pub(crate) fn validate_records(
     records: &[u8],
     config: &LogConfig,
+    origin: AppendOrigin,
     now_ms: i64,
 ) -> Result<Vec<ValidatedBatch>, AppendError> {
     if records.is_empty() {
@@ -40,7 +42,7 @@ pub(crate) fn validate_records(
     ranges
         .into_iter()
         .map(|range| {
-            validate_batch(&records[range.clone()], config, now_ms).map(
+            validate_batch(&records[range.clone()], config, origin, now_ms).map(
                 |(header, max_timestamp)| ValidatedBatch {
                     range,
                     header,
@@ -58,6 +60,7 @@ fn invalid(reason: &str) -> BatchError {
 fn validate_batch(
     bytes: &[u8],
     config: &LogConfig,
+    origin: AppendOrigin,
     now_ms: i64,
 ) -> Result<(BatchHeader, i64), AppendError> {
     let header = BatchHeader::parse(bytes).ok_or(BatchError::Truncated {
@@ -74,7 +77,7 @@ fn validate_batch(
         });
     }
     batch::check_integrity(bytes)?;
-    check_header_fields(&header)?;
+    check_header_fields(&header, origin)?;
     let max_timestamp = if header.compression() == Compression::None {
         walk_records(bytes, &header, config, now_ms)?
     } else {
@@ -86,7 +89,7 @@ fn validate_batch(
     Ok((header, max_timestamp))
 }
 
-fn check_header_fields(header: &BatchHeader) -> Result<(), BatchError> {
+fn check_header_fields(header: &BatchHeader, origin: AppendOrigin) -> Result<(), BatchError> {
     if header.base_offset != 0 {
         return Err(invalid("a produced batch must have base offset 0"));
     }
@@ -96,10 +99,11 @@ fn check_header_fields(header: &BatchHeader) -> Result<(), BatchError> {
     if i64::from(header.last_offset_delta) + 1 != i64::from(header.records_count) {
         return Err(invalid("record count does not match lastOffsetDelta"));
     }
-    if header.is_control() {
+    if header.is_control() && !origin.may_write_control_batches() {
         return Err(invalid("clients may not write control batches"));
     }
-    if header.has_producer_id() && header.base_sequence < 0 {
+    // A transaction marker (a control batch) carries no sequence (KIP-98).
+    if header.has_producer_id() && header.base_sequence < 0 && !header.is_control() {
         return Err(invalid("an idempotent batch needs a base sequence >= 0"));
     }
     if header.is_transactional() && !header.has_producer_id() {
@@ -157,7 +161,7 @@ mod tests {
     const NOW: i64 = 1_700_000_000_000;
 
     fn code(records: &[u8], config: &LogConfig) -> i16 {
-        validate_records(records, config, NOW)
+        validate_records(records, config, AppendOrigin::Client, NOW)
             .unwrap_err()
             .kafka_error_code()
     }
@@ -165,7 +169,7 @@ mod tests {
     #[test]
     fn accepts_a_normal_batch_and_reports_its_max_timestamp() {
         let bytes = TestBatch::simple(3, NOW).encode();
-        let v = validate_records(&bytes, &LogConfig::default(), NOW).unwrap();
+        let v = validate_records(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].max_timestamp, NOW + 2);
     }
@@ -198,7 +202,7 @@ mod tests {
             message_timestamp_type: TimestampType::LogAppendTime,
             ..LogConfig::default()
         };
-        assert!(validate_records(&future, &append_time, NOW).is_ok());
+        assert!(validate_records(&future, &append_time, AppendOrigin::Client, NOW).is_ok());
     }
 
     #[test]
@@ -214,5 +218,15 @@ mod tests {
         let mut no_seq = TestBatch::simple(1, NOW).idempotent(5, 0, 0);
         no_seq.base_sequence = -1;
         assert_eq!(code(&no_seq.encode(), &LogConfig::default()), 87);
+    }
+
+    #[test]
+    fn only_a_coordinator_may_write_control_batches() {
+        let mut control = TestBatch::simple(1, NOW);
+        control.attributes = 0x20;
+        let bytes = control.encode();
+        assert_eq!(code(&bytes, &LogConfig::default()), 87);
+        let config = LogConfig::default();
+        assert!(validate_records(&bytes, &config, AppendOrigin::Coordinator, NOW).is_ok());
     }
 }

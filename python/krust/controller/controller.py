@@ -71,18 +71,24 @@ class Controller:
         records = initial_records() if end == 0 else []
         # Kafka's broker epoch is the offset of the registration record.
         records.append(registration_record(config, broker_epoch=end + len(records)))
-        controller._commit_now(records)
+        controller._append(records)
+        core.apply_metadata(to_core_image(controller.image))
         return controller
 
-    def _commit_now(self, records: Sequence[MetadataRecord]) -> None:
-        """Append the records, then publish the image they lead to (an empty list rebuilds
-        the image, e.g. after a topic became internal)."""
+    def _append(self, records: Sequence[MetadataRecord]) -> ImageBuilder:
+        """Append the records and move the image on; the builder knows what changed (an
+        empty list rebuilds the image, e.g. after a topic became internal)."""
         builder = ImageBuilder(self.image, self._internal_topics)
         if records:
             base = self._log.append(records)
             builder.replay_all(zip(itertools.count(base), records))
         self.image = builder.build()
-        self._core.apply_metadata(to_core_image(self.image))
+        return builder
+
+    def _commit_now(self, records: Sequence[MetadataRecord]) -> None:
+        """Append the records, then send the core only what they changed."""
+        builder = self._append(records)
+        self._core.apply_metadata_delta(builder.core_delta(self.image))
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         # The append fsyncs: keep the event loop free for other requests meanwhile.

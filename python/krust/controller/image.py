@@ -1,7 +1,8 @@
 """The metadata image: what the metadata log's records add up to, and how records replay into it.
 
 Images are immutable; `ImageBuilder` replays records on top of one and builds the next, the
-way Kafka's MetadataDelta turns one MetadataImage into the next.
+way Kafka's MetadataDelta turns one MetadataImage into the next. It also knows what changed,
+so the core gets only that (`core_delta`), never the whole image per change.
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ class ImageBuilder:
         self._topics: dict[uuid.UUID, TopicImage | _TopicState] = dict(image.topics_by_id)
         self._ids_by_name = {topic.name: topic.topic_id for topic in image.topics.values()}
         self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
+        # What changed, for `core_delta`.
+        self._changed_partitions: dict[uuid.UUID, set[int]] = {}
+        self._changed_topic_names: set[str] = set()
+        self._deleted_topic_ids: set[uuid.UUID] = set()
+        self._brokers_changed = False
 
     def replay_all(self, records: Iterable[tuple[int, MetadataRecord]]) -> ImageBuilder:
         for offset, record in records:
@@ -122,12 +128,15 @@ class ImageBuilder:
         match record:
             case RegisterBrokerRecord():
                 self._register_broker(record)
+                self._brokers_changed = True
             case TopicRecord():
                 if record.name in self._ids_by_name or record.topic_id in self._topics:
                     raise MetadataRecordError(f"duplicate TopicRecord for {record.name}")
                 self._topics[record.topic_id] = _TopicState(record.name, record.topic_id, {})
                 self._ids_by_name[record.name] = record.topic_id
+                self._changed_topic_names.add(record.name)
             case PartitionRecord():
+                self._changed_partitions.setdefault(record.topic_id, set()).add(record.partition_id)
                 self._topic_state(record.topic_id).partitions[record.partition_id] = PartitionImage(
                     partition=record.partition_id,
                     leader=record.leader,
@@ -138,6 +147,7 @@ class ImageBuilder:
                 )
             case PartitionChangeRecord():
                 self._change_partition(record)
+                self._changed_partitions.setdefault(record.topic_id, set()).add(record.partition_id)
             case ConfigRecord():
                 self._set_config(record)
             case RemoveTopicRecord():
@@ -146,6 +156,10 @@ class ImageBuilder:
                     raise MetadataRecordError(f"RemoveTopicRecord for unknown {record.topic_id}")
                 del self._ids_by_name[removed.name]
                 self._configs.pop(removed.name, None)
+                self._changed_partitions.pop(record.topic_id, None)
+                before = self._base.topics.get(removed.name)
+                if before is not None and before.topic_id == record.topic_id:
+                    self._deleted_topic_ids.add(record.topic_id)
             case FeatureLevelRecord():
                 if record.feature_level == 0:
                     self._features.pop(record.name, None)
@@ -161,6 +175,13 @@ class ImageBuilder:
         topics = {}
         for topic_id, topic in self._topics.items():
             name = topic.name
+            internal = name in self._internal_topics
+            if isinstance(topic, TopicImage):
+                if topic.internal == internal and name not in self._changed_topic_names:
+                    topics[name] = topic
+                    continue
+                if topic.internal != internal:
+                    self._changed_topic_names.add(name)
             partitions = (
                 MappingProxyType(dict(topic.partitions))
                 if isinstance(topic, _TopicState)
@@ -169,7 +190,7 @@ class ImageBuilder:
             topics[name] = TopicImage(
                 name=name,
                 topic_id=topic_id,
-                internal=name in self._internal_topics,
+                internal=internal,
                 configs=MappingProxyType(dict(self._configs.get(name, {}))),
                 partitions=partitions,
             )
@@ -224,11 +245,37 @@ class ImageBuilder:
         # Only topic configs shape the image; broker-level dynamic configs are not modeled.
         if record.resource_type != TOPIC_RESOURCE:
             return
+        self._changed_topic_names.add(record.resource_name)
         configs = self._configs.setdefault(record.resource_name, {})
         if record.value is None:
             configs.pop(record.name, None)
         else:
             configs[record.name] = record.value
+
+    def core_delta(self, image: MetadataImage) -> _core.MetadataDelta:
+        """What `build()` changed, in the shape `krust._core.Broker.apply_metadata_delta`
+        takes: the created or changed topics with only their new or changed partitions."""
+        names = set(self._changed_topic_names)
+        names.update(self._topics[topic_id].name for topic_id in self._changed_partitions)
+        topics = []
+        for name in sorted(names):
+            topic = image.topics.get(name)
+            if topic is None:  # removed again, or a config of a topic that does not exist
+                continue
+            before = self._base.topics.get(name)
+            if before is None or before.topic_id != topic.topic_id:
+                changed: Iterable[PartitionImage] = topic.partitions.values()
+            else:
+                indexes = sorted(self._changed_partitions.get(topic.topic_id, ()))
+                changed = (topic.partitions[index] for index in indexes)
+            topics.append(_core_topic(topic, changed))
+        return {
+            "metadata_offset": image.metadata_offset,
+            "controller_id": image.controller_id,
+            "brokers": _core_brokers(image) if self._brokers_changed else None,
+            "topics": topics,
+            "deleted_topic_ids": [topic_id.bytes for topic_id in self._deleted_topic_ids],
+        }
 
 
 def to_core_image(image: MetadataImage) -> _core.MetadataImage:
@@ -237,29 +284,36 @@ def to_core_image(image: MetadataImage) -> _core.MetadataImage:
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
         "metadata_offset": image.metadata_offset,
-        "brokers": [
-            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in image.brokers.values()
-            if not b.fenced
-        ],
+        "brokers": _core_brokers(image),
         "topics": [
+            _core_topic(topic, topic.partitions.values()) for topic in image.topics.values()
+        ],
+    }
+
+
+def _core_brokers(image: MetadataImage) -> list[_core.BrokerImage]:
+    return [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in image.brokers.values()
+        if not b.fenced
+    ]
+
+
+def _core_topic(topic: TopicImage, partitions: Iterable[PartitionImage]) -> _core.TopicImage:
+    return {
+        "name": topic.name,
+        "topic_id": topic.topic_id.bytes,
+        "internal": topic.internal,
+        "configs": dict(topic.configs),
+        "partitions": [
             {
-                "name": topic.name,
-                "topic_id": topic.topic_id.bytes,
-                "internal": topic.internal,
-                "configs": dict(topic.configs),
-                "partitions": [
-                    {
-                        "partition": p.partition,
-                        "leader": p.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "partition_epoch": p.partition_epoch,
-                        "replicas": list(p.replicas),
-                        "isr": list(p.isr),
-                    }
-                    for p in topic.partitions.values()
-                ],
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
             }
-            for topic in image.topics.values()
+            for p in partitions
         ],
     }

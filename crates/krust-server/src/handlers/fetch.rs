@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
+use crate::partition::Partition;
 use crate::purgatory::NewDataWatch;
-use crate::replica_manager::Partition;
 use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
 use crate::response_frame::SplicedRecords;
 use crate::server_context::ServerContext;
@@ -172,14 +172,9 @@ fn locate(
     if image.topic(&request.topic).is_none() {
         return Err(unknown);
     }
-    let partition = context
+    context
         .replicas
-        .partition(&request.topic, request.partition)
-        .ok_or(unknown)?;
-    if !partition.is_leader() {
-        return Err(ResponseError::NotLeaderOrFollower.code());
-    }
-    Ok(partition)
+        .leader_partition(&request.topic, request.partition)
 }
 
 /// What one read of one partition produced.

@@ -6,11 +6,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::replica_manager::Partition;
+use crate::partition::Partition;
 use crate::server_context::ServerContext;
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
@@ -46,12 +44,10 @@ fn lookup(
     version: i16,
 ) -> ListOffsetsPartitionResponse {
     let response = ListOffsetsPartitionResponse::default().with_partition_index(index);
-    let Some(partition) = context.replicas.partition(topic, index) else {
-        return response.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
+    let partition = match context.replicas.leader_partition(topic, index) {
+        Ok(partition) => partition,
+        Err(code) => return response.with_error_code(code),
     };
-    if !partition.is_leader() {
-        return response.with_error_code(NOT_LEADER_OR_FOLLOWER);
-    }
     let found = match timestamp {
         LATEST => Ok(Some((partition.high_watermark(), -1))),
         EARLIEST => Ok(Some((partition.log_start_offset(), -1))),

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::clock::now_ms;
+use crate::partition::Partition;
 use crate::purgatory::await_high_watermarks;
-use crate::replica_manager::Partition;
 use crate::request_context::RequestContext;
 use crate::server_context::ServerContext;
 
@@ -43,12 +43,10 @@ pub async fn handle(
                             INTERNAL_TOPIC_MESSAGE,
                         )));
                 }
-                let Some(partition) = context.replicas.partition(&name, data.index) else {
-                    return error_response(data.index, ResponseError::UnknownTopicOrPartition);
+                let partition = match context.replicas.leader_partition(&name, data.index) {
+                    Ok(partition) => partition,
+                    Err(code) => return error_code_response(data.index, code),
                 };
-                if !partition.is_leader() {
-                    return error_response(data.index, ResponseError::NotLeaderOrFollower);
-                }
                 let Some(records) = &data.records else {
                     return error_response(data.index, ResponseError::InvalidRecord);
                 };

@@ -1,0 +1,171 @@
+//! `Partition`'s transitions and high-watermark rules.
+
+use krust_storage::{LogConfig, LogManager, TopicPartition};
+use tempfile::TempDir;
+
+use super::*;
+
+const LOCAL: i32 = 1;
+const NOW: i64 = 1_700_000_000_000;
+
+struct Fixture {
+    _dir: TempDir,
+    manager: LogManager,
+    partition: Partition,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::open(&[dir.path().to_path_buf()], LogConfig::default()).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let log = manager
+        .get_or_create(&tp, None, LogConfig::default())
+        .unwrap();
+    let failures = manager.failure_channel().clone();
+    let partition = Partition::new(tp, Uuid::nil(), LOCAL, log, failures);
+    Fixture {
+        _dir: dir,
+        manager,
+        partition,
+    }
+}
+
+fn placement(leader: i32, leader_epoch: i32, replicas: &[i32], isr: &[i32]) -> PartitionMetadata {
+    PartitionMetadata {
+        partition: 0,
+        leader,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+        replicas: replicas.to_vec(),
+        isr: isr.to_vec(),
+    }
+}
+
+/// An uncompressed batch of `count` records, as a client sends it.
+fn batch(count: usize) -> Vec<u8> {
+    let records: Vec<(Option<bytes::Bytes>, Option<bytes::Bytes>)> = (0..count)
+        .map(|i| (None, Some(bytes::Bytes::from(format!("v{i}")))))
+        .collect();
+    crate::broker::encode_batch(&records, NOW).unwrap().to_vec()
+}
+
+fn append(partition: &Partition, count: usize) -> Result<LogAppendInfo, PartitionError> {
+    partition.append_as_leader(&batch(count), NOW)
+}
+
+#[test]
+fn a_sole_leader_moves_the_high_watermark_to_its_log_end() {
+    let f = fixture();
+    f.partition.apply(&placement(LOCAL, 3, &[LOCAL], &[LOCAL]));
+    let mut changes = f.partition.watch_high_watermark();
+    let info = append(&f.partition, 2).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 1));
+    assert_eq!(f.partition.high_watermark(), 2);
+    assert_eq!(f.partition.last_stable_offset(), 2);
+    assert!(changes.has_changed().unwrap());
+    assert_eq!(*changes.borrow_and_update(), 2);
+    let state = f.partition.state();
+    assert_eq!((state.role, state.leader_epoch), (Role::Leader, 3));
+    assert_eq!(
+        f.manager
+            .get(&f.partition.topic_partition)
+            .unwrap()
+            .lock()
+            .latest_epoch(),
+        Some(3)
+    );
+}
+
+#[test]
+fn a_follower_refuses_clients_and_keeps_its_log() {
+    let f = fixture();
+    f.partition
+        .apply(&placement(LOCAL, 0, &[LOCAL, 2], &[LOCAL, 2]));
+    f.partition
+        .apply(&placement(2, 1, &[LOCAL, 2], &[LOCAL, 2]));
+    let state = f.partition.state();
+    assert_eq!(
+        (state.role, state.leader, state.leader_epoch),
+        (Role::Follower, 2, 1)
+    );
+    let refused = append(&f.partition, 1).unwrap_err();
+    assert_eq!(refused.kafka_error_code(), 6);
+    let check = f.partition.check_leader_for_clients().unwrap_err();
+    assert_eq!(check.kafka_error_code(), 6);
+    assert_eq!(f.partition.log_end_offset(), 0);
+
+    f.partition
+        .apply(&placement(LOCAL, 2, &[LOCAL, 2], &[LOCAL]));
+    assert!(f.partition.is_leader());
+    assert_eq!(append(&f.partition, 1).unwrap().first_offset, 0);
+}
+
+#[test]
+fn a_deleted_partition_refuses_every_append() {
+    let f = fixture();
+    f.partition.apply(&placement(LOCAL, 0, &[LOCAL], &[LOCAL]));
+    f.partition.mark_deleted();
+    assert_eq!(append(&f.partition, 1).unwrap_err().kafka_error_code(), 3);
+    assert_eq!(f.partition.state().role, Role::Deleted);
+}
+
+#[test]
+fn the_high_watermark_is_the_smallest_log_end_offset_of_the_isr() {
+    let f = fixture();
+    // Replica 3 is assigned but out of sync: it does not hold the high watermark back.
+    f.partition
+        .apply(&placement(LOCAL, 0, &[LOCAL, 2, 3], &[LOCAL, 2]));
+    append(&f.partition, 5).unwrap();
+    assert_eq!(
+        f.partition.high_watermark(),
+        0,
+        "replica 2 has fetched nothing yet"
+    );
+    f.partition.update_follower_fetch_state(2, 3).unwrap();
+    assert_eq!(f.partition.high_watermark(), 3);
+    f.partition.update_follower_fetch_state(2, 1).unwrap();
+    assert_eq!(
+        f.partition.high_watermark(),
+        3,
+        "a high watermark never goes back"
+    );
+    f.partition.update_follower_fetch_state(2, 5).unwrap();
+    assert_eq!(f.partition.high_watermark(), 5);
+    assert!(f.partition.update_follower_fetch_state(9, 5).is_err());
+    // Reads stop at the high watermark.
+    append(&f.partition, 2).unwrap();
+    let read = f.partition.read(5, 1 << 20, true).unwrap();
+    assert!(read.records.is_empty());
+}
+
+#[test]
+fn a_new_leader_epoch_forgets_what_followers_had_fetched() {
+    let f = fixture();
+    f.partition
+        .apply(&placement(LOCAL, 0, &[LOCAL, 2], &[LOCAL, 2]));
+    f.partition.update_follower_fetch_state(2, 0).unwrap();
+    assert_eq!(f.partition.state().remote_log_end_offsets[&2], 0);
+    f.partition
+        .apply(&placement(LOCAL, 0, &[LOCAL, 2], &[LOCAL, 2]));
+    assert_eq!(
+        f.partition.state().remote_log_end_offsets[&2],
+        0,
+        "same epoch keeps it"
+    );
+    f.partition
+        .apply(&placement(LOCAL, 1, &[LOCAL, 2], &[LOCAL, 2]));
+    assert_eq!(f.partition.state().remote_log_end_offsets[&2], -1);
+}
+
+#[test]
+fn a_partition_in_an_offline_log_dir_answers_kafka_storage_error() {
+    let f = fixture();
+    f.partition.apply(&placement(LOCAL, 0, &[LOCAL], &[LOCAL]));
+    let dir = f.partition.log_dir().to_path_buf();
+    f.manager
+        .failure_channel()
+        .maybe_add_offline_log_dir(&dir, &"disk full");
+    assert_eq!(append(&f.partition, 1).unwrap_err().kafka_error_code(), 56);
+    let check = f.partition.check_leader_for_clients().unwrap_err();
+    assert_eq!(check.kafka_error_code(), 56);
+}

@@ -1,0 +1,282 @@
+//! Applying metadata deltas and failed log dirs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use tempfile::TempDir;
+
+use super::*;
+use crate::metadata_cache::BrokerEndpoint;
+use crate::partition::{PartitionState, Role};
+
+const LOCAL: i32 = 1;
+
+fn manager(dirs: &[PathBuf]) -> ReplicaManager {
+    let log_manager = LogManager::open(dirs, LogConfig::default()).unwrap();
+    ReplicaManager::new(LOCAL, log_manager, LogConfig::default())
+}
+
+fn one_dir() -> (TempDir, ReplicaManager) {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(&[dir.path().to_path_buf()]);
+    (dir, manager)
+}
+
+fn placement(partition: i32, leader: i32, epoch: i32, replicas: &[i32]) -> PartitionMetadata {
+    PartitionMetadata {
+        partition,
+        leader,
+        leader_epoch: epoch,
+        partition_epoch: epoch,
+        replicas: replicas.to_vec(),
+        isr: replicas.to_vec(),
+    }
+}
+
+fn topic(
+    name: &str,
+    id: u128,
+    configs: &[(&str, &str)],
+    partitions: Vec<PartitionMetadata>,
+) -> TopicMetadata {
+    TopicMetadata {
+        name: name.to_string(),
+        topic_id: Uuid::from_u128(id),
+        internal: false,
+        configs: configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        partitions,
+    }
+}
+
+fn delta(offset: i64, topics: Vec<TopicMetadata>, deleted: &[u128]) -> MetadataDelta {
+    MetadataDelta {
+        metadata_offset: offset,
+        controller_id: LOCAL,
+        brokers: None,
+        topics,
+        deleted_topic_ids: deleted.iter().map(|id| Uuid::from_u128(*id)).collect(),
+    }
+}
+
+/// Each hosted partition's state and log config, comparable across managers.
+fn hosted(manager: &ReplicaManager) -> BTreeMap<String, (PartitionState, LogConfig)> {
+    let topics = manager.partitions.read();
+    topics
+        .values()
+        .flat_map(|partitions| partitions.values())
+        .map(|p| {
+            let config = manager
+                .log_manager
+                .get(&p.topic_partition)
+                .unwrap()
+                .lock()
+                .config()
+                .clone();
+            (p.topic_partition.to_string(), (p.state(), config))
+        })
+        .collect()
+}
+
+#[test]
+fn deltas_give_the_same_cache_and_partitions_as_the_full_image() {
+    let broker = BrokerEndpoint {
+        node_id: LOCAL,
+        host: "h".into(),
+        port: 9092,
+        rack: None,
+    };
+    let a = |partitions| topic("a", 1, &[], partitions);
+    let b = |configs: &[(&str, &str)], partitions| topic("b", 2, configs, partitions);
+    let deltas = vec![
+        MetadataDelta {
+            brokers: Some(vec![broker.clone()]),
+            ..delta(
+                1,
+                vec![a(vec![
+                    placement(0, LOCAL, 0, &[LOCAL]),
+                    placement(1, LOCAL, 0, &[LOCAL]),
+                ])],
+                &[],
+            )
+        },
+        delta(
+            2,
+            vec![b(
+                &[("segment.bytes", "2000000")],
+                vec![placement(0, LOCAL, 0, &[LOCAL])],
+            )],
+            &[],
+        ),
+        // CreatePartitions, then a leader moving away, then a config change with no partition.
+        delta(3, vec![a(vec![placement(2, LOCAL, 0, &[LOCAL])])], &[]),
+        delta(4, vec![a(vec![placement(1, 2, 1, &[LOCAL, 2])])], &[]),
+        delta(5, vec![b(&[("segment.bytes", "3000000")], vec![])], &[]),
+        delta(
+            6,
+            vec![topic("c", 3, &[], vec![placement(0, 2, 0, &[2])])],
+            &[2],
+        ),
+    ];
+    let (_d1, by_delta) = one_dir();
+    let mut image = MetadataImage::default();
+    for delta in &deltas {
+        by_delta.apply_delta(&image, delta).unwrap();
+        image.apply_delta(delta);
+    }
+
+    let full = MetadataImage::new(
+        String::new(),
+        LOCAL,
+        6,
+        vec![broker],
+        vec![
+            a(vec![
+                placement(0, LOCAL, 0, &[LOCAL]),
+                placement(1, 2, 1, &[LOCAL, 2]),
+                placement(2, LOCAL, 0, &[LOCAL]),
+            ]),
+            topic("c", 3, &[], vec![placement(0, 2, 0, &[2])]),
+        ],
+    );
+    assert_eq!(image, full);
+    let (_d2, by_image) = one_dir();
+    by_image.apply_image(&full).unwrap();
+    let states = hosted(&by_delta);
+    assert_eq!(states, hosted(&by_image));
+    assert_eq!(states.keys().collect::<Vec<_>>(), ["a-0", "a-1", "a-2"]);
+    assert_eq!(states["a-1"].0.role, Role::Follower);
+    assert!(by_delta
+        .log_manager
+        .get(&TopicPartition::new("b", 0))
+        .is_none());
+    assert_eq!(by_delta.leader_partition("b", 0).err(), Some(3));
+    assert_eq!(by_delta.leader_partition("a-1", 0).err(), Some(3));
+    assert_eq!(by_delta.leader_partition("a", 1).err(), Some(6));
+}
+
+#[test]
+fn a_config_change_reaches_every_hosted_partition_of_the_topic() {
+    let (_dir, manager) = one_dir();
+    let partitions = vec![
+        placement(0, LOCAL, 0, &[LOCAL]),
+        placement(1, LOCAL, 0, &[LOCAL]),
+    ];
+    let before = MetadataImage::default();
+    let created = delta(1, vec![topic("t", 1, &[], partitions)], &[]);
+    manager.apply_delta(&before, &created).unwrap();
+    let mut image = before;
+    image.apply_delta(&created);
+    let change = delta(
+        2,
+        vec![topic("t", 1, &[("segment.bytes", "2000000")], vec![])],
+        &[],
+    );
+    manager.apply_delta(&image, &change).unwrap();
+    for (_, (_, config)) in hosted(&manager) {
+        assert_eq!(config.segment_bytes, 2_000_000);
+    }
+}
+
+#[test]
+fn a_log_dir_that_fails_during_a_change_goes_offline_and_the_rest_applies() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+    let manager = manager(&dirs);
+    // d1 can no longer hold partition directories: creating a log there fails with an I/O error.
+    std::fs::remove_dir(&dirs[0]).unwrap();
+    std::fs::write(&dirs[0], b"not a directory").unwrap();
+    let partitions = (0..3).map(|p| placement(p, LOCAL, 0, &[LOCAL])).collect();
+    let created = delta(1, vec![topic("t", 1, &[], partitions)], &[]);
+    manager
+        .apply_delta(&MetadataImage::default(), &created)
+        .unwrap();
+
+    let channel = manager.log_manager.failure_channel();
+    assert_eq!(channel.offline_dirs(), vec![dirs[0].clone()]);
+    assert_eq!(manager.leader_partition("t", 0).err(), Some(56));
+    for partition in 1..3 {
+        let hosted = manager.leader_partition("t", partition).unwrap();
+        assert_eq!(hosted.log_dir(), dirs[1]);
+    }
+    // A later change to the offline partition does not re-create its log in the other dir.
+    let moved = delta(
+        2,
+        vec![topic("t", 1, &[], vec![placement(0, LOCAL, 1, &[LOCAL])])],
+        &[],
+    );
+    let mut image = MetadataImage::default();
+    image.apply_delta(&created);
+    manager.apply_delta(&image, &moved).unwrap();
+    assert_eq!(manager.leader_partition("t", 0).err(), Some(56));
+    assert!(manager
+        .log_manager
+        .get(&TopicPartition::new("t", 0))
+        .is_none());
+    assert!(!manager.handle_log_dir_failure(&dirs[0]));
+    channel.maybe_add_offline_log_dir(&dirs[1], &"disk full");
+    assert!(manager.handle_log_dir_failure(&dirs[1]));
+    assert_eq!(manager.leader_partition("t", 1).err(), Some(56));
+    assert!(manager.all_log_dirs_offline());
+}
+
+#[test]
+fn the_failure_handler_halts_once_every_log_dir_is_offline() {
+    let (dir, manager) = one_dir();
+    let manager = Arc::new(manager);
+    let (halted, halts) = std::sync::mpsc::channel();
+    manager
+        .start_log_dir_failure_handler(move || halted.send(()).unwrap())
+        .unwrap();
+    let created = delta(
+        1,
+        vec![topic("t", 1, &[], vec![placement(0, LOCAL, 0, &[LOCAL])])],
+        &[],
+    );
+    manager
+        .apply_delta(&MetadataImage::default(), &created)
+        .unwrap();
+    manager
+        .log_manager
+        .failure_channel()
+        .maybe_add_offline_log_dir(dir.path(), &"disk full");
+    halts
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert!(manager.partition("t", 0).is_none());
+    assert_eq!(manager.leader_partition("t", 0).err(), Some(56));
+}
+
+#[test]
+fn internal_appends_are_coordinator_appends_that_may_write_control_batches() {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let marker = Record {
+        transactional: true,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: 7,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 0,
+        key: Some(bytes::Bytes::from_static(&[0, 0, 0, 0])),
+        value: Some(bytes::Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+        headers: Default::default(),
+    };
+    let mut batch = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut batch, [&marker], &options).unwrap();
+    let (_dir, manager) = one_dir();
+    let tp = TopicPartition::new("__transaction_state", 0);
+    let info = manager.append_internal(&tp, &batch, 0).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 0));
+}
