@@ -5,11 +5,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use uuid::Uuid;
 
-pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
-pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 /// Epoch -1 closes a session (or asks for a sessionless fetch); epoch 0 opens one.
 const FINAL_EPOCH: i32 = -1;
 const INITIAL_EPOCH: i32 = 0;
@@ -94,10 +93,10 @@ impl FetchSessionCache {
             };
         }
         let Some(session) = sessions.get_mut(&session_id) else {
-            return SessionContext::Error(FETCH_SESSION_ID_NOT_FOUND);
+            return SessionContext::Error(ResponseError::FetchSessionIdNotFound.code());
         };
         if session.next_epoch != epoch {
-            return SessionContext::Error(INVALID_FETCH_SESSION_EPOCH);
+            return SessionContext::Error(ResponseError::InvalidFetchSessionEpoch.code());
         }
         session.next_epoch = session.next_epoch.wrapping_add(1).max(1);
         session.last_used = Instant::now();
@@ -217,11 +216,11 @@ mod tests {
         assert_eq!(names, vec![("a", 0), ("b", 0)]);
         assert!(matches!(
             cache.resolve(session_id, 1, vec![], &[]),
-            SessionContext::Error(INVALID_FETCH_SESSION_EPOCH)
+            SessionContext::Error(ResponseError::InvalidFetchSessionEpoch.code())
         ));
         assert!(matches!(
             cache.resolve(session_id + 1000, 1, vec![], &[]),
-            SessionContext::Error(FETCH_SESSION_ID_NOT_FOUND)
+            SessionContext::Error(ResponseError::FetchSessionIdNotFound.code())
         ));
         assert!(matches!(
             cache.resolve(session_id, -1, vec![], &[]),
@@ -229,7 +228,7 @@ mod tests {
         ));
         assert!(matches!(
             cache.resolve(session_id, 2, vec![], &[]),
-            SessionContext::Error(FETCH_SESSION_ID_NOT_FOUND)
+            SessionContext::Error(ResponseError::FetchSessionIdNotFound.code())
         ));
     }
 }

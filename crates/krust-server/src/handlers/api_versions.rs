@@ -1,15 +1,13 @@
 //! ApiVersions: which apis and versions this broker serves to this session (natively and
 //! through Python), as the routing table says.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use crate::request_context::RequestContext;
 use crate::server_context::ServerContext;
 use crate::session::Session;
-
-/// UNSUPPORTED_VERSION
-const UNSUPPORTED_VERSION: i16 = 35;
 
 fn advertised(context: &ServerContext, session: &Session) -> Vec<ApiVersion> {
     context
@@ -38,6 +36,6 @@ pub fn unsupported_version_response(
     session: &Session,
 ) -> ApiVersionsResponse {
     ApiVersionsResponse::default()
-        .with_error_code(UNSUPPORTED_VERSION)
+        .with_error_code(ResponseError::UnsupportedVersion.code())
         .with_api_keys(advertised(context, session))
 }
