@@ -216,11 +216,11 @@ mod tests {
         assert_eq!(names, vec![("a", 0), ("b", 0)]);
         assert!(matches!(
             cache.resolve(session_id, 1, vec![], &[]),
-            SessionContext::Error(ResponseError::InvalidFetchSessionEpoch.code())
+            SessionContext::Error(code) if code == ResponseError::InvalidFetchSessionEpoch.code()
         ));
         assert!(matches!(
             cache.resolve(session_id + 1000, 1, vec![], &[]),
-            SessionContext::Error(ResponseError::FetchSessionIdNotFound.code())
+            SessionContext::Error(code) if code == ResponseError::FetchSessionIdNotFound.code()
         ));
         assert!(matches!(
             cache.resolve(session_id, -1, vec![], &[]),
@@ -228,7 +228,7 @@ mod tests {
         ));
         assert!(matches!(
             cache.resolve(session_id, 2, vec![], &[]),
-            SessionContext::Error(ResponseError::FetchSessionIdNotFound.code())
+            SessionContext::Error(code) if code == ResponseError::FetchSessionIdNotFound.code()
         ));
     }
 }
