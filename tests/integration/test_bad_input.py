@@ -10,7 +10,6 @@ import itertools
 import random
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from . import wire
 from .clients import CLIENTS_BY_NAME, consume_all
@@ -45,19 +44,8 @@ def connect(broker):
 
 
 def record_batch(values: list[bytes]) -> bytearray:
-    """An uncompressed v2 RecordBatch without producer id, built by kafka-python, CRC included."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    for offset, value in enumerate(values):
-        builder.append(offset, timestamp=now_ms(), key=None, value=value, headers=[])
-    return builder.build()
+    """An uncompressed v2 RecordBatch of these values, as bytes a test may damage."""
+    return bytearray(wire.record_batch([(None, value) for value in values], now_ms()))
 
 
 def test_random_bytes_do_not_hurt_the_broker(broker) -> None:
