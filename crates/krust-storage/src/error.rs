@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use crate::batch::Compression;
+
 /// Kafka error codes used by the storage layer (see Kafka's `Errors` enum).
 pub mod codes {
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
@@ -35,15 +37,21 @@ pub enum BatchError {
     CrcMismatch { stored: u32, computed: u32 },
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
+    #[error("record batch does not decompress as {compression:?}: {reason}")]
+    Undecompressable {
+        compression: Compression,
+        reason: String,
+    },
 }
 
 impl BatchError {
     /// The Kafka error code for this problem.
     pub fn kafka_error_code(&self) -> i16 {
         match self {
-            Self::Truncated { .. } | Self::IllegalLength(_) | Self::CrcMismatch { .. } => {
-                codes::CORRUPT_MESSAGE
-            }
+            Self::Truncated { .. }
+            | Self::IllegalLength(_)
+            | Self::CrcMismatch { .. }
+            | Self::Undecompressable { .. } => codes::CORRUPT_MESSAGE,
             Self::UnsupportedMagic(_) => codes::UNSUPPORTED_FOR_MESSAGE_FORMAT,
             Self::InvalidRecord(_) => codes::INVALID_RECORD,
         }

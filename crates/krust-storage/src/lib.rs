@@ -3,7 +3,7 @@
 //!
 //! Reading order, from bytes up:
 //! - [`batch`]: RecordBatch v2 header view — parse, check (CRC32C), patch; [`records`]: a cheap
-//!   structural walk over uncompressed records.
+//!   structural walk over records, in place or through bounded streaming decompression.
 //! - [`validate`]: Kafka's `LogValidator` checks for produced record sets.
 //! - [`offset_index`], [`time_index`]: the mmap'd sparse `.index` / `.timeindex` files.
 //! - [`segment`]: `LogSegment`, one `.log` file with its indexes; [`file_records`]: positional
@@ -16,6 +16,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+mod compression;
 pub mod config;
 pub mod error;
 pub mod fetch;
@@ -34,6 +35,22 @@ pub mod segment;
 pub mod time_index;
 pub mod topic_partition;
 mod validate;
+
+/// What the cargo-fuzz targets in `fuzz/` drive; not part of the crate's API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::{AppendError, LogConfig};
+
+    /// `LogValidator` on a produced record set: the number of batches that passed.
+    pub fn validate_records(
+        records: &[u8],
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<usize, AppendError> {
+        crate::validate::validate_records(records, config, now_ms).map(|batches| batches.len())
+    }
+}
 
 #[cfg(test)]
 mod log_tests;
