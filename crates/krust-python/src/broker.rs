@@ -7,7 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
-use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use krust_storage::StorageError;
+use pyo3::exceptions::{PyBlockingIOError, PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -25,6 +26,19 @@ pub struct PyBroker {
     inner: Arc<Broker>,
 }
 
+/// A log dir locked by another process is BlockingIOError (what its flock reported), which
+/// the command line reports as a configuration problem; anything else is OSError.
+fn open_error(error: krust_server::broker::OpenError) -> PyErr {
+    let locked = std::error::Error::source(&error)
+        .and_then(|source| source.downcast_ref::<StorageError>())
+        .is_some_and(|source| matches!(source, StorageError::LogDirLocked { .. }));
+    if locked {
+        PyBlockingIOError::new_err(error.to_string())
+    } else {
+        PyOSError::new_err(error.to_string())
+    }
+}
+
 fn runtime_error(error: impl std::fmt::Display) -> PyErr {
     PyRuntimeError::new_err(error.to_string())
 }
@@ -34,9 +48,7 @@ impl PyBroker {
     #[new]
     fn new(py: Python<'_>, settings: &Bound<'_, PyAny>) -> PyResult<Self> {
         let settings = broker_settings(settings)?;
-        let broker = py
-            .detach(|| Broker::open(settings))
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let broker = py.detach(|| Broker::open(settings)).map_err(open_error)?;
         Ok(PyBroker {
             inner: Arc::new(broker),
         })

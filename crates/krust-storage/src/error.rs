@@ -151,6 +151,8 @@ pub enum StorageError {
     InvalidConfig(String),
     #[error("the log is closed or was deleted")]
     LogClosed,
+    #[error("log dir {dir} is in use by another process (it holds {dir}/.lock): is another broker running on it?")]
+    LogDirLocked { dir: PathBuf },
 }
 
 impl StorageError {

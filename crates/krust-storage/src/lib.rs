@@ -12,7 +12,7 @@
 //! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
-//! - [`log_manager`]: every log under `log.dirs`.
+//! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`].
 
 pub mod batch;
 pub mod checkpoint;
@@ -24,6 +24,7 @@ mod file_records;
 mod index_file;
 pub mod leader_epoch;
 pub mod log;
+pub mod log_dir_lock;
 pub mod log_manager;
 pub mod offset_index;
 pub mod partition_metadata;
@@ -52,6 +53,8 @@ pub mod fuzzing {
     }
 }
 
+#[cfg(test)]
+mod log_dir_tests;
 #[cfg(test)]
 mod log_tests;
 #[cfg(test)]

@@ -17,6 +17,7 @@ use crate::checkpoint::{
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
+use crate::log_dir_lock::LogDirLock;
 use crate::topic_partition::{is_valid_topic_name, TopicPartition};
 
 /// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
@@ -38,6 +39,8 @@ pub struct LogManager {
     logs: RwLock<BTreeMap<TopicPartition, SharedLog>>,
     /// How many logs each log dir holds, for placing new ones without visiting every log.
     logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
+    /// Held until shutdown (or until the manager is dropped).
+    locks: Mutex<Vec<LogDirLock>>,
 }
 
 impl LogManager {
@@ -48,10 +51,10 @@ impl LogManager {
         if log_dirs.is_empty() {
             return Err(StorageError::InvalidConfig("log.dirs is empty".to_string()));
         }
+        let locks = lock_log_dirs(log_dirs)?;
         let mut logs = BTreeMap::new();
         let mut logs_per_dir = HashMap::new();
         for dir in log_dirs {
-            fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
             let loaded = load_log_dir(dir, &default_config)?;
             logs_per_dir.insert(dir.clone(), loaded.len());
             for (tp, log) in loaded {
@@ -70,6 +73,7 @@ impl LogManager {
             default_config,
             logs: RwLock::new(logs),
             logs_per_dir: Mutex::new(logs_per_dir),
+            locks: Mutex::new(locks),
         })
     }
 
@@ -242,6 +246,7 @@ impl LogManager {
             write_atomically(&marker, b"{\"version\":0,\"brokerEpoch\":-1}")
                 .map_err(StorageError::io(&marker))?;
         }
+        self.locks.lock().clear();
         Ok(())
     }
 }
@@ -285,6 +290,17 @@ fn in_parallel<T: Sync, R: Send>(
     });
     done.sort_by_key(|(index, _)| *index);
     done.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Creates each log dir if missing and takes its `.lock`, before anything in it is read.
+fn lock_log_dirs(log_dirs: &[PathBuf]) -> Result<Vec<LogDirLock>, StorageError> {
+    log_dirs
+        .iter()
+        .map(|dir| {
+            fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
+            LogDirLock::acquire(dir)
+        })
+        .collect()
 }
 
 fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
