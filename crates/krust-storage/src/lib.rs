@@ -12,6 +12,7 @@
 //! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
+//! - [`scheduler`]: the background thread that flushes rolled segments.
 //! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`].
 
 pub mod batch;
@@ -32,6 +33,7 @@ pub mod producer_snapshot;
 pub mod producer_state;
 pub mod records;
 mod recovery;
+pub mod scheduler;
 pub mod segment;
 pub mod time_index;
 pub mod topic_partition;
@@ -66,5 +68,6 @@ pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use recovery::RecoveryStats;
 pub use segment::TimestampAndOffset;
 pub use topic_partition::TopicPartition;

@@ -8,6 +8,8 @@ use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log_manager::LogManager;
 use crate::log_tests::NOW;
+use crate::recovery::RecoveryStats;
+use crate::segment::offset_file_path;
 use crate::topic_partition::TopicPartition;
 
 fn append_some(manager: &LogManager, tp: &TopicPartition) {
@@ -61,4 +63,50 @@ fn a_second_manager_on_a_locked_log_dir_is_refused_until_the_first_shuts_down() 
     drop(second);
     drop(first);
     LogManager::open(&dirs, LogConfig::default()).unwrap();
+}
+
+#[test]
+fn a_roll_flushes_the_rolled_segments_so_an_unclean_restart_recovers_only_the_active_one() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().to_path_buf()];
+    let config = LogConfig {
+        segment_bytes: 1000,
+        ..LogConfig::default()
+    };
+    let tp = TopicPartition::new("t", 0);
+    let manager = LogManager::open(&dirs, config.clone()).unwrap();
+    let log = manager.get_or_create(&tp, None, config.clone()).unwrap();
+    for _ in 0..30 {
+        log.lock()
+            .append_as_leader(&TestBatch::simple(3, NOW).encode(), 0, NOW)
+            .unwrap();
+    }
+    manager.scheduler.drain();
+    let bases = log.lock().segment_base_offsets();
+    let active_base = *bases.last().unwrap();
+    assert!(bases.len() >= 3, "{bases:?}");
+    assert_eq!(log.lock().recovery_point(), active_base);
+    manager.checkpoint().unwrap();
+    let active_bytes = fs::metadata(offset_file_path(
+        &root.path().join("t-0"),
+        active_base,
+        ".log",
+    ))
+    .unwrap()
+    .len();
+    // A kill -9: no shutdown, no clean-shutdown marker.
+    drop(log);
+    drop(manager);
+
+    let reopened = LogManager::open(&dirs, config).unwrap();
+    let log = reopened.get(&tp).unwrap();
+    let log = log.lock();
+    assert_eq!(log.log_end_offset(), 90);
+    assert_eq!(
+        log.recovered_at_open(),
+        RecoveryStats {
+            segments: 1,
+            bytes: active_bytes
+        }
+    );
 }

@@ -18,6 +18,7 @@ use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
 use crate::log_dir_lock::LogDirLock;
+use crate::scheduler::Scheduler;
 use crate::topic_partition::{is_valid_topic_name, TopicPartition};
 
 /// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
@@ -41,6 +42,9 @@ pub struct LogManager {
     logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
     /// Held until shutdown (or until the manager is dropped).
     locks: Mutex<Vec<LogDirLock>>,
+    /// Flushes rolled segments off the request path.
+    pub(crate) scheduler: Arc<Scheduler>,
+    checkpoint_writer: Mutex<()>,
 }
 
 impl LogManager {
@@ -52,6 +56,7 @@ impl LogManager {
             return Err(StorageError::InvalidConfig("log.dirs is empty".to_string()));
         }
         let locks = lock_log_dirs(log_dirs)?;
+        let scheduler = start_scheduler()?;
         let mut logs = BTreeMap::new();
         let mut logs_per_dir = HashMap::new();
         for dir in log_dirs {
@@ -61,7 +66,7 @@ impl LogManager {
                 if logs.contains_key(&tp) {
                     return Err(StorageError::DuplicateLog(tp.to_string()));
                 }
-                logs.insert(tp, Arc::new(Mutex::new(log)));
+                logs.insert(tp, share(log, &scheduler));
             }
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             if marker.exists() {
@@ -74,6 +79,8 @@ impl LogManager {
             logs: RwLock::new(logs),
             logs_per_dir: Mutex::new(logs_per_dir),
             locks: Mutex::new(locks),
+            scheduler,
+            checkpoint_writer: Mutex::new(()),
         })
     }
 
@@ -123,7 +130,7 @@ impl LogManager {
             wall_clock_ms(),
         )?;
         info!(partition = %tp, dir = %parent.display(), "created log");
-        let log = Arc::new(Mutex::new(log));
+        let log = share(log, &self.scheduler);
         logs.insert(tp.clone(), Arc::clone(&log));
         *self.logs_per_dir.lock().entry(parent).or_default() += 1;
         Ok(log)
@@ -202,6 +209,9 @@ impl LogManager {
 
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
+        // The periodic checkpoint (on a blocking thread) may still run when shutdown writes
+        // its own: one writer at a time per `<file>.tmp`.
+        let _writing = self.checkpoint_writer.lock();
         let mut per_dir: HashMap<PathBuf, DirCheckpoints> = self
             .log_dirs
             .iter()
@@ -238,6 +248,7 @@ impl LogManager {
     /// Flushes and closes every log (writing producer snapshots), checkpoints, and marks each
     /// log dir as cleanly shut down. The logs refuse further appends and reads.
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.scheduler.shutdown();
         let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
         in_parallel(&logs, |log| log.lock().close())?;
         self.checkpoint()?;
@@ -290,6 +301,18 @@ fn in_parallel<T: Sync, R: Send>(
     });
     done.sort_by_key(|(index, _)| *index);
     done.into_iter().map(|(_, result)| result).collect()
+}
+
+fn start_scheduler() -> Result<Arc<Scheduler>, StorageError> {
+    Scheduler::start("krust-log-flusher")
+        .map(Arc::new)
+        .map_err(StorageError::io("krust-log-flusher thread"))
+}
+
+/// A loaded or created log, as the manager shares it: its rolls flush on `scheduler`.
+fn share(mut log: Log, scheduler: &Arc<Scheduler>) -> SharedLog {
+    log.set_scheduler(Arc::clone(scheduler));
+    Arc::new(Mutex::new(log))
 }
 
 /// Creates each log dir if missing and takes its `.lock`, before anything in it is read.
