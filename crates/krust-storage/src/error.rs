@@ -3,26 +3,10 @@
 use std::io;
 use std::path::PathBuf;
 
+use kafka_protocol::error::ResponseError;
 use thiserror::Error;
 
 use crate::batch::Compression;
-
-/// Kafka error codes used by the storage layer (see Kafka's `Errors` enum).
-pub mod codes {
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const INVALID_CONFIG: i16 = 40;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
-    pub const INVALID_TIMESTAMP: i16 = 32;
-    pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const INVALID_RECORD: i16 = 87;
-    pub const INCONSISTENT_TOPIC_ID: i16 = 103;
-}
 
 /// Why a single record batch is not acceptable as it stands.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -47,13 +31,18 @@ pub enum BatchError {
 impl BatchError {
     /// The Kafka error code for this problem.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
             Self::Truncated { .. }
             | Self::IllegalLength(_)
             | Self::CrcMismatch { .. }
-            | Self::Undecompressable { .. } => codes::CORRUPT_MESSAGE,
-            Self::UnsupportedMagic(_) => codes::UNSUPPORTED_FOR_MESSAGE_FORMAT,
-            Self::InvalidRecord(_) => codes::INVALID_RECORD,
+            | Self::Undecompressable { .. } => ResponseError::CorruptMessage,
+            Self::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
+            Self::InvalidRecord(_) => ResponseError::InvalidRecord,
         }
     }
 }
@@ -93,14 +82,19 @@ pub enum AppendError {
 impl AppendError {
     /// The Kafka error code for the Produce response.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            Self::Batch(e) => e.kafka_error_code(),
-            Self::MessageTooLarge { .. } => codes::MESSAGE_TOO_LARGE,
-            Self::RecordListTooLarge { .. } => codes::RECORD_LIST_TOO_LARGE,
-            Self::InvalidTimestamp { .. } => codes::INVALID_TIMESTAMP,
-            Self::OutOfOrderSequence { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            Self::InvalidProducerEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
-            Self::LogClosed | Self::Storage(_) => codes::KAFKA_STORAGE_ERROR,
+            Self::Batch(e) => e.response_error(),
+            Self::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            Self::RecordListTooLarge { .. } => ResponseError::RecordListTooLarge,
+            Self::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+            Self::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+            Self::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            Self::LogClosed | Self::Storage(_) => ResponseError::KafkaStorageError,
         }
     }
 }
@@ -123,9 +117,14 @@ pub enum ReadError {
 impl ReadError {
     /// The Kafka error code for the Fetch / ListOffsets response.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            Self::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
-            Self::LogClosed | Self::Storage(_) => codes::KAFKA_STORAGE_ERROR,
+            Self::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            Self::LogClosed | Self::Storage(_) => ResponseError::KafkaStorageError,
         }
     }
 }
@@ -158,11 +157,16 @@ pub enum StorageError {
 impl StorageError {
     /// The Kafka error code a request touching this log should get.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            Self::InconsistentTopicId { .. } => codes::INCONSISTENT_TOPIC_ID,
-            Self::InvalidTopicName(_) => codes::INVALID_TOPIC_EXCEPTION,
-            Self::InvalidConfig(_) => codes::INVALID_CONFIG,
-            _ => codes::KAFKA_STORAGE_ERROR,
+            Self::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,
+            Self::InvalidTopicName(_) => ResponseError::InvalidTopicException,
+            Self::InvalidConfig(_) => ResponseError::InvalidConfig,
+            _ => ResponseError::KafkaStorageError,
         }
     }
 
