@@ -19,6 +19,9 @@ use libfuzzer_sys::fuzz_target;
 /// `socket.request.max.bytes`' default: the largest frame the broker reads.
 const MAX_FRAME: usize = 104_857_600;
 const NOW: i64 = 1_700_000_000_000;
+/// A 100 MiB frame takes a while to build and decode: one value in 65,536 asks for it (not
+/// 0 or 0xffff, which mutations produce all the time), so most runs stay fast.
+const HUGE: u16 = 0x4b52;
 
 #[derive(Arbitrary, Debug)]
 enum Api {
@@ -42,9 +45,17 @@ enum Piece {
     Int64(i64),
     String(Option<String>),
     /// A record batch behind its length, classic or compact.
-    Batch { batch: FuzzBatch, compact: bool },
-    /// 2^size_log2 copies of `byte`.
-    Filler { byte: u8, size_log2: u8 },
+    Batch {
+        batch: FuzzBatch,
+        compact: bool,
+    },
+    /// `size` copies of `byte`, or (when `huge` is `HUGE`, rarely) as many as fill the frame
+    /// to `socket.request.max.bytes`.
+    Filler {
+        byte: u8,
+        size: u16,
+        huge: u16,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -110,11 +121,11 @@ fn frame(input: &Input) -> Option<Bytes> {
                 }
                 out.put_slice(&bytes);
             }
-            Piece::Filler { byte, size_log2 } => {
-                let size = 1usize << (size_log2 % 27);
-                if out.len() + size > MAX_FRAME {
-                    return None;
-                }
+            Piece::Filler { byte, size, huge } => {
+                let size = match huge {
+                    &HUGE => MAX_FRAME.saturating_sub(out.len()),
+                    _ => usize::from(*size),
+                };
                 out.put_bytes(*byte, size);
             }
         }

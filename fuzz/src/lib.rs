@@ -2,6 +2,8 @@
 //! then forged the way an attacker would (counts, lengths, corrupt compressed bytes), with the
 //! CRC fixed up so the forgery reaches the checks behind it.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+
 use arbitrary::Arbitrary;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
@@ -9,6 +11,40 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use krust_storage::batch::{compute_crc, RECORD_BATCH_OVERHEAD};
+
+/// The largest single allocation any input may cause. Decoding a frame of
+/// `socket.request.max.bytes` (100 MiB) into structs takes a few times its size (a 36-byte
+/// Fetch partition is a ~120-byte struct, and a Vec grows by doubling); a reservation sized
+/// from a forged count (up to 2^31 elements) is far beyond.
+const MAX_ALLOCATION: usize = 1 << 30;
+
+/// Aborts (a crash libFuzzer records) on an allocation above `MAX_ALLOCATION`, so forged
+/// reservations are caught without relying on a sanitizer's allocator.
+struct BoundedAllocator;
+
+// SAFETY: forwards every call to the system allocator unchanged after the size check.
+unsafe impl GlobalAlloc for BoundedAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > MAX_ALLOCATION {
+            std::process::abort();
+        }
+        System.alloc(layout)
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > MAX_ALLOCATION {
+            std::process::abort();
+        }
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: BoundedAllocator = BoundedAllocator;
 
 /// One record of a batch.
 #[derive(Arbitrary, Debug)]
@@ -35,13 +71,19 @@ pub enum Forgery {
     /// Another record count (lastOffsetDelta follows it, as a careful forger does).
     Count(i32),
     /// One byte of the records area: corrupt compressed data, or a length inside a record.
-    Byte { at: u16, value: u8 },
+    Byte {
+        at: u16,
+        value: u8,
+    },
     /// A shorter records area (batch length fixed).
     Truncate(u16),
     /// A records area of the attacker's choosing.
     Area(Vec<u8>),
     /// Any header byte, CRC not fixed.
-    Header { at: u8, value: u8 },
+    Header {
+        at: u8,
+        value: u8,
+    },
 }
 
 /// A record batch as a producer would send it, then forged.
@@ -124,7 +166,9 @@ fn forge(bytes: &mut Vec<u8>, forgery: &Forgery) {
             bytes[RECORD_BATCH_OVERHEAD + usize::from(*at) % area] = *value;
         }
         Forgery::Byte { .. } => return,
-        Forgery::Truncate(keep) => bytes.truncate(RECORD_BATCH_OVERHEAD + usize::from(*keep) % (area + 1)),
+        Forgery::Truncate(keep) => {
+            bytes.truncate(RECORD_BATCH_OVERHEAD + usize::from(*keep) % (area + 1))
+        }
         Forgery::Area(area) => {
             bytes.truncate(RECORD_BATCH_OVERHEAD);
             bytes.extend_from_slice(area);
