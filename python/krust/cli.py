@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.run(config, on_ready=lambda: print(startup_line(config), flush=True))
     except ConfigError as error:
         return _fail(EXIT_CONFIG, f"configuration error: {error}")
+    except BlockingIOError as error:
+        # The core's log dir lock is held: another broker runs on the same log.dirs.
+        return _fail(EXIT_CONFIG, str(error))
     except KeyboardInterrupt:
         return EXIT_OK
     except Exception as error:

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
 use krust_server::routing::{Exposure, PythonApi};
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use krust_storage::StorageError;
+use pyo3::exceptions::{PyBlockingIOError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -54,6 +55,19 @@ fn python_api_routes(
         .collect())
 }
 
+/// A log dir locked by another process is BlockingIOError (what its flock reported), which
+/// the command line reports as a configuration problem; anything else is OSError.
+fn open_error(error: krust_server::broker::OpenError) -> PyErr {
+    let locked = std::error::Error::source(&error)
+        .and_then(|source| source.downcast_ref::<StorageError>())
+        .is_some_and(|source| matches!(source, StorageError::LogDirLocked { .. }));
+    if locked {
+        PyBlockingIOError::new_err(error.to_string())
+    } else {
+        PyOSError::new_err(error.to_string())
+    }
+}
+
 fn runtime_error(error: impl std::fmt::Display) -> PyErr {
     PyRuntimeError::new_err(error.to_string())
 }
@@ -63,9 +77,7 @@ impl PyBroker {
     #[new]
     fn new(py: Python<'_>, settings: &Bound<'_, PyAny>) -> PyResult<Self> {
         let settings = broker_settings(settings)?;
-        let broker = py
-            .detach(|| Broker::open(settings))
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let broker = py.detach(|| Broker::open(settings)).map_err(open_error)?;
         Ok(PyBroker {
             inner: Arc::new(broker),
         })

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use krust_storage::error::codes::KAFKA_STORAGE_ERROR;
+use kafka_protocol::error::ResponseError;
 use krust_storage::{
     AppendError, AppendOrigin, FetchDataInfo, Log, LogAppendInfo, LogDirFailureChannel, ReadError,
     SharedLog, TimestampAndOffset, TopicPartition,
@@ -20,9 +20,6 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::metadata_cache::PartitionMetadata;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// What this broker's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,9 +49,9 @@ impl PartitionError {
     /// The Kafka error code for the response.
     pub fn kafka_error_code(&self) -> i16 {
         match self {
-            Self::NotLeaderOrFollower => NOT_LEADER_OR_FOLLOWER,
-            Self::Deleted => UNKNOWN_TOPIC_OR_PARTITION,
-            Self::LogDirOffline => KAFKA_STORAGE_ERROR,
+            Self::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower.code(),
+            Self::Deleted => ResponseError::UnknownTopicOrPartition.code(),
+            Self::LogDirOffline => ResponseError::KafkaStorageError.code(),
             Self::Append(error) => error.kafka_error_code(),
         }
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
-use krust_storage::error::codes::KAFKA_STORAGE_ERROR;
+use kafka_protocol::error::ResponseError;
 use krust_storage::{
     AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, ReadError, SharedLog,
     StorageError, TopicPartition,
@@ -24,8 +24,6 @@ use crate::settings::topic_log_config;
 
 /// Why a partition operation failed, as a Kafka error code.
 pub type ErrorCode = i16;
-
-const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = 3;
 
 /// Hosted partitions by topic name, then partition index.
 type HostedTopics = HashMap<String, HashMap<i32, Arc<Partition>>>;
@@ -103,11 +101,12 @@ impl ReplicaManager {
                 .offline
                 .read()
                 .contains(&TopicPartition::new(topic, partition));
-            return Err(if offline {
-                KAFKA_STORAGE_ERROR
+            let error = if offline {
+                ResponseError::KafkaStorageError
             } else {
-                UNKNOWN_TOPIC_OR_PARTITION
-            });
+                ResponseError::UnknownTopicOrPartition
+            };
+            return Err(error.code());
         };
         hosted
             .check_leader_for_clients()

@@ -185,8 +185,8 @@ fn a_log_dir_that_fails_during_a_change_goes_offline_and_the_rest_applies() {
     let root = tempfile::tempdir().unwrap();
     let dirs = vec![root.path().join("d1"), root.path().join("d2")];
     let manager = manager(&dirs);
-    // d1 can no longer hold partition directories: creating a log there fails with an I/O error.
-    std::fs::remove_dir(&dirs[0]).unwrap();
+    // d1 (with its .lock) is replaced by a file: creating a log there fails with an I/O error.
+    std::fs::remove_dir_all(&dirs[0]).unwrap();
     std::fs::write(&dirs[0], b"not a directory").unwrap();
     let partitions = (0..3).map(|p| placement(p, LOCAL, 0, &[LOCAL])).collect();
     let created = delta(1, vec![topic("t", 1, &[], partitions)], &[]);

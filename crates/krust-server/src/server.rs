@@ -90,9 +90,19 @@ async fn checkpoint_periodically(context: Arc<ServerContext>, mut shutdown: watc
     ticker.tick().await;
     loop {
         tokio::select! {
-            _ = ticker.tick() => context.replicas.checkpoint(),
+            _ = ticker.tick() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
+        off_the_workers(&context, |c| c.replicas.checkpoint()).await;
+    }
+}
+
+/// Runs blocking file work (fsyncs, checkpoint writes) on tokio's blocking pool, so the async
+/// worker threads keep serving requests meanwhile.
+async fn off_the_workers(context: &Arc<ServerContext>, work: fn(&ServerContext)) {
+    let context = Arc::clone(context);
+    if let Err(error) = tokio::task::spawn_blocking(move || work(&context)).await {
+        tracing::error!("background storage work failed: {error}");
     }
 }
 
@@ -106,8 +116,9 @@ async fn flush_periodically(context: Arc<ServerContext>, mut shutdown: watch::Re
     let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
     loop {
         tokio::select! {
-            _ = ticker.tick() => context.replicas.flush_dirty(now_ms()),
+            _ = ticker.tick() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
+        off_the_workers(&context, |c| c.replicas.flush_dirty(now_ms())).await;
     }
 }

@@ -115,13 +115,7 @@ impl BatchHeader {
     }
 
     pub fn compression(&self) -> Compression {
-        match self.attributes & COMPRESSION_MASK {
-            1 => Compression::Gzip,
-            2 => Compression::Snappy,
-            3 => Compression::Lz4,
-            4 => Compression::Zstd,
-            _ => Compression::None,
-        }
+        compression_of(self.attributes)
     }
 
     pub fn timestamp_type(&self) -> TimestampType {
@@ -148,6 +142,16 @@ impl BatchHeader {
     /// The sequence of the last record; sequences wrap from i32::MAX to 0 like Kafka's.
     pub fn last_sequence(&self) -> i32 {
         increment_sequence(self.base_sequence, self.last_offset_delta)
+    }
+}
+
+fn compression_of(attributes: i16) -> Compression {
+    match attributes & COMPRESSION_MASK {
+        1 => Compression::Gzip,
+        2 => Compression::Snappy,
+        3 => Compression::Lz4,
+        4 => Compression::Zstd,
+        _ => Compression::None,
     }
 }
 
@@ -306,6 +310,20 @@ pub(crate) mod test_batches {
             }
         }
 
+        /// The same records, compressed with `compression` (snappy in snappy-java's framing,
+        /// as the Java producer writes it).
+        pub fn compressed(mut self, compression: Compression) -> Self {
+            let codec = match compression {
+                Compression::None => 0,
+                Compression::Gzip => 1,
+                Compression::Snappy => 2,
+                Compression::Lz4 => 3,
+                Compression::Zstd => 4,
+            };
+            self.attributes = (self.attributes & !COMPRESSION_MASK) | codec;
+            self
+        }
+
         /// The same records, sent by an idempotent producer.
         pub fn idempotent(mut self, producer_id: i64, epoch: i16, base_sequence: i32) -> Self {
             self.producer_id = producer_id;
@@ -339,6 +357,7 @@ pub(crate) mod test_batches {
                 .map(|r| self.base_timestamp + r.timestamp_delta)
                 .max()
                 .unwrap_or(self.base_timestamp);
+            let records = compress(compression_of(self.attributes), &records);
             let mut b = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len());
             b.extend_from_slice(&0i64.to_be_bytes());
             b.extend_from_slice(
@@ -359,6 +378,39 @@ pub(crate) mod test_batches {
             let crc = compute_crc(&b);
             b[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
             b
+        }
+    }
+
+    /// `area` compressed as a producer would.
+    pub fn compress(compression: Compression, area: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        match compression {
+            Compression::None => area.to_vec(),
+            Compression::Gzip => {
+                let mut encoder =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                encoder.write_all(area).unwrap();
+                encoder.finish().unwrap()
+            }
+            Compression::Snappy => {
+                let mut out = vec![0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1];
+                out.extend_from_slice(&1i32.to_be_bytes());
+                // Small blocks, to exercise the framing.
+                for chunk in area.chunks(64) {
+                    let block = snap::raw::Encoder::new().compress_vec(chunk).unwrap();
+                    out.extend_from_slice(&(block.len() as i32).to_be_bytes());
+                    out.extend_from_slice(&block);
+                }
+                out
+            }
+            Compression::Lz4 => {
+                let mut encoder = lz4::EncoderBuilder::new().build(Vec::new()).unwrap();
+                encoder.write_all(area).unwrap();
+                let (out, result) = encoder.finish();
+                result.unwrap();
+                out
+            }
+            Compression::Zstd => zstd::encode_all(area, 3).unwrap(),
         }
     }
 

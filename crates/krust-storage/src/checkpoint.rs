@@ -44,6 +44,22 @@ fn replace_file(path: &Path, contents: &[u8], sync: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// A small text file's contents, `None` if it does not exist. Bytes that are not UTF-8 make
+/// it malformed, like any other garbage, not an I/O failure.
+pub(crate) fn read_text_file(path: &Path) -> Result<Option<String>, StorageError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StorageError::io(path)(e)),
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| StorageError::Malformed {
+            path: path.to_path_buf(),
+            reason: "not UTF-8 text".to_string(),
+        })
+}
+
 /// Renders entries (already formatted lines) in Kafka's checkpoint layout.
 pub(crate) fn format_checkpoint(lines: &[String]) -> String {
     let mut text = format!("{CHECKPOINT_VERSION}\n{}\n", lines.len());
@@ -59,10 +75,8 @@ pub(crate) fn read_checkpoint_entries(
     path: &Path,
     fields: usize,
 ) -> Result<Vec<Vec<String>>, StorageError> {
-    let text = match fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(StorageError::io(path)(e)),
+    let Some(text) = read_text_file(path)? else {
+        return Ok(Vec::new());
     };
     let malformed = |reason: &str| StorageError::Malformed {
         path: path.to_path_buf(),
@@ -151,6 +165,22 @@ mod tests {
             .path()
             .join("recovery-point-offset-checkpoint.tmp")
             .exists());
+    }
+
+    #[test]
+    fn binary_garbage_is_malformed_like_text_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cp");
+        for garbage in [
+            &b"not a checkpoint"[..],
+            &[0xff, 0xfe, 0x00, 0x80, 0x0a][..],
+        ] {
+            fs::write(&path, garbage).unwrap();
+            assert!(matches!(
+                OffsetCheckpointFile::new(&path).read(),
+                Err(StorageError::Malformed { .. })
+            ));
+        }
     }
 
     #[test]

@@ -3,27 +3,11 @@
 use std::io;
 use std::path::PathBuf;
 
+use kafka_protocol::error::ResponseError;
 use thiserror::Error;
 
+use crate::batch::Compression;
 use crate::config_keys::ConfigValueError;
-
-/// Kafka error codes used by the storage layer (see Kafka's `Errors` enum).
-pub mod codes {
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const INVALID_CONFIG: i16 = 40;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
-    pub const INVALID_TIMESTAMP: i16 = 32;
-    pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const INVALID_RECORD: i16 = 87;
-    pub const INCONSISTENT_TOPIC_ID: i16 = 103;
-}
 
 /// Why a single record batch is not acceptable as it stands.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -38,17 +22,28 @@ pub enum BatchError {
     CrcMismatch { stored: u32, computed: u32 },
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
+    #[error("record batch does not decompress as {compression:?}: {reason}")]
+    Undecompressable {
+        compression: Compression,
+        reason: String,
+    },
 }
 
 impl BatchError {
     /// The Kafka error code for this problem.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            Self::Truncated { .. } | Self::IllegalLength(_) | Self::CrcMismatch { .. } => {
-                codes::CORRUPT_MESSAGE
-            }
-            Self::UnsupportedMagic(_) => codes::UNSUPPORTED_FOR_MESSAGE_FORMAT,
-            Self::InvalidRecord(_) => codes::INVALID_RECORD,
+            Self::Truncated { .. }
+            | Self::IllegalLength(_)
+            | Self::CrcMismatch { .. }
+            | Self::Undecompressable { .. } => ResponseError::CorruptMessage,
+            Self::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
+            Self::InvalidRecord(_) => ResponseError::InvalidRecord,
         }
     }
 }
@@ -92,15 +87,20 @@ pub enum AppendError {
 impl AppendError {
     /// The Kafka error code for the Produce response.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            Self::Batch(e) => e.kafka_error_code(),
-            Self::MessageTooLarge { .. } => codes::MESSAGE_TOO_LARGE,
-            Self::RecordListTooLarge { .. } => codes::RECORD_LIST_TOO_LARGE,
-            Self::InvalidTimestamp { .. } => codes::INVALID_TIMESTAMP,
-            Self::OutOfOrderSequence { .. } => codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            Self::InvalidProducerEpoch { .. } => codes::INVALID_PRODUCER_EPOCH,
-            Self::LogClosed | Self::Storage(_) => codes::KAFKA_STORAGE_ERROR,
-            Self::ReplicationAsLeader => codes::UNKNOWN_SERVER_ERROR,
+            Self::Batch(e) => e.response_error(),
+            Self::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            Self::RecordListTooLarge { .. } => ResponseError::RecordListTooLarge,
+            Self::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+            Self::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+            Self::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            Self::LogClosed | Self::Storage(_) => ResponseError::KafkaStorageError,
+            Self::ReplicationAsLeader => ResponseError::UnknownServerError,
         }
     }
 }
@@ -123,9 +123,14 @@ pub enum ReadError {
 impl ReadError {
     /// The Kafka error code for the Fetch / ListOffsets response.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            Self::OffsetOutOfRange { .. } => codes::OFFSET_OUT_OF_RANGE,
-            Self::LogClosed | Self::Storage(_) => codes::KAFKA_STORAGE_ERROR,
+            Self::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            Self::LogClosed | Self::Storage(_) => ResponseError::KafkaStorageError,
         }
     }
 }
@@ -155,16 +160,23 @@ pub enum StorageError {
     LogClosed,
     #[error("every log dir is offline")]
     AllLogDirsOffline,
+    #[error("log dir {dir} is in use by another process (it holds {dir}/.lock): is another broker running on it?")]
+    LogDirLocked { dir: PathBuf },
 }
 
 impl StorageError {
     /// The Kafka error code a request touching this log should get.
     pub fn kafka_error_code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The codec crate's error for this problem.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            Self::InconsistentTopicId { .. } => codes::INCONSISTENT_TOPIC_ID,
-            Self::InvalidTopicName(_) => codes::INVALID_TOPIC_EXCEPTION,
-            Self::InvalidConfig(_) | Self::InvalidConfigValue(_) => codes::INVALID_CONFIG,
-            _ => codes::KAFKA_STORAGE_ERROR,
+            Self::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,
+            Self::InvalidTopicName(_) => ResponseError::InvalidTopicException,
+            Self::InvalidConfig(_) | Self::InvalidConfigValue(_) => ResponseError::InvalidConfig,
+            _ => ResponseError::KafkaStorageError,
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! Reading order, from bytes up:
 //! - [`batch`]: RecordBatch v2 header view — parse, check (CRC32C), patch; [`records`]: a cheap
-//!   structural walk over uncompressed records.
+//!   structural walk over records, in place or through bounded streaming decompression.
 //! - [`validate`]: Kafka's `LogValidator` checks for produced record sets.
 //! - [`offset_index`], [`time_index`]: the mmap'd sparse `.index` / `.timeindex` files.
 //! - [`segment`]: `LogSegment`, one `.log` file with its indexes; [`file_records`]: positional
@@ -12,7 +12,9 @@
 //! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
-//! - [`log_manager`]: every log under `log.dirs`; [`log_dir_failure`]: the dirs that failed.
+//! - [`scheduler`]: the background thread that flushes rolled segments.
+//! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`];
+//!   [`log_dir_failure`]: the dirs that failed.
 //! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
 //! - [`config`]: `LogConfig`, with defaults and bounds from [`config_keys`], the config table
 //!   shared with the Python layer.
@@ -20,6 +22,7 @@
 pub mod append_origin;
 pub mod batch;
 pub mod checkpoint;
+mod compression;
 pub mod config;
 pub mod config_keys;
 pub mod error;
@@ -29,6 +32,7 @@ mod index_file;
 pub mod leader_epoch;
 pub mod log;
 pub mod log_dir_failure;
+pub mod log_dir_lock;
 pub mod log_manager;
 pub mod offset_index;
 pub mod partition_metadata;
@@ -36,11 +40,31 @@ pub mod producer_snapshot;
 pub mod producer_state;
 pub mod records;
 mod recovery;
+pub mod scheduler;
 pub mod segment;
 pub mod time_index;
 pub mod topic_partition;
 mod validate;
 
+/// What the cargo-fuzz targets in `fuzz/` drive; not part of the crate's API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::{AppendError, AppendOrigin, LogConfig};
+
+    /// `LogValidator` on a record set a client produced: the number of batches that passed.
+    pub fn validate_records(
+        records: &[u8],
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<usize, AppendError> {
+        crate::validate::validate_records(records, config, AppendOrigin::Client, now_ms)
+            .map(|batches| batches.len())
+    }
+}
+
+#[cfg(test)]
+mod log_dir_tests;
 #[cfg(test)]
 mod log_tests;
 #[cfg(test)]
@@ -54,5 +78,6 @@ pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_dir_failure::LogDirFailureChannel;
 pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use recovery::RecoveryStats;
 pub use segment::TimestampAndOffset;
 pub use topic_partition::TopicPartition;

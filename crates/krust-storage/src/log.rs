@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,10 +16,12 @@ use crate::error::{AppendError, StorageError};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::partition_metadata::PartitionMetadataFile;
 use crate::producer_state::{BatchMetadata, ProducerAppend, ProducerStateManager};
-use crate::recovery;
+use crate::recovery::{self, RecoveryStats};
+use crate::scheduler::Scheduler;
 use crate::segment::{AppendedBatch, IncomingAppend, LogSegment};
 use crate::topic_partition::TopicPartition;
 use crate::validate::validate_records;
+use tracing::warn;
 
 pub use crate::fetch::{FetchDataInfo, ReadPlan};
 
@@ -95,7 +98,13 @@ pub struct Log {
     pub(crate) log_end_offset: i64,
     /// Offsets below it are replicated to the whole ISR: what consumers may read.
     high_watermark: i64,
-    recovery_point: i64,
+    /// Advanced by flushes, including those the scheduler runs after a roll.
+    recovery_point: Arc<AtomicI64>,
+    /// Runs the flush of rolled segments; without one (a standalone log) they wait for the
+    /// next full flush.
+    scheduler: Option<Arc<Scheduler>>,
+    /// What loading the log had to re-validate.
+    recovered: RecoveryStats,
     producer_state: ProducerStateManager,
     pub(crate) leader_epoch_cache: LeaderEpochFileCache,
     unflushed_messages: i64,
@@ -153,7 +162,9 @@ impl Log {
             log_end_offset,
             // Only one replica exists until replication does: everything recovered is in it.
             high_watermark: log_end_offset,
-            recovery_point,
+            recovery_point: Arc::new(AtomicI64::new(recovery_point)),
+            scheduler: None,
+            recovered: loaded.recovered,
             producer_state,
             leader_epoch_cache,
             unflushed_messages: 0,
@@ -228,7 +239,17 @@ impl Log {
 
     /// Offsets below this are fsynced.
     pub fn recovery_point(&self) -> i64 {
-        self.recovery_point
+        self.recovery_point.load(Ordering::Acquire)
+    }
+
+    /// What opening this log re-validated (nothing after a clean shutdown).
+    pub fn recovered_at_open(&self) -> RecoveryStats {
+        self.recovered
+    }
+
+    /// Where the flushes of rolled segments run (Kafka flushes a segment when it rolls).
+    pub fn set_scheduler(&mut self, scheduler: Arc<Scheduler>) {
+        self.scheduler = Some(scheduler);
     }
 
     /// The latest leader epoch that appended to this log.
@@ -428,20 +449,56 @@ impl Log {
         let segment = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
         self.active_segment_mut().on_become_inactive()?;
         self.segments.insert(new_base, segment);
-        self.producer_state.take_snapshot()
+        self.producer_state.take_snapshot()?;
+        self.schedule_flush_of_rolled_segments(new_base);
+        Ok(())
+    }
+
+    /// As Kafka's roll does: fsync the segments below the new active one in the background,
+    /// then advance the recovery point to its base, so that after a crash only the active
+    /// segment is recovered.
+    fn schedule_flush_of_rolled_segments(&self, new_base: i64) {
+        let Some(scheduler) = &self.scheduler else {
+            return;
+        };
+        let Some(task) = self.flush_task_up_to(new_base) else {
+            return;
+        };
+        let recovery_point = Arc::clone(&self.recovery_point);
+        scheduler.schedule(move || match task.run() {
+            Ok(()) => {
+                recovery_point.fetch_max(task.up_to, Ordering::AcqRel);
+            }
+            // The log was deleted meanwhile: nothing is left to make durable.
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => {
+                warn!(dir = %task.dir.display(), %error, "flushing rolled segments failed");
+            }
+        });
     }
 
     /// The fsync work that would make the whole log durable, or `None` if it already is.
     pub fn flush_task(&self) -> Option<FlushTask> {
-        if self.closed || self.recovery_point >= self.log_end_offset {
+        self.flush_task_up_to(self.log_end_offset)
+    }
+
+    /// The fsync work that makes every offset below `up_to` durable: the segments from the one
+    /// holding the recovery point to the last one starting below `up_to`.
+    fn flush_task_up_to(&self, up_to: i64) -> Option<FlushTask> {
+        let recovery_point = self.recovery_point();
+        if self.closed || recovery_point >= up_to {
             return None;
         }
         let first = self
             .segments
-            .range(..=self.recovery_point)
+            .range(..=recovery_point)
             .next_back()
             .map_or(i64::MIN, |(base, _)| *base);
-        let unflushed = || self.segments.range(first..).map(|(_, segment)| segment);
+        let unflushed = || {
+            self.segments
+                .range(first..up_to)
+                .map(|(_, segment)| segment)
+        };
         Some(FlushTask {
             log_files: unflushed().map(LogSegment::log_handle).collect(),
             paths: unflushed()
@@ -452,14 +509,14 @@ impl Log {
                 ])
                 .collect(),
             dir: self.dir.clone(),
-            up_to: self.log_end_offset,
+            up_to,
             unflushed_messages: self.unflushed_messages,
         })
     }
 
     /// Records a successful `FlushTask::run`: the recovery point advances.
     pub fn complete_flush(&mut self, task: &FlushTask) {
-        self.recovery_point = self.recovery_point.max(task.up_to);
+        self.recovery_point.fetch_max(task.up_to, Ordering::AcqRel);
         self.unflushed_messages = (self.unflushed_messages - task.unflushed_messages).max(0);
         self.last_flush_ms = wall_clock_ms();
     }
@@ -478,12 +535,13 @@ impl Log {
 
     /// Whether `flush.messages` / `flush.ms` call for a flush, or a rolled segment awaits one.
     pub fn needs_flush(&self, now_ms: i64) -> bool {
-        if self.closed || self.recovery_point >= self.log_end_offset {
+        let recovery_point = self.recovery_point();
+        if self.closed || recovery_point >= self.log_end_offset {
             return false;
         }
         self.unflushed_messages >= self.config.flush_interval_messages
             || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
-            || self.recovery_point < self.active_segment().base_offset()
+            || recovery_point < self.active_segment().base_offset()
     }
 
     /// Flushes, seals the active segment's indexes and snapshots producer state. Later calls

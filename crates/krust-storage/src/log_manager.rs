@@ -18,6 +18,8 @@ use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
 use crate::log_dir_failure::LogDirFailureChannel;
+use crate::log_dir_lock::LogDirLock;
+use crate::scheduler::Scheduler;
 use crate::topic_partition::{is_valid_topic_name, TopicPartition};
 
 /// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
@@ -40,6 +42,11 @@ pub struct LogManager {
     /// How many logs each log dir holds, for placing new ones without visiting every log.
     logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
     failures: Arc<LogDirFailureChannel>,
+    /// Held until shutdown (or until the manager is dropped).
+    locks: Mutex<Vec<LogDirLock>>,
+    /// Flushes rolled segments off the request path.
+    pub(crate) scheduler: Arc<Scheduler>,
+    checkpoint_writer: Mutex<()>,
 }
 
 impl LogManager {
@@ -50,17 +57,18 @@ impl LogManager {
         if log_dirs.is_empty() {
             return Err(StorageError::InvalidConfig("log.dirs is empty".to_string()));
         }
+        let locks = lock_log_dirs(log_dirs)?;
+        let scheduler = start_scheduler()?;
         let mut logs = BTreeMap::new();
         let mut logs_per_dir = HashMap::new();
         for dir in log_dirs {
-            fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
             let loaded = load_log_dir(dir, &default_config)?;
             logs_per_dir.insert(dir.clone(), loaded.len());
             for (tp, log) in loaded {
                 if logs.contains_key(&tp) {
                     return Err(StorageError::DuplicateLog(tp.to_string()));
                 }
-                logs.insert(tp, Arc::new(Mutex::new(log)));
+                logs.insert(tp, share(log, &scheduler));
             }
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             if marker.exists() {
@@ -73,6 +81,9 @@ impl LogManager {
             logs: RwLock::new(logs),
             logs_per_dir: Mutex::new(logs_per_dir),
             failures: Arc::default(),
+            locks: Mutex::new(locks),
+            scheduler,
+            checkpoint_writer: Mutex::new(()),
         })
     }
 
@@ -151,7 +162,7 @@ impl LogManager {
             }
         })?;
         info!(partition = %tp, dir = %parent.display(), "created log");
-        let log = Arc::new(Mutex::new(log));
+        let log = share(log, &self.scheduler);
         logs.insert(tp.clone(), Arc::clone(&log));
         *self.logs_per_dir.lock().entry(parent).or_default() += 1;
         Ok(log)
@@ -238,6 +249,9 @@ impl LogManager {
 
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
+        // The periodic checkpoint (on a blocking thread) may still run when shutdown writes
+        // its own: one writer at a time per `<file>.tmp`.
+        let _writing = self.checkpoint_writer.lock();
         let mut per_dir: HashMap<PathBuf, DirCheckpoints> = self
             .online_log_dirs()
             .map(|d| (d.clone(), Default::default()))
@@ -273,6 +287,7 @@ impl LogManager {
     /// Flushes and closes every log (writing producer snapshots), checkpoints, and marks each
     /// log dir as cleanly shut down. The logs refuse further appends and reads.
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        self.scheduler.shutdown();
         let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
         in_parallel(&logs, |log| log.lock().close())?;
         self.checkpoint()?;
@@ -282,6 +297,7 @@ impl LogManager {
             write_atomically(&marker, b"{\"version\":0,\"brokerEpoch\":-1}")
                 .map_err(StorageError::io(&marker))?;
         }
+        self.locks.lock().clear();
         Ok(())
     }
 }
@@ -325,6 +341,29 @@ fn in_parallel<T: Sync, R: Send>(
     });
     done.sort_by_key(|(index, _)| *index);
     done.into_iter().map(|(_, result)| result).collect()
+}
+
+fn start_scheduler() -> Result<Arc<Scheduler>, StorageError> {
+    Scheduler::start("krust-log-flusher")
+        .map(Arc::new)
+        .map_err(StorageError::io("krust-log-flusher thread"))
+}
+
+/// A loaded or created log, as the manager shares it: its rolls flush on `scheduler`.
+fn share(mut log: Log, scheduler: &Arc<Scheduler>) -> SharedLog {
+    log.set_scheduler(Arc::clone(scheduler));
+    Arc::new(Mutex::new(log))
+}
+
+/// Creates each log dir if missing and takes its `.lock`, before anything in it is read.
+fn lock_log_dirs(log_dirs: &[PathBuf]) -> Result<Vec<LogDirLock>, StorageError> {
+    log_dirs
+        .iter()
+        .map(|dir| {
+            fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
+            LogDirLock::acquire(dir)
+        })
+        .collect()
 }
 
 fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {

@@ -5,7 +5,7 @@ use std::path::Path;
 use proptest::prelude::*;
 
 use crate::batch::test_batches::TestBatch;
-use crate::batch::{check_integrity, BatchHeader};
+use crate::batch::{check_integrity, BatchHeader, Compression};
 use crate::config::{LogConfig, TimestampType};
 use crate::log::{LoadParams, Log};
 use crate::offset_index::OffsetIndex;
@@ -422,6 +422,28 @@ fn offset_by_timestamp_finds_the_first_record_at_or_after() {
     assert!(log.fetch_offset_by_timestamp(NOW + 43).unwrap().is_none());
     let max = log.offset_of_max_timestamp().unwrap().unwrap();
     assert_eq!((max.offset, max.timestamp), (14, NOW + 42));
+}
+
+#[test]
+fn offset_by_timestamp_finds_the_exact_record_inside_compressed_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), LogConfig::default());
+    for (i, codec) in [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let batch = TestBatch::simple(3, NOW + 10 * i as i64).compressed(codec);
+        log.append_as_leader(&batch.encode(), 0, NOW).unwrap();
+    }
+    for (timestamp, offset) in [(NOW + 1, 1), (NOW + 12, 5), (NOW + 21, 7), (NOW + 32, 11)] {
+        let found = log.fetch_offset_by_timestamp(timestamp).unwrap().unwrap();
+        assert_eq!((found.offset, found.timestamp), (offset, timestamp));
+    }
 }
 
 #[test]

@@ -7,11 +7,9 @@
 //! once would each wait for the disk); the partition's next log flush fsyncs it. The topic id
 //! is in the metadata log, so a file lost to a crash (absent or empty) is written again.
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::write_atomically_unsynced;
+use crate::checkpoint::{read_text_file, write_atomically_unsynced};
 use crate::error::StorageError;
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
@@ -42,11 +40,9 @@ impl PartitionMetadataFile {
 
     /// The stored topic id; `None` when the file does not exist or is empty.
     pub fn read(&self) -> Result<Option<[u8; 16]>, StorageError> {
-        let text = match fs::read_to_string(&self.path) {
-            Ok(text) if text.is_empty() => return Ok(None),
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StorageError::io(&self.path)(e)),
+        let text = match read_text_file(&self.path)? {
+            Some(text) if !text.is_empty() => text,
+            _ => return Ok(None),
         };
         let malformed = |reason: &str| StorageError::Malformed {
             path: self.path.clone(),
@@ -115,6 +111,7 @@ pub fn decode_uuid(text: &str) -> Option<[u8; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn uuid_text_matches_kafkas_base64url() {

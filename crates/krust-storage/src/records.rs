@@ -1,10 +1,16 @@
-//! A cheap structural walk over an uncompressed batch's records.
+//! A cheap structural walk over a batch's records, straight from the batch bytes or from a
+//! decompressing stream.
 //!
 //! Each record is: length varint | attributes i8 | timestampDelta varlong | offsetDelta varint |
 //! keyLength varint | key | valueLength varint | value | headerCount varint | headers.
 //! The walk checks that every length stays inside its record and that the records fill the
-//! batch exactly, without allocating or copying anything.
+//! records area exactly. Nothing is allocated from a length on the wire: keys, values and
+//! headers are skipped, so a stream is walked in a fixed-size buffer.
 
+use std::io::{BufRead, BufReader, Read};
+
+use crate::batch::{BatchHeader, Compression, RECORD_BATCH_OVERHEAD};
+use crate::compression::corrupt;
 use crate::error::BatchError;
 
 /// The per-record facts the broker needs: where the record sits in time and offset space.
@@ -14,37 +20,134 @@ pub struct RecordInfo {
     pub offset_delta: i32,
 }
 
-/// Iterates the records of an uncompressed batch's records area.
-pub struct RecordWalk<'a> {
+/// Where a walk reads record bytes from.
+pub trait ByteSource {
+    /// Whether the records area is exhausted.
+    fn at_end(&mut self) -> Result<bool, BatchError>;
+    /// The next byte, or `None` at the end of the records area.
+    fn next_byte(&mut self) -> Result<Option<u8>, BatchError>;
+    /// Skips `n` bytes; false if the records area ends first.
+    fn skip(&mut self, n: usize) -> Result<bool, BatchError>;
+}
+
+/// An uncompressed records area, walked in place.
+pub struct SliceSource<'a> {
     buf: &'a [u8],
-    position: usize,
+}
+
+impl ByteSource for SliceSource<'_> {
+    fn at_end(&mut self) -> Result<bool, BatchError> {
+        Ok(self.buf.is_empty())
+    }
+
+    fn next_byte(&mut self) -> Result<Option<u8>, BatchError> {
+        let Some((first, rest)) = self.buf.split_first() else {
+            return Ok(None);
+        };
+        self.buf = rest;
+        Ok(Some(*first))
+    }
+
+    fn skip(&mut self, n: usize) -> Result<bool, BatchError> {
+        let fits = n <= self.buf.len();
+        self.buf = &self.buf[n.min(self.buf.len())..];
+        Ok(fits)
+    }
+}
+
+/// A decompressed records area, read through a fixed-size buffer.
+pub struct StreamSource<'a> {
+    reader: BufReader<Box<dyn Read + 'a>>,
+    compression: Compression,
+}
+
+impl StreamSource<'_> {
+    fn available(&mut self) -> Result<&[u8], BatchError> {
+        let compression = self.compression;
+        self.reader.fill_buf().map_err(|e| corrupt(compression, &e))
+    }
+}
+
+impl ByteSource for StreamSource<'_> {
+    fn at_end(&mut self) -> Result<bool, BatchError> {
+        Ok(self.available()?.is_empty())
+    }
+
+    fn next_byte(&mut self) -> Result<Option<u8>, BatchError> {
+        let Some(byte) = self.available()?.first().copied() else {
+            return Ok(None);
+        };
+        self.reader.consume(1);
+        Ok(Some(byte))
+    }
+
+    fn skip(&mut self, mut n: usize) -> Result<bool, BatchError> {
+        while n > 0 {
+            let available = self.available()?.len();
+            if available == 0 {
+                return Ok(false);
+            }
+            let step = available.min(n);
+            self.reader.consume(step);
+            n -= step;
+        }
+        Ok(true)
+    }
+}
+
+/// Iterates the records of a records area.
+pub struct RecordWalk<S> {
+    source: S,
     failed: bool,
 }
 
-impl<'a> RecordWalk<'a> {
+impl<'a> RecordWalk<SliceSource<'a>> {
+    /// Walks an uncompressed records area in place.
     pub fn new(records_area: &'a [u8]) -> Self {
         Self {
-            buf: records_area,
-            position: 0,
+            source: SliceSource { buf: records_area },
             failed: false,
         }
     }
+}
 
+impl<'a> RecordWalk<StreamSource<'a>> {
+    /// Walks the records area of a batch compressed with `compression`, decompressing as it
+    /// goes.
+    pub fn decompressing(compression: Compression, payload: &'a [u8]) -> Result<Self, BatchError> {
+        let reader = crate::compression::decompressing_reader(compression, payload)?;
+        Ok(Self {
+            source: StreamSource {
+                reader: BufReader::with_capacity(STREAM_BUFFER, reader),
+                compression,
+            },
+            failed: false,
+        })
+    }
+}
+
+const STREAM_BUFFER: usize = 16 << 10;
+
+/// The records of one whole batch (`batch` starts at its base offset field), walked in place
+/// or through its codec's decompressor.
+pub fn batch_records<'a>(
+    batch: &'a [u8],
+    header: &BatchHeader,
+) -> Result<Box<dyn Iterator<Item = Result<RecordInfo, BatchError>> + 'a>, BatchError> {
+    let area = batch.get(RECORD_BATCH_OVERHEAD..).unwrap_or_default();
+    Ok(match header.compression() {
+        Compression::None => Box::new(RecordWalk::new(area)),
+        compression => Box::new(RecordWalk::decompressing(compression, area)?),
+    })
+}
+
+impl<S: ByteSource> RecordWalk<S> {
     fn next_record(&mut self) -> Result<RecordInfo, BatchError> {
-        let mut cursor = Cursor {
-            buf: self.buf,
-            position: self.position,
-        };
-        let length = cursor.varint()?;
+        let length = zigzag_i32(unsigned(5, || self.source.next_byte(), "record length")?)?;
         let length = usize::try_from(length).map_err(|_| invalid("negative record length"))?;
-        let end = cursor
-            .position
-            .checked_add(length)
-            .filter(|end| *end <= self.buf.len())
-            .ok_or_else(|| invalid("record length runs past the batch"))?;
-        let mut body = Cursor {
-            buf: &self.buf[..end],
-            position: cursor.position,
+        let mut body = Bounded {
+            source: &mut self.source,
+            remaining: length,
         };
         body.take(1)?;
         let timestamp_delta = body.varlong()?;
@@ -63,10 +166,9 @@ impl<'a> RecordWalk<'a> {
             body.take(key_length as usize)?;
             body.skip_bytes_field()?;
         }
-        if body.position != end {
+        if body.remaining != 0 {
             return Err(invalid("record length does not match its fields"));
         }
-        self.position = end;
         Ok(RecordInfo {
             timestamp_delta,
             offset_delta,
@@ -74,14 +176,18 @@ impl<'a> RecordWalk<'a> {
     }
 }
 
-impl Iterator for RecordWalk<'_> {
+impl<S: ByteSource> Iterator for RecordWalk<S> {
     type Item = Result<RecordInfo, BatchError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.position >= self.buf.len() {
+        if self.failed {
             return None;
         }
-        let item = self.next_record();
+        let item = match self.source.at_end() {
+            Ok(true) => return None,
+            Ok(false) => self.next_record(),
+            Err(e) => Err(e),
+        };
         self.failed = item.is_err();
         Some(item)
     }
@@ -91,46 +197,56 @@ fn invalid(reason: &str) -> BatchError {
     BatchError::InvalidRecord(reason.to_string())
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
-    position: usize,
+fn unsigned(
+    max_bytes: usize,
+    mut next: impl FnMut() -> Result<Option<u8>, BatchError>,
+    what: &str,
+) -> Result<u64, BatchError> {
+    let mut value = 0u64;
+    for i in 0..max_bytes {
+        let byte = next()?.ok_or_else(|| invalid(&format!("{what} varint runs past the end")))?;
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(invalid("varint is too long"))
 }
 
-impl Cursor<'_> {
+fn zigzag_i32(raw: u64) -> Result<i32, BatchError> {
+    let raw = u32::try_from(raw).map_err(|_| invalid("varint overflows 32 bits"))?;
+    Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+}
+
+/// One record's body: reads may not run past its declared length.
+struct Bounded<'s, S> {
+    source: &'s mut S,
+    remaining: usize,
+}
+
+impl<S: ByteSource> Bounded<'_, S> {
     fn take(&mut self, n: usize) -> Result<(), BatchError> {
-        let end = self
-            .position
-            .checked_add(n)
-            .filter(|end| *end <= self.buf.len())
-            .ok_or_else(|| invalid("record field runs past the record"))?;
-        self.position = end;
+        if n > self.remaining || !self.source.skip(n)? {
+            return Err(invalid("record field runs past the record"));
+        }
+        self.remaining -= n;
         Ok(())
     }
 
-    fn unsigned(&mut self, max_bytes: usize) -> Result<u64, BatchError> {
-        let mut value = 0u64;
-        for i in 0..max_bytes {
-            let byte = *self
-                .buf
-                .get(self.position)
-                .ok_or_else(|| invalid("varint runs past the record"))?;
-            self.position += 1;
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
+    fn byte(&mut self) -> Result<Option<u8>, BatchError> {
+        if self.remaining == 0 {
+            return Ok(None);
         }
-        Err(invalid("varint is too long"))
+        self.remaining -= 1;
+        self.source.next_byte()
     }
 
     fn varint(&mut self) -> Result<i32, BatchError> {
-        let raw = self.unsigned(5)?;
-        let raw = u32::try_from(raw).map_err(|_| invalid("varint overflows 32 bits"))?;
-        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+        zigzag_i32(unsigned(5, || self.byte(), "record field")?)
     }
 
     fn varlong(&mut self) -> Result<i64, BatchError> {
-        let raw = self.unsigned(10)?;
+        let raw = unsigned(10, || self.byte(), "record field")?;
         Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
 

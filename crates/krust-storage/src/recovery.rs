@@ -31,6 +31,15 @@ pub(crate) struct LoadedSegments {
     pub log_end_offset: i64,
     /// Where each leader epoch starts in the recovered segments, oldest first.
     pub recovered_epochs: Vec<EpochEntry>,
+    pub recovered: RecoveryStats,
+}
+
+/// How much of a log loading re-validated batch by batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryStats {
+    pub segments: usize,
+    /// The `.log` bytes read and checked (before any corrupt tail was cut).
+    pub bytes: u64,
 }
 
 /// Opens every segment of the partition directory, recovering what needs it.
@@ -49,6 +58,7 @@ pub(crate) fn load_segments(
             segments: BTreeMap::from([(base, segment)]),
             log_end_offset: base,
             recovered_epochs: Vec::new(),
+            recovered: RecoveryStats::default(),
         });
     };
     let recover_from = (!params.had_clean_shutdown).then(|| {
@@ -62,6 +72,7 @@ pub(crate) fn load_segments(
     let mut segments = BTreeMap::new();
     let mut recovered_epochs = Vec::new();
     let mut damaged = false;
+    let mut recovered = RecoveryStats::default();
     for &base in &bases {
         if damaged {
             warn!(dir = %dir.display(), base, "deleting segment after a damaged one");
@@ -74,6 +85,8 @@ pub(crate) fn load_segments(
             .map_err(StorageError::io(dir))?;
         let must_recover = recover_from.is_some_and(|from| base >= from);
         if must_recover || segment.needs_index_rebuild() {
+            recovered.segments += 1;
+            recovered.bytes += segment.size();
             let truncated = recover_segment(&mut segment, config, &mut recovered_epochs)
                 .map_err(StorageError::io(dir))?;
             if truncated > 0 {
@@ -100,6 +113,7 @@ pub(crate) fn load_segments(
         segments,
         log_end_offset,
         recovered_epochs,
+        recovered,
     })
 }
 

@@ -8,11 +8,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::{BatchHeader, Compression, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
+use crate::batch::{BatchHeader, NO_TIMESTAMP};
 use crate::config::{LogConfig, TimestampType};
 use crate::file_records::{read_at, BatchScanner};
 use crate::offset_index::OffsetIndex;
-use crate::records::RecordWalk;
+use crate::records;
 use crate::time_index::TimeIndex;
 
 pub const LOG_FILE_SUFFIX: &str = ".log";
@@ -341,13 +341,15 @@ impl LogSegment {
                 leader_epoch: None,
             })
         };
-        let walkable = header.compression() == Compression::None
-            && header.timestamp_type() == TimestampType::CreateTime;
-        if !walkable {
+        // LogAppendTime stamps every record with the batch's max timestamp.
+        if header.timestamp_type() == TimestampType::LogAppendTime {
             return Ok(found(header.max_timestamp, header.base_offset));
         }
         let bytes = read_at(&self.log, position, header.size_in_bytes())?;
-        for record in RecordWalk::new(&bytes[RECORD_BATCH_OVERHEAD..]) {
+        let Ok(records) = records::batch_records(&bytes, header) else {
+            return Ok(found(header.max_timestamp, header.base_offset));
+        };
+        for record in records {
             let Ok(record) = record else { break };
             let record_timestamp = header.base_timestamp + record.timestamp_delta;
             let offset = header.base_offset + i64::from(record.offset_delta);

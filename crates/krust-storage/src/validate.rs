@@ -1,16 +1,17 @@
 //! `LogValidator`: the checks a produced record set passes before the leader assigns offsets.
 //!
-//! Batches are checked from their headers (magic, size, CRC, counts, producer fields); the
-//! records of uncompressed batches are walked structurally, never decoded into objects.
-//! Compressed batches stay compressed and are checked at the header level only.
+//! Batches are checked from their headers (magic, size, CRC, counts, producer fields), then
+//! their records are walked structurally, never decoded into objects: uncompressed batches in
+//! place, compressed ones through a bounded streaming decompressor (as Kafka's LogValidator
+//! iterates them). Compressed batches are stored as produced, still compressed.
 
 use std::ops::Range;
 
 use crate::append_origin::AppendOrigin;
-use crate::batch::{self, BatchHeader, Compression, RECORD_BATCH_OVERHEAD};
+use crate::batch::{self, BatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::config::{LogConfig, TimestampType};
 use crate::error::{AppendError, BatchError};
-use crate::records::RecordWalk;
+use crate::records::{self, RecordInfo};
 
 /// One batch of a produced record set that passed validation.
 #[derive(Clone, Debug)]
@@ -78,14 +79,7 @@ fn validate_batch(
     }
     batch::check_integrity(bytes)?;
     check_header_fields(&header, origin)?;
-    let max_timestamp = if header.compression() == Compression::None {
-        walk_records(bytes, &header, config, now_ms)?
-    } else {
-        for timestamp in [header.base_timestamp, header.max_timestamp] {
-            check_timestamp(timestamp, config, now_ms)?;
-        }
-        header.max_timestamp
-    };
+    let max_timestamp = walk_records(bytes, &header, config, now_ms)?;
     Ok((header, max_timestamp))
 }
 
@@ -112,18 +106,36 @@ fn check_header_fields(header: &BatchHeader, origin: AppendOrigin) -> Result<(),
     Ok(())
 }
 
-/// Walks an uncompressed batch's records: count and offset deltas must match the header,
-/// CreateTime timestamps must be in range. Returns the records' max timestamp.
+/// Walks a batch's records: count and offset deltas must match the header, CreateTime
+/// timestamps must be in range. Returns the records' max timestamp.
 fn walk_records(
     bytes: &[u8],
     header: &BatchHeader,
     config: &LogConfig,
     now_ms: i64,
 ) -> Result<i64, AppendError> {
+    check_records(
+        records::batch_records(bytes, header)?,
+        header,
+        config,
+        now_ms,
+    )
+}
+
+fn check_records(
+    records: impl Iterator<Item = Result<RecordInfo, BatchError>>,
+    header: &BatchHeader,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<i64, AppendError> {
     let mut count = 0i32;
     let mut max_timestamp = batch::NO_TIMESTAMP;
-    for record in RecordWalk::new(&bytes[RECORD_BATCH_OVERHEAD..]) {
+    for record in records {
         let record = record?;
+        // Stop at the declared count: a decompressed stream can hold far more than it claims.
+        if count == header.records_count {
+            return Err(invalid("more records than the batch header declares").into());
+        }
         if record.offset_delta != count {
             return Err(invalid("record offset deltas must count up from 0").into());
         }
@@ -157,6 +169,7 @@ fn check_timestamp(timestamp: i64, config: &LogConfig, now_ms: i64) -> Result<()
 mod tests {
     use super::*;
     use crate::batch::test_batches::TestBatch;
+    use crate::batch::Compression;
 
     const NOW: i64 = 1_700_000_000_000;
 
@@ -228,5 +241,102 @@ mod tests {
         assert_eq!(code(&bytes, &LogConfig::default()), 87);
         let config = LogConfig::default();
         assert!(validate_records(&bytes, &config, AppendOrigin::Coordinator, NOW).is_ok());
+    }
+
+    const CODECS: [Compression; 4] = [
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    /// Rewrites recordsCount and lastOffsetDelta and fixes the CRC, as an attacker would.
+    fn forge_count(bytes: &mut [u8], count: i32) {
+        bytes[57..61].copy_from_slice(&count.to_be_bytes());
+        bytes[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+        let crc = crate::batch::compute_crc(bytes);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    #[test]
+    fn compressed_batches_are_walked_and_their_max_timestamp_computed() {
+        for codec in CODECS {
+            let mut bytes = TestBatch::simple(40, NOW).compressed(codec).encode();
+            // A producer's wrong max timestamp is corrected from the records.
+            crate::batch::set_max_timestamp(&mut bytes, TimestampType::CreateTime, NOW);
+            let v =
+                validate_records(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
+            assert_eq!(v[0].max_timestamp, NOW + 39, "{codec:?}");
+            assert_eq!(v[0].header.compression(), codec);
+        }
+    }
+
+    /// `plain`'s header (count included) over another records area, flagged with `codec`.
+    fn with_area(plain: &[u8], area: &[u8], codec: Compression) -> Vec<u8> {
+        let mut bytes = plain[..RECORD_BATCH_OVERHEAD].to_vec();
+        bytes.extend_from_slice(area);
+        let length = (bytes.len() - 12) as i32;
+        bytes[8..12].copy_from_slice(&length.to_be_bytes());
+        bytes[21..23].copy_from_slice(&codec_id(codec).to_be_bytes());
+        let count = i32::from_be_bytes(bytes[57..61].try_into().unwrap());
+        forge_count(&mut bytes, count);
+        bytes
+    }
+
+    fn codec_id(codec: Compression) -> i16 {
+        CODECS.iter().position(|c| *c == codec).unwrap() as i16 + 1
+    }
+
+    #[test]
+    fn raw_snappy_without_the_java_framing_is_accepted() {
+        let plain = TestBatch::simple(5, NOW).encode();
+        let area = snap::raw::Encoder::new()
+            .compress_vec(&plain[RECORD_BATCH_OVERHEAD..])
+            .unwrap();
+        let bytes = with_area(&plain, &area, Compression::Snappy);
+        let v = validate_records(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
+        assert_eq!(v[0].max_timestamp, NOW + 4);
+    }
+
+    /// The batch from the report: ~100 bytes of gzip claiming 2^31-1 records. It used to be
+    /// stored, and decoding it later aborted the broker.
+    #[test]
+    fn a_compressed_batch_claiming_more_records_than_it_holds_is_an_invalid_record() {
+        for codec in CODECS {
+            let mut bytes = TestBatch::simple(1, NOW).compressed(codec).encode();
+            forge_count(&mut bytes, i32::MAX);
+            assert!(bytes.len() < 160, "{codec:?}: {} bytes", bytes.len());
+            assert_eq!(code(&bytes, &LogConfig::default()), 87, "{codec:?}");
+            let mut fewer = TestBatch::simple(3, NOW).compressed(codec).encode();
+            forge_count(&mut fewer, 2);
+            assert_eq!(code(&fewer, &LogConfig::default()), 87, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn compressed_records_are_checked_like_uncompressed_ones() {
+        let plain = TestBatch::simple(2, NOW).encode();
+        let mut skipping = plain[RECORD_BATCH_OVERHEAD..].to_vec();
+        // The second record's offsetDelta (after length, attributes, timestampDelta): 1 -> 2.
+        let second = 1 + usize::from(skipping[0] / 2);
+        assert_eq!(skipping[second + 3], 2);
+        skipping[second + 3] = 4;
+        for codec in CODECS {
+            let future = TestBatch::simple(2, NOW + 2 * 3_600_000).compressed(codec);
+            assert_eq!(code(&future.encode(), &LogConfig::default()), 32);
+            let area = crate::batch::test_batches::compress(codec, &skipping);
+            let bytes = with_area(&plain, &area, codec);
+            assert_eq!(code(&bytes, &LogConfig::default()), 87, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_payload_that_does_not_decompress_is_a_corrupt_message() {
+        let plain = TestBatch::simple(3, NOW).encode();
+        for codec in CODECS {
+            // Uncompressed records under a codec's flag: not a valid stream for any codec.
+            let bytes = with_area(&plain, &plain[RECORD_BATCH_OVERHEAD..], codec);
+            assert_eq!(code(&bytes, &LogConfig::default()), 2, "{codec:?}");
+        }
     }
 }

@@ -4,9 +4,7 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::partition::Partition;
 use crate::server_context::ServerContext;
 
 const LATEST: i64 = -1;
@@ -54,9 +52,10 @@ fn lookup(
         MAX_TIMESTAMP => partition
             .offset_of_max_timestamp()
             .map(|found| found.map(|f| (f.offset, f.timestamp))),
-        timestamp => partition.offset_for_timestamp(timestamp).map(|found| {
-            found.map(|f| exact_record(&partition, timestamp, (f.offset, f.timestamp)))
-        }),
+        // The storage walks the records (decompressing with bounded memory) to the exact one.
+        timestamp => partition
+            .offset_for_timestamp(timestamp)
+            .map(|found| found.map(|f| (f.offset, f.timestamp))),
     };
     match found {
         Ok(Some((offset, timestamp))) => {
@@ -71,23 +70,4 @@ fn lookup(
         Ok(None) => response.with_offset(-1).with_timestamp(-1),
         Err(error) => response.with_error_code(error.kafka_error_code()),
     }
-}
-
-/// The storage finds the batch holding the first record at or after `timestamp` from batch
-/// headers alone; inside a compressed batch that is the batch's start. Kafka answers with the
-/// exact record, so decode that one batch (ListOffsets is not on the produce/fetch path).
-fn exact_record(partition: &Partition, timestamp: i64, found: (i64, i64)) -> (i64, i64) {
-    let Ok(mut records) = partition
-        .read(found.0, 1, true)
-        .and_then(|data| Ok(data.records.read_bytes()?))
-    else {
-        return found;
-    };
-    let Ok(sets) = RecordBatchDecoder::decode_all(&mut records) else {
-        return found;
-    };
-    sets.into_iter()
-        .flat_map(|set| set.records)
-        .find(|r| r.offset >= found.0 && r.timestamp >= timestamp)
-        .map_or(found, |r| (r.offset, r.timestamp))
 }

@@ -81,6 +81,7 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
         {
             let compressed = compressed.copy_to_bytes(compressed.remaining());
             let actual_len = decompress_len(&compressed).context("failed to read snappy header")?;
+            anyhow::ensure!(actual_len <= compressed.len().saturating_mul(22).min(64 << 20), "snappy block claims more than it can hold"); // krust: snappy expands at most 22x; no allocation from a forged length
             let mut tmp = BytesMut::zeroed(actual_len);
             Decoder::new()
                 .decompress(&compressed, &mut tmp)
@@ -104,6 +105,7 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
 
             let uncompressed_block_length = decompress_len(&compressed_block)
                 .context("failed to get snappy uncompressed length")?;
+            anyhow::ensure!(uncompressed_block_length <= compressed_block.len().saturating_mul(22).min(64 << 20), "snappy block claims more than it can hold"); // krust: as for a raw block above
             let uncompressed_block_start = uncompressed.len();
             uncompressed.resize(
                 uncompressed_block_start.saturating_add(uncompressed_block_length),

@@ -9,6 +9,8 @@ use crate::protocol::buf::{ByteBuf, ByteBufMut};
 use anyhow::{bail, Result};
 use std::convert::TryFrom;
 use std::string::String as StdString;
+/// krust: the most elements reserved up front from a count on the wire.
+pub const MAX_RESERVED_ELEMENTS: usize = 1024; // krust: an untrusted count must not abort the process on allocation
 
 macro_rules! define_copy_impl {
     ($e:ident, $t:ty) => (
@@ -511,8 +513,7 @@ impl Decoder<Option<StdString>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut strbuf = vec![0; (n - 1) as usize];
-                buf.try_copy_to_slice(&mut strbuf)?;
+                let strbuf = buf.try_get_bytes((n - 1) as usize)?.to_vec(); // krust: no buffer larger than the bytes left
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
             }
         }
@@ -655,8 +656,7 @@ impl Decoder<Option<Vec<u8>>> for Bytes {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let mut data = vec![0; n as usize];
-                buf.try_copy_to_slice(&mut data)?;
+                let data = buf.try_get_bytes(n as usize)?.to_vec(); // krust: no buffer larger than the bytes left
                 Ok(Some(data))
             }
             n => {
@@ -804,8 +804,7 @@ impl Decoder<Option<Vec<u8>>> for CompactBytes {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut data = vec![0; (n - 1) as usize];
-                buf.try_copy_to_slice(&mut data)?;
+                let data = buf.try_get_bytes((n - 1) as usize)?.to_vec(); // krust: no buffer larger than the bytes left
                 Ok(Some(data))
             }
         }
@@ -985,9 +984,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                // krust: the length is untrusted input; reserve no more than the remaining
-                // bytes could hold, so a forged count cannot abort the process on allocation.
-                let mut result = Vec::with_capacity((n as usize).min(buf.remaining()));
+                let mut result = Vec::with_capacity((n as usize).min(buf.remaining()).min(MAX_RESERVED_ELEMENTS)); // krust: bounded by the bytes left and a fixed cap
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1095,8 +1092,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                // krust: see Array::decode; bound the reservation by the remaining bytes.
-                let mut result = Vec::with_capacity(((n - 1) as usize).min(buf.remaining()));
+                let mut result = Vec::with_capacity(((n - 1) as usize).min(buf.remaining()).min(MAX_RESERVED_ELEMENTS)); // krust: bounded by the bytes left and a fixed cap
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
