@@ -73,7 +73,12 @@ def test_kafkas_dump_log_segments_verifies_krusts_segments_and_indexes(broker_fa
     indexes = sorted(partition_dir.glob("*.index")) + sorted(partition_dir.glob("*.timeindex"))
     assert len(indexes) == 2 * len(logs)
     assert any(path.stat().st_size > 0 for path in indexes), "no index entries were written"
-    assert dump(indexes, "--index-sanity-check").count("passed sanity check") == len(indexes)
+    # A segment whose batches never spanned index.interval.bytes has an empty offset index,
+    # in Kafka too; the tool reports it as empty instead of checking it.
+    empty = [path for path in indexes if path.stat().st_size == 0]
+    checked = dump(indexes, "--index-sanity-check")
+    assert checked.count("passed sanity check") == len(indexes) - len(empty)
+    assert checked.count(" is empty.") == len(empty)
     verified = dump(indexes, "--verify-index-only")
     assert "Mismatches" not in verified
     assert "not found" not in verified
