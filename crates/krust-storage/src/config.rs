@@ -40,7 +40,7 @@ pub struct LogConfig {
 /// The topic keys `LogConfig` holds, with the integer fields they set. `segment.bytes` and Kafka's
 /// test-only `internal.segment.bytes` both set the segment size; the field holds the size in
 /// force, so it is checked against the laxer internal key's bound.
-const INTEGER_FIELDS: [(&str, FieldOf); 10] = [
+const INTEGER_FIELDS: &[(&str, FieldOf)] = &[
     ("segment.bytes", |c| IntegerField::Int(&mut c.segment_bytes)),
     ("internal.segment.bytes", |c| {
         IntegerField::Int(&mut c.segment_bytes)
@@ -118,7 +118,7 @@ impl Default for LogConfig {
             flush_interval_messages: 0,
             flush_interval_ms: 0,
         };
-        for (name, field) in INTEGER_FIELDS {
+        for &(name, field) in INTEGER_FIELDS {
             // The internal key has no default: the segment size comes from segment.bytes.
             if let Ok(key) = topic_key(name) {
                 if key.default.is_some() {
@@ -154,7 +154,7 @@ impl LogConfig {
     /// Rejects values outside the config table's bounds.
     pub fn validate(&self) -> Result<(), ConfigValueError> {
         let mut copy = self.clone();
-        for (name, field) in INTEGER_FIELDS {
+        for &(name, field) in INTEGER_FIELDS {
             if name == "segment.bytes" {
                 continue;
             }
@@ -201,7 +201,7 @@ mod tests {
         assert_eq!(c.flush_interval_ms, i64::MAX);
         assert!(c.validate().is_ok());
         let mut copy = c.clone();
-        for (name, field) in INTEGER_FIELDS {
+        for &(name, field) in INTEGER_FIELDS {
             if let Some(default) = &topic_key(name).unwrap().default {
                 assert_eq!(field(&mut copy).get().to_string(), *default, "{name}");
             }
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn every_key_the_core_reads_is_an_integer_or_choice_without_a_python_only_check() {
-        for (name, _) in INTEGER_FIELDS {
+        for &(name, _) in INTEGER_FIELDS {
             let key = topic_key(name).unwrap();
             assert!(
                 matches!(key.config_type, ConfigType::Int | ConfigType::Long),
