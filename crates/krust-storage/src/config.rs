@@ -12,6 +12,36 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
+/// `cleanup.policy`: what happens to old segments; `delete`, `compact`, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CleanupPolicy {
+    /// Segments past `retention.ms` / `retention.bytes` are deleted.
+    pub delete: bool,
+    /// The log cleaner keeps the latest record of each key.
+    pub compact: bool,
+}
+
+impl Default for CleanupPolicy {
+    fn default() -> Self {
+        Self {
+            delete: true,
+            compact: false,
+        }
+    }
+}
+
+impl CleanupPolicy {
+    fn parse(raw: &str) -> Result<Self, ConfigValueError> {
+        let key = topic_key(CLEANUP_POLICY)?;
+        key.validate(raw)?;
+        let items: Vec<&str> = raw.split(',').map(str::trim).collect();
+        Ok(Self {
+            delete: items.contains(&"delete"),
+            compact: items.contains(&"compact"),
+        })
+    }
+}
+
 /// Topic-level log settings (Kafka topic-config semantics; the names map 1:1 to Kafka keys).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
@@ -35,6 +65,8 @@ pub struct LogConfig {
     pub flush_interval_messages: i64,
     /// `flush.ms`: fsync when the last flush is this old.
     pub flush_interval_ms: i64,
+    /// `cleanup.policy`.
+    pub cleanup_policy: CleanupPolicy,
 }
 
 /// The topic keys `LogConfig` holds, with the integer fields they set. `segment.bytes` and Kafka's
@@ -68,6 +100,7 @@ const INTEGER_FIELDS: &[(&str, FieldOf)] = &[
 ];
 
 const TIMESTAMP_TYPE: &str = "message.timestamp.type";
+const CLEANUP_POLICY: &str = "cleanup.policy";
 
 /// Selects one integer field of a `LogConfig`.
 type FieldOf = fn(&mut LogConfig) -> IntegerField<'_>;
@@ -117,6 +150,7 @@ impl Default for LogConfig {
             message_timestamp_after_max_ms: 0,
             flush_interval_messages: 0,
             flush_interval_ms: 0,
+            cleanup_policy: CleanupPolicy::default(),
         };
         for &(name, field) in INTEGER_FIELDS {
             // The internal key has no default: the segment size comes from segment.bytes.
@@ -133,6 +167,13 @@ impl Default for LogConfig {
             config.message_timestamp_type =
                 TimestampType::parse(default).expect("the table's default is one of its choices");
         }
+        if let Some(default) = topic_key(CLEANUP_POLICY)
+            .ok()
+            .and_then(|k| k.default.as_deref())
+        {
+            config.cleanup_policy =
+                CleanupPolicy::parse(default).expect("the table's default is valid");
+        }
         config
     }
 }
@@ -145,6 +186,8 @@ impl LogConfig {
         key.validate(raw)?;
         if name == TIMESTAMP_TYPE {
             self.message_timestamp_type = TimestampType::parse(raw)?;
+        } else if name == CLEANUP_POLICY {
+            self.cleanup_policy = CleanupPolicy::parse(raw)?;
         } else if let Some((_, field)) = INTEGER_FIELDS.iter().find(|(field, _)| *field == name) {
             field(self).set(key.parse_int(raw)?);
         }
@@ -199,6 +242,7 @@ mod tests {
         assert_eq!(c.message_timestamp_after_max_ms, 3_600_000);
         assert_eq!(c.flush_interval_messages, i64::MAX);
         assert_eq!(c.flush_interval_ms, i64::MAX);
+        assert_eq!(c.cleanup_policy, CleanupPolicy::default());
         assert!(c.validate().is_ok());
         let mut copy = c.clone();
         for &(name, field) in INTEGER_FIELDS {
@@ -250,6 +294,17 @@ mod tests {
         c.apply_override("message.timestamp.type", "LogAppendTime")
             .unwrap();
         c.apply_override("retention.ms", "-1").unwrap();
+        c.apply_override("cleanup.policy", "compact,delete")
+            .unwrap();
+        assert_eq!(
+            c.cleanup_policy,
+            CleanupPolicy {
+                delete: true,
+                compact: true
+            }
+        );
+        c.apply_override("cleanup.policy", "compact").unwrap();
+        assert!(c.cleanup_policy.compact && !c.cleanup_policy.delete);
         assert_eq!(c.segment_bytes, 2_097_152);
         assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
         let before = c.clone();
@@ -257,6 +312,7 @@ mod tests {
         assert!(c.apply_override("segment.index.bytes", "8").is_err());
         assert!(c.apply_override("retention.ms", "-2").is_err());
         assert!(c.apply_override("message.timestamp.type", "Later").is_err());
+        assert!(c.apply_override("cleanup.policy", "archive").is_err());
         assert!(c.apply_override("no.such.key", "1").is_err());
         assert_eq!(c, before);
         c.apply_override("internal.segment.bytes", "1000").unwrap();

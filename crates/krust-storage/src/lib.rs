@@ -71,7 +71,7 @@ mod log_tests;
 mod recovery_tests;
 
 pub use append_origin::AppendOrigin;
-pub use config::{LogConfig, TimestampType};
+pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use error::{AppendError, BatchError, ReadError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
