@@ -140,6 +140,7 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         &mut log.flush_interval_messages,
     )?;
     set(mapping, "log.flush.interval.ms", &mut log.flush_interval_ms)?;
+    set(mapping, "min.insync.replicas", &mut log.min_insync_replicas)?;
     set(
         mapping,
         "log.message.timestamp.before.max.ms",

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, FetchDataInfo, Log, LogAppendInfo, LogDirFailureChannel, ReadError,
-    SharedLog, TimestampAndOffset, TopicPartition,
+    AppendError, AppendOrigin, FetchDataInfo, Log, LogAppendInfo, LogDirFailureChannel,
+    ProducerStateEntry, ReadError, SharedLog, TimestampAndOffset, TopicPartition,
 };
 use parking_lot::RwLock;
 use tokio::sync::watch;
@@ -41,6 +41,19 @@ pub enum PartitionError {
     Deleted,
     #[error("the partition's log dir is offline")]
     LogDirOffline,
+    #[error("the request's leader epoch is older than the leader's")]
+    FencedLeaderEpoch,
+    #[error("the request's leader epoch is newer than the leader's")]
+    UnknownLeaderEpoch,
+    #[error(
+        "the size of the current ISR {isr:?} is insufficient to satisfy the min.isr requirement \
+         of {min_isr} for partition {topic_partition}"
+    )]
+    NotEnoughReplicas {
+        isr: Vec<i32>,
+        min_isr: i32,
+        topic_partition: TopicPartition,
+    },
     #[error(transparent)]
     Append(#[from] AppendError),
 }
@@ -52,6 +65,9 @@ impl PartitionError {
             Self::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower.code(),
             Self::Deleted => ResponseError::UnknownTopicOrPartition.code(),
             Self::LogDirOffline => ResponseError::KafkaStorageError.code(),
+            Self::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
+            Self::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch.code(),
+            Self::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
             Self::Append(error) => error.kafka_error_code(),
         }
     }
@@ -247,26 +263,38 @@ impl Partition {
         self.high_watermark_changes.subscribe()
     }
 
-    /// Appends a producer's record set as leader.
+    /// Appends a producer's record set as leader; `required_acks` is the request's acks.
     pub fn append_as_leader(
         &self,
         records: &[u8],
+        required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
-        self.append_records_to_leader(AppendOrigin::Client, records, now_ms)
+        self.append_records_to_leader(AppendOrigin::Client, records, required_acks, now_ms)
     }
 
-    /// Appends as leader for `origin`, then moves the high watermark if the ISR allows.
+    /// Appends as leader for `origin`, then moves the high watermark if the ISR allows. An
+    /// acks=all append to a partition with fewer in-sync replicas than `min.insync.replicas` is
+    /// refused before anything is written (Kafka's appendRecordsToLeader).
     pub fn append_records_to_leader(
         &self,
         origin: AppendOrigin,
         records: &[u8],
+        required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
         self.check_online()?;
         let state = self.state.read();
         Self::check_leader(&state)?;
         let mut log = self.log.lock();
+        let min_isr = log.config().min_insync_replicas;
+        if required_acks == -1 && state.isr.len() < usize::try_from(min_isr).unwrap_or(0) {
+            return Err(PartitionError::NotEnoughReplicas {
+                isr: state.isr.clone(),
+                min_isr,
+                topic_partition: self.topic_partition.clone(),
+            });
+        }
         let info = log
             .append_as_leader_from(origin, records, state.leader_epoch, now_ms)
             .inspect_err(|error| {
@@ -330,6 +358,43 @@ impl Partition {
             .lock()
             .offset_of_max_timestamp()
             .inspect_err(|error| self.on_read_error(error))
+    }
+
+    /// Kafka's lastOffsetForLeaderEpoch (KIP-101, KIP-320): the largest epoch at or below
+    /// `leader_epoch` and the offset where the next one began, or (-1, -1) if unknown. A
+    /// `current_leader_epoch` (-1: none) other than the leader's is fenced or unknown.
+    pub fn last_offset_for_leader_epoch(
+        &self,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<(i32, i64), PartitionError> {
+        self.check_online()?;
+        let state = self.state.read();
+        if current_leader_epoch >= 0 && current_leader_epoch < state.leader_epoch {
+            return Err(PartitionError::FencedLeaderEpoch);
+        }
+        if current_leader_epoch > state.leader_epoch {
+            return Err(PartitionError::UnknownLeaderEpoch);
+        }
+        Self::check_leader(&state)?;
+        Ok(self.log.lock().end_offset_for_epoch(leader_epoch))
+    }
+
+    /// The producers the log remembers, by producer id (DescribeProducers, KIP-664).
+    pub fn active_producers(&self) -> Result<Vec<(i64, ProducerStateEntry)>, PartitionError> {
+        self.check_online()?;
+        if self.state.read().role == Role::Deleted {
+            return Err(PartitionError::Deleted);
+        }
+        let log = self.log.lock();
+        let mut producers: Vec<(i64, ProducerStateEntry)> = log
+            .producer_state()
+            .producers()
+            .iter()
+            .map(|(id, entry)| (*id, entry.clone()))
+            .collect();
+        producers.sort_by_key(|(id, _)| *id);
+        Ok(producers)
     }
 
     fn on_read_error(&self, error: &ReadError) {

@@ -15,12 +15,14 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(LogConfig::default())
+}
+
+fn fixture_with(config: LogConfig) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let manager = LogManager::open(&[dir.path().to_path_buf()], LogConfig::default()).unwrap();
     let tp = TopicPartition::new("t", 0);
-    let log = manager
-        .get_or_create(&tp, None, LogConfig::default())
-        .unwrap();
+    let log = manager.get_or_create(&tp, None, config).unwrap();
     let failures = manager.failure_channel().clone();
     let partition = Partition::new(tp, Uuid::nil(), LOCAL, log, failures);
     Fixture {
@@ -50,7 +52,35 @@ fn batch(count: usize) -> Vec<u8> {
 }
 
 fn append(partition: &Partition, count: usize) -> Result<LogAppendInfo, PartitionError> {
-    partition.append_as_leader(&batch(count), NOW)
+    partition.append_as_leader(&batch(count), 1, NOW)
+}
+
+#[test]
+fn acks_all_below_min_insync_replicas_is_refused_and_writes_nothing() {
+    let mut config = LogConfig::default();
+    config.apply_override("min.insync.replicas", "2").unwrap();
+    let f = fixture_with(config);
+    f.partition.apply(&placement(LOCAL, 0, &[LOCAL], &[LOCAL]));
+    let error = f
+        .partition
+        .append_as_leader(&batch(1), -1, NOW)
+        .unwrap_err();
+    assert_eq!(
+        error.kafka_error_code(),
+        ResponseError::NotEnoughReplicas.code()
+    );
+    assert!(
+        error.to_string().contains("min.isr requirement of 2"),
+        "{error}"
+    );
+    assert_eq!(f.partition.log_end_offset(), 0);
+    // acks=1 does not wait for the ISR, so Kafka takes it.
+    let info = f.partition.append_as_leader(&batch(1), 1, NOW).unwrap();
+    assert_eq!(info.first_offset, 0);
+    // With the second replica in sync, acks=all is taken too.
+    f.partition
+        .apply(&placement(LOCAL, 0, &[LOCAL, 2], &[LOCAL, 2]));
+    assert!(f.partition.append_as_leader(&batch(1), -1, NOW).is_ok());
 }
 
 #[test]

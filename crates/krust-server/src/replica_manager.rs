@@ -96,6 +96,21 @@ impl ReplicaManager {
         topic: &str,
         partition: i32,
     ) -> Result<Arc<Partition>, ErrorCode> {
+        let hosted = self.hosted_partition(topic, partition)?;
+        hosted
+            .check_leader_for_clients()
+            .map_err(|e| e.kafka_error_code())?;
+        Ok(hosted)
+    }
+
+    /// The partition if this broker hosts a replica of it, leader or not (Kafka's
+    /// getPartitionOrError): else UNKNOWN_TOPIC_OR_PARTITION or, in a failed log dir,
+    /// KAFKA_STORAGE_ERROR.
+    pub fn hosted_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, ErrorCode> {
         let Some(hosted) = self.partition(topic, partition) else {
             let offline = self
                 .offline
@@ -108,9 +123,6 @@ impl ReplicaManager {
             };
             return Err(error.code());
         };
-        hosted
-            .check_leader_for_clients()
-            .map_err(|e| e.kafka_error_code())?;
         Ok(hosted)
     }
 
@@ -356,7 +368,9 @@ impl ReplicaManager {
         let hosted = self.partition(&tp.topic, tp.partition);
         let info = match hosted {
             Some(partition) => {
-                partition.append_records_to_leader(AppendOrigin::Coordinator, batch, now_ms)?
+                // Kafka's coordinators append with acks=1 and wait for the high watermark
+                // themselves, so min.insync.replicas does not refuse their writes.
+                partition.append_records_to_leader(AppendOrigin::Coordinator, batch, 1, now_ms)?
             }
             None => log
                 .lock()

@@ -75,19 +75,37 @@ pub fn respond<T: Encodable>(request: &RequestContext<'_>, response: &T) -> Outc
     respond_with_records(request, response, None)
 }
 
+/// Like `respond`, encoding the body as `codec_version`: a version whose frame equals an
+/// older one the codec knows (ListOffsets v11 is v10's frame).
+pub fn respond_as<T: Encodable>(
+    request: &RequestContext<'_>,
+    response: &T,
+    codec_version: i16,
+) -> Outcome {
+    encode_response(request, response, codec_version, None)
+}
+
 /// Like `respond`, for a response whose records fields are placeholders of `spliced`.
 pub fn respond_with_records<T: Encodable>(
     request: &RequestContext<'_>,
     response: &T,
     spliced: Option<SplicedRecords>,
 ) -> Outcome {
-    let version = request.version();
-    let header_version = request.api_key.response_header_version(version);
+    encode_response(request, response, request.version(), spliced)
+}
+
+fn encode_response<T: Encodable>(
+    request: &RequestContext<'_>,
+    response: &T,
+    codec_version: i16,
+    spliced: Option<SplicedRecords>,
+) -> Outcome {
+    let header_version = request.api_key.response_header_version(request.version());
     framed(encode_frame(
         request.header.correlation_id,
         header_version,
         response,
-        version,
+        codec_version,
         spliced,
     ))
 }

@@ -67,6 +67,8 @@ pub struct LogConfig {
     pub flush_interval_ms: i64,
     /// `cleanup.policy`.
     pub cleanup_policy: CleanupPolicy,
+    /// `min.insync.replicas`: fewest in-sync replicas an acks=all produce needs.
+    pub min_insync_replicas: i32,
 }
 
 /// The topic keys `LogConfig` holds, with the integer fields they set. `segment.bytes` and Kafka's
@@ -97,6 +99,9 @@ const INTEGER_FIELDS: &[(&str, FieldOf)] = &[
         IntegerField::Long(&mut c.flush_interval_messages)
     }),
     ("flush.ms", |c| IntegerField::Long(&mut c.flush_interval_ms)),
+    ("min.insync.replicas", |c| {
+        IntegerField::Int(&mut c.min_insync_replicas)
+    }),
 ];
 
 const TIMESTAMP_TYPE: &str = "message.timestamp.type";
@@ -151,6 +156,7 @@ impl Default for LogConfig {
             flush_interval_messages: 0,
             flush_interval_ms: 0,
             cleanup_policy: CleanupPolicy::default(),
+            min_insync_replicas: 0,
         };
         for &(name, field) in INTEGER_FIELDS {
             // The internal key has no default: the segment size comes from segment.bytes.
@@ -243,6 +249,7 @@ mod tests {
         assert_eq!(c.flush_interval_messages, i64::MAX);
         assert_eq!(c.flush_interval_ms, i64::MAX);
         assert_eq!(c.cleanup_policy, CleanupPolicy::default());
+        assert_eq!(c.min_insync_replicas, 1);
         assert!(c.validate().is_ok());
         let mut copy = c.clone();
         for &(name, field) in INTEGER_FIELDS {
@@ -317,5 +324,18 @@ mod tests {
         assert_eq!(c, before);
         c.apply_override("internal.segment.bytes", "1000").unwrap();
         assert_eq!(c.segment_bytes, 1000);
+    }
+
+    #[test]
+    fn min_insync_replicas_is_read_and_bounded() {
+        let mut c = LogConfig::default();
+        c.apply_override("min.insync.replicas", "2").unwrap();
+        assert_eq!(c.min_insync_replicas, 2);
+        let error = c
+            .apply_override("min.insync.replicas", "0")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("min.insync.replicas"), "{error}");
+        assert_eq!(c.min_insync_replicas, 2);
     }
 }

@@ -78,6 +78,7 @@ pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_dir_failure::LogDirFailureChannel;
 pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use producer_state::ProducerStateEntry;
 pub use recovery::RecoveryStats;
 pub use segment::TimestampAndOffset;
 pub use topic_partition::TopicPartition;

@@ -54,8 +54,14 @@ impl ProducerStateEntry {
         }
     }
 
-    fn last_seq(&self) -> i32 {
+    /// The last sequence number appended (-1: none).
+    pub fn last_seq(&self) -> i32 {
         self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+
+    /// The max timestamp of the last batch appended (-1: none).
+    pub fn last_timestamp(&self) -> i64 {
+        self.batches.back().map_or(-1, |b| b.timestamp)
     }
 
     fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {

@@ -1,4 +1,6 @@
-//! ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups.
+//! ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups, plus the
+//! tiered-storage targets (KIP-405, KIP-1005, KIP-1023), answered as Kafka does for a log with
+//! no remote storage.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -7,9 +9,33 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::server_context::ServerContext;
 
+use kafka_protocol::error::ResponseError;
+
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
+
+/// The version whose wire format a request or response of `version` has: v11 (KIP-1023) only
+/// allows a new target timestamp, its frame is v10's byte for byte.
+pub fn codec_version(version: i16) -> i16 {
+    version.min(10)
+}
+
+/// Kafka's ReplicaManager: the first version that may ask for each special timestamp.
+fn min_version_for(timestamp: i64) -> Option<i16> {
+    match timestamp {
+        LATEST | EARLIEST => Some(1),
+        MAX_TIMESTAMP => Some(7),
+        EARLIEST_LOCAL => Some(8),
+        LATEST_TIERED => Some(9),
+        EARLIEST_PENDING_UPLOAD => Some(11),
+        t if t >= 0 => Some(0),
+        _ => None,
+    }
+}
 
 pub fn handle(
     context: &ServerContext,
@@ -42,13 +68,22 @@ fn lookup(
     version: i16,
 ) -> ListOffsetsPartitionResponse {
     let response = ListOffsetsPartitionResponse::default().with_partition_index(index);
+    if min_version_for(timestamp).is_none_or(|min| version < min) {
+        return response
+            .with_error_code(ResponseError::UnsupportedVersion.code())
+            .with_offset(-1)
+            .with_timestamp(-1);
+    }
     let partition = match context.replicas.leader_partition(topic, index) {
         Ok(partition) => partition,
         Err(code) => return response.with_error_code(code),
     };
     let found = match timestamp {
         LATEST => Ok(Some((partition.high_watermark(), -1))),
-        EARLIEST => Ok(Some((partition.log_start_offset(), -1))),
+        // Without remote storage the local log starts where the log does.
+        EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log_start_offset(), -1))),
+        // Nothing is tiered: Kafka answers offset -1.
+        LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Ok(Some((-1, -1))),
         MAX_TIMESTAMP => partition
             .offset_of_max_timestamp()
             .map(|found| found.map(|f| (f.offset, f.timestamp))),
@@ -58,9 +93,10 @@ fn lookup(
             .map(|found| found.map(|f| (f.offset, f.timestamp))),
     };
     match found {
-        Ok(Some((offset, timestamp))) => {
-            let response = response.with_offset(offset).with_timestamp(timestamp);
-            if version >= 4 {
+        Ok(Some((offset, found_timestamp))) => {
+            let response = response.with_offset(offset).with_timestamp(found_timestamp);
+            let untiered = matches!(timestamp, LATEST_TIERED | EARLIEST_PENDING_UPLOAD);
+            if version >= 4 && !untiered {
                 response.with_leader_epoch(partition.leader_epoch())
             } else {
                 response

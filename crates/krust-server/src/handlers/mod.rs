@@ -2,20 +2,25 @@
 
 pub mod api_versions;
 pub mod describe_cluster;
+pub mod describe_log_dirs;
+pub mod describe_producers;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    ApiKey, ApiVersionsRequest, DescribeClusterRequest, DescribeLogDirsRequest,
+    DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
-use crate::request_context::{respond, Outcome, RequestContext};
+use crate::request_context::{respond, respond_as, Outcome, RequestContext};
 use crate::server_context::ServerContext;
 
 /// A decoded request of an api the core answers itself.
@@ -28,6 +33,10 @@ pub enum NativeRequest {
     ListOffsets(ListOffsetsRequest),
     DescribeCluster(DescribeClusterRequest),
     InitProducerId(InitProducerIdRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    DescribeLogDirs(DescribeLogDirsRequest),
+    DescribeProducers(DescribeProducersRequest),
+    DescribeTopicPartitions(DescribeTopicPartitionsRequest),
 }
 
 fn decode_exact<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, String> {
@@ -47,9 +56,19 @@ impl NativeRequest {
             ApiKey::Metadata => Self::Metadata(decode_exact(body, version)?),
             ApiKey::Produce => Self::Produce(decode_exact(body, version)?),
             ApiKey::Fetch => Self::Fetch(decode_exact(body, version)?),
-            ApiKey::ListOffsets => Self::ListOffsets(decode_exact(body, version)?),
+            ApiKey::ListOffsets => {
+                Self::ListOffsets(decode_exact(body, list_offsets::codec_version(version))?)
+            }
             ApiKey::DescribeCluster => Self::DescribeCluster(decode_exact(body, version)?),
             ApiKey::InitProducerId => Self::InitProducerId(decode_exact(body, version)?),
+            ApiKey::OffsetForLeaderEpoch => {
+                Self::OffsetForLeaderEpoch(decode_exact(body, version)?)
+            }
+            ApiKey::DescribeLogDirs => Self::DescribeLogDirs(decode_exact(body, version)?),
+            ApiKey::DescribeProducers => Self::DescribeProducers(decode_exact(body, version)?),
+            ApiKey::DescribeTopicPartitions => {
+                Self::DescribeTopicPartitions(decode_exact(body, version)?)
+            }
             other => return Err(format!("{other:?} has no native handler")),
         })
     }
@@ -73,9 +92,10 @@ pub async fn handle_native(
             None => Outcome::NoResponse,
         },
         NativeRequest::Fetch(r) => fetch::handle(context, r, request).await,
-        NativeRequest::ListOffsets(r) => respond(
+        NativeRequest::ListOffsets(r) => respond_as(
             request,
             &list_offsets::handle(context, r, request.version()),
+            list_offsets::codec_version(request.version()),
         ),
         NativeRequest::DescribeCluster(r) => {
             respond(request, &describe_cluster::handle(context, r))
@@ -84,5 +104,17 @@ pub async fn handle_native(
             request,
             &init_producer_id::handle(context, r, request).await,
         ),
+        NativeRequest::OffsetForLeaderEpoch(r) => {
+            respond(request, &offset_for_leader_epoch::handle(context, r))
+        }
+        NativeRequest::DescribeLogDirs(r) => {
+            respond(request, &describe_log_dirs::handle(context, r))
+        }
+        NativeRequest::DescribeProducers(r) => {
+            respond(request, &describe_producers::handle(context, r))
+        }
+        NativeRequest::DescribeTopicPartitions(r) => {
+            respond(request, &describe_topic_partitions::handle(context, r))
+        }
     }
 }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::clock::now_ms;
-use crate::partition::Partition;
+use crate::partition::{Partition, PartitionError};
 use crate::purgatory::await_high_watermarks;
 use crate::request_context::RequestContext;
 use crate::server_context::ServerContext;
@@ -28,8 +28,18 @@ pub async fn handle(
     let image = context.metadata.image();
     let mut waits: Vec<(Arc<Partition>, i64)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    // Kafka's ReplicaManager answers any other acks with INVALID_REQUIRED_ACKS, writing nothing.
+    let valid_acks = matches!(request.acks, -1..=1);
     for topic in request.topic_data {
-        let name = topic.name.0.to_string();
+        // KIP-516: v13 names topics by id only.
+        let (name, unknown_id) = if version >= 13 {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(t) => (t.name.clone(), false),
+                None => (String::new(), true),
+            }
+        } else {
+            (topic.name.0.to_string(), false)
+        };
         // Only coordinators write internal topics (Broker::internal_append), never clients:
         // a forged record there would be loaded as group state.
         let internal = image.topic(&name).is_some_and(|t| t.internal);
@@ -37,6 +47,9 @@ pub async fn handle(
             .partition_data
             .iter()
             .map(|data| {
+                if unknown_id {
+                    return error_response(data.index, ResponseError::UnknownTopicId);
+                }
                 if internal {
                     return error_response(data.index, ResponseError::InvalidTopicException)
                         .with_error_message(Some(StrBytes::from_static_str(
@@ -47,10 +60,13 @@ pub async fn handle(
                     Ok(partition) => partition,
                     Err(code) => return error_code_response(data.index, code),
                 };
+                if !valid_acks {
+                    return error_response(data.index, ResponseError::InvalidRequiredAcks);
+                }
                 let Some(records) = &data.records else {
                     return error_response(data.index, ResponseError::InvalidRecord);
                 };
-                match partition.append_as_leader(records, now_ms) {
+                match partition.append_as_leader(records, request.acks, now_ms) {
                     Ok(info) => {
                         if request.acks == -1 {
                             waits.push((partition.clone(), info.last_offset + 1));
@@ -67,7 +83,14 @@ pub async fn handle(
                     }
                     Err(error) => {
                         tracing::debug!("produce to {name}-{} rejected: {error}", data.index);
-                        error_code_response(data.index, error.kafka_error_code())
+                        let response = error_code_response(data.index, error.kafka_error_code());
+                        if version >= 8 && matches!(error, PartitionError::NotEnoughReplicas { .. })
+                        {
+                            response
+                                .with_error_message(Some(StrBytes::from_string(error.to_string())))
+                        } else {
+                            response
+                        }
                     }
                 }
             })
@@ -113,7 +136,13 @@ fn mark_timed_out(responses: &mut [TopicProduceResponse], waits: &[(Arc<Partitio
         }
         let tp = &partition.topic_partition;
         for topic in responses.iter_mut() {
-            if topic.name.0.as_str() != tp.topic {
+            // v13 responses carry the topic id instead of the name.
+            let same_topic = if topic.topic_id.is_nil() {
+                topic.name.0.as_str() == tp.topic
+            } else {
+                topic.topic_id == partition.topic_id
+            };
+            if !same_topic {
                 continue;
             }
             for response in topic.partition_responses.iter_mut() {

@@ -1,0 +1,117 @@
+//! DescribeLogDirs (KIP-113, KIP-827): each log dir with its partitions' sizes and the disk's
+//! total and usable bytes; an offline dir answers KAFKA_STORAGE_ERROR.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use krust_storage::{LogManager, TopicPartition};
+
+use crate::server_context::ServerContext;
+
+/// KRaft keeps the metadata log outside Kafka's LogManager, so Kafka never lists it here.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// Partitions of one log dir, by topic.
+type DirTopics = BTreeMap<String, Vec<DescribeLogDirsPartition>>;
+
+pub fn handle(context: &ServerContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+    // A null topic list asks for every partition.
+    let wanted: Option<HashSet<TopicPartition>> = request.topics.map(|topics| {
+        topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| TopicPartition::new(t.topic.0.as_str(), *p))
+            })
+            .collect()
+    });
+    let manager = context.replicas.log_manager();
+    let mut by_dir = partitions_by_dir(manager, wanted.as_ref());
+    let failures = manager.failure_channel();
+    let results = manager
+        .log_dirs()
+        .iter()
+        .map(|dir| {
+            let result = DescribeLogDirsResult::default().with_log_dir(StrBytes::from_string(
+                std::path::absolute(dir)
+                    .unwrap_or_else(|_| dir.clone())
+                    .display()
+                    .to_string(),
+            ));
+            if failures.is_offline(dir) {
+                return result.with_error_code(ResponseError::KafkaStorageError.code());
+            }
+            let (total_bytes, usable_bytes) = match disk_space(dir) {
+                Ok(space) => space,
+                Err(error) => {
+                    tracing::warn!("cannot read the disk space of {}: {error}", dir.display());
+                    return result.with_error_code(ResponseError::KafkaStorageError.code());
+                }
+            };
+            let topics = by_dir
+                .remove(dir)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, partitions)| {
+                    DescribeLogDirsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(name)))
+                        .with_partitions(partitions)
+                })
+                .collect();
+            result
+                .with_topics(topics)
+                .with_total_bytes(total_bytes)
+                .with_usable_bytes(usable_bytes)
+        })
+        .collect();
+    DescribeLogDirsResponse::default().with_results(results)
+}
+
+/// The wanted partitions' logs (all if `wanted` is None), grouped by the log dir holding them.
+fn partitions_by_dir(
+    manager: &LogManager,
+    wanted: Option<&HashSet<TopicPartition>>,
+) -> BTreeMap<PathBuf, DirTopics> {
+    let mut by_dir: BTreeMap<PathBuf, DirTopics> = BTreeMap::new();
+    for tp in manager.all_partitions() {
+        if tp.topic == METADATA_TOPIC || wanted.is_some_and(|w| !w.contains(&tp)) {
+            continue;
+        }
+        let Some(log) = manager.get(&tp) else {
+            continue;
+        };
+        let log = log.lock();
+        let Some(dir) = log.dir().parent() else {
+            continue;
+        };
+        let partition = DescribeLogDirsPartition::default()
+            .with_partition_index(tp.partition)
+            .with_partition_size(i64::try_from(log.size_in_bytes()).unwrap_or(i64::MAX))
+            // Kafka's lag of a current (not future) replica: how far its high watermark trails
+            // its log end, never negative.
+            .with_offset_lag((log.high_watermark() - log.log_end_offset()).max(0))
+            .with_is_future_key(false);
+        by_dir
+            .entry(dir.to_path_buf())
+            .or_default()
+            .entry(tp.topic.clone())
+            .or_default()
+            .push(partition);
+    }
+    by_dir
+}
+
+/// The file system's total and usable bytes (KIP-827), capped at i64::MAX as Kafka does.
+fn disk_space(dir: &Path) -> std::io::Result<(i64, i64)> {
+    let stat = rustix::fs::statvfs(dir)?;
+    let bytes =
+        |blocks: u64| i64::try_from(blocks.saturating_mul(stat.f_frsize)).unwrap_or(i64::MAX);
+    Ok((bytes(stat.f_blocks), bytes(stat.f_bavail)))
+}
