@@ -123,10 +123,15 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
+def read_frame(sock: socket.socket) -> bytes:
+    """Read one size-prefixed frame; returns it without its size."""
+    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+    return _recv_exactly(sock, size)
+
+
 def read_response(sock: socket.socket, correlation_id: int) -> Reader:
     """Read one response frame, check its correlation id, return a reader after the v0 header."""
-    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-    reader = Reader(_recv_exactly(sock, size))
+    reader = Reader(read_frame(sock))
     received_id = reader.int32()
     assert received_id == correlation_id, f"correlation id {received_id} != {correlation_id}"
     return reader

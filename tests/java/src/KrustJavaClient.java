@@ -8,22 +8,31 @@ import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
+import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.LogTruncationException;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -44,6 +53,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * create-topic   BOOTSTRAP TOPIC PARTITIONS [NAME=VALUE ...]
  * describe-topic BOOTSTRAP TOPIC                            (prints "topicId partitions")
  * delete-topic   BOOTSTRAP TOPIC
+ * describe-partitions BOOTSTRAP TOPIC   (per partition "partition leader replicas isr elr lastKnownElr",
+ *                                        then "operations OP,...")
+ * describe-log-dirs   BOOTSTRAP         (per dir "dir DIR ERROR TOTAL USABLE", per replica
+ *                                        "replica TOPIC PARTITION SIZE LAG FUTURE")
+ * describe-producers  BOOTSTRAP TOPIC PARTITION (per producer "id epoch lastSequence
+ *                                        lastTimestamp coordinatorEpoch txnStartOffset")
+ * validate-position   BOOTSTRAP TOPIC PARTITION OFFSET EPOCH (seeks to OFFSET as written in leader
+ *                                        EPOCH, polls; prints "position N" or "truncated N")
  * </pre>
  *
  * A failure prints "error: ExceptionName: message" on stderr and exits 1.
@@ -65,6 +82,13 @@ public final class KrustJavaClient {
                         List.of(args).subList(4, args.length));
                 case "describe-topic" -> describeTopic(args[1], args[2]);
                 case "delete-topic" -> deleteTopic(args[1], args[2]);
+                case "describe-partitions" -> describePartitions(args[1], args[2]);
+                case "describe-log-dirs" -> describeLogDirs(args[1]);
+                case "describe-producers" -> describeProducers(args[1], args[2],
+                        Integer.parseInt(args[3]));
+                case "validate-position" -> validatePosition(args[1], args[2],
+                        Integer.parseInt(args[3]), Long.parseLong(args[4]),
+                        Integer.parseInt(args[5]));
                 default -> throw new IllegalArgumentException("unknown command " + args[0]);
             }
         } catch (ExecutionException e) {
@@ -166,6 +190,89 @@ public final class KrustJavaClient {
     private static void deleteTopic(String bootstrap, String topic) throws Exception {
         try (Admin admin = admin(bootstrap)) {
             admin.deleteTopics(List.of(topic)).all().get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        }
+    }
+
+    private static void describePartitions(String bootstrap, String topic) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            DescribeTopicsOptions options = new DescribeTopicsOptions()
+                    .includeAuthorizedOperations(true);
+            TopicDescription description = admin.describeTopics(List.of(topic), options)
+                    .allTopicNames().get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS).get(topic);
+            for (TopicPartitionInfo p : description.partitions()) {
+                System.out.println(p.partition() + " " + p.leader().id() + " " + ids(p.replicas())
+                        + " " + ids(p.isr()) + " " + ids(p.elr()) + " " + ids(p.lastKnownElr()));
+            }
+            List<String> operations = new ArrayList<>();
+            if (description.authorizedOperations() != null) {
+                description.authorizedOperations().forEach(op -> operations.add(op.name()));
+            }
+            Collections.sort(operations);
+            System.out.println("operations " + String.join(",", operations));
+        }
+    }
+
+    private static String ids(List<Node> nodes) {
+        List<String> ids = new ArrayList<>();
+        nodes.forEach(node -> ids.add(Integer.toString(node.id())));
+        return "[" + String.join(",", ids) + "]";
+    }
+
+    private static void describeLogDirs(String bootstrap) throws Exception {
+        try (Admin admin = admin(bootstrap)) {
+            int broker = admin.describeCluster().nodes()
+                    .get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS).iterator().next().id();
+            Map<String, LogDirDescription> dirs = admin.describeLogDirs(List.of(broker))
+                    .allDescriptions().get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS).get(broker);
+            for (Map.Entry<String, LogDirDescription> dir : dirs.entrySet()) {
+                LogDirDescription d = dir.getValue();
+                String error = d.error() == null ? "NONE" : d.error().getClass().getSimpleName();
+                System.out.println("dir " + dir.getKey() + " " + error + " "
+                        + d.totalBytes().orElse(-1) + " " + d.usableBytes().orElse(-1));
+                for (Map.Entry<TopicPartition, ReplicaInfo> r : d.replicaInfos().entrySet()) {
+                    ReplicaInfo info = r.getValue();
+                    System.out.println("replica " + r.getKey().topic() + " "
+                            + r.getKey().partition() + " " + info.size() + " "
+                            + info.offsetLag() + " " + info.isFuture());
+                }
+            }
+        }
+    }
+
+    private static void describeProducers(String bootstrap, String topic, int partition)
+            throws Exception {
+        TopicPartition tp = new TopicPartition(topic, partition);
+        try (Admin admin = admin(bootstrap)) {
+            List<ProducerState> producers = admin.describeProducers(List.of(tp))
+                    .partitionResult(tp).get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS)
+                    .activeProducers();
+            for (ProducerState p : producers) {
+                System.out.println(p.producerId() + " " + p.producerEpoch() + " "
+                        + p.lastSequence() + " " + p.lastTimestamp() + " "
+                        + p.coordinatorEpoch().orElse(-1) + " "
+                        + p.currentTransactionStartOffset().orElse(-1));
+            }
+        }
+    }
+
+    /** Kafka's consumer validates a position with OffsetForLeaderEpoch (KIP-320). */
+    private static void validatePosition(String bootstrap, String topic, int partition,
+            long offset, int epoch) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        TopicPartition tp = new TopicPartition(topic, partition);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props,
+                new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, new OffsetAndMetadata(offset, Optional.of(epoch), ""));
+            try {
+                consumer.poll(Duration.ofSeconds(5));
+                System.out.println("position " + consumer.position(tp));
+            } catch (LogTruncationException e) {
+                System.out.println("truncated " + e.divergentOffsets().get(tp).offset());
+            }
         }
     }
 
