@@ -322,6 +322,15 @@ async fn unknown_topics_and_offsets_out_of_range_are_reported() {
     assert_eq!(response.responses[0].partitions[0].error_code, 1);
 }
 
+/// Kafka closes the connection of a failed acks=0 produce, so the producer notices.
+#[tokio::test]
+async fn a_failed_acks_zero_produce_closes_the_connection() {
+    let b = broker_with_topic("t", 1);
+    let request = produce("missing", vec![(0, batch(&["x"]))], 0);
+    let outcome = send(&b, frame(ApiKey::Produce, 9, &request)).await;
+    assert!(matches!(outcome, Outcome::Close(_)));
+}
+
 #[tokio::test]
 async fn acks_zero_gets_no_response() {
     let b = broker_with_topic("t", 1);

@@ -87,10 +87,7 @@ pub async fn handle_native(
         NativeRequest::Metadata(r) => {
             respond(request, &metadata::handle(context, r, request).await)
         }
-        NativeRequest::Produce(r) => match produce::handle(context, r, request).await {
-            Some(response) => respond(request, &response),
-            None => Outcome::NoResponse,
-        },
+        NativeRequest::Produce(r) => produce::handle(context, r, request).await,
         NativeRequest::Fetch(r) => fetch::handle(context, r, request).await,
         NativeRequest::ListOffsets(r) => respond_as(
             request,

@@ -11,18 +11,18 @@ use kafka_protocol::protocol::StrBytes;
 use crate::clock::now_ms;
 use crate::partition::{Partition, PartitionError};
 use crate::purgatory::await_high_watermarks;
-use crate::request_context::RequestContext;
+use crate::request_context::{respond, Outcome, RequestContext};
 use crate::server_context::ServerContext;
 
 /// Kafka's message when a client produces to an internal topic (its ReplicaManager's).
 const INTERNAL_TOPIC_MESSAGE: &str = "Cannot append to internal topic";
 
-/// Handles a Produce request; `None` for acks=0, which Kafka never answers.
+/// Handles a Produce request; acks=0 gets no answer.
 pub async fn handle(
     context: &ServerContext,
     request: ProduceRequest,
     ctx: &RequestContext<'_>,
-) -> Option<ProduceResponse> {
+) -> Outcome {
     let version = ctx.version();
     let now_ms = now_ms();
     let image = context.metadata.image();
@@ -103,7 +103,17 @@ pub async fn handle(
         );
     }
     if request.acks == 0 {
-        return None;
+        // Kafka never answers acks=0, but closes the connection when a partition failed so
+        // the producer notices (and refreshes its metadata).
+        let failed = responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .any(|p| p.error_code != 0);
+        return if failed {
+            Outcome::Close("an acks=0 produce failed".to_string())
+        } else {
+            Outcome::NoResponse
+        };
     }
     if !waits.is_empty() {
         ctx.park();
@@ -112,7 +122,7 @@ pub async fn handle(
             mark_timed_out(&mut responses, &waits);
         }
     }
-    Some(ProduceResponse::default().with_responses(responses))
+    respond(ctx, &ProduceResponse::default().with_responses(responses))
 }
 
 fn error_response(index: i32, error: ResponseError) -> PartitionProduceResponse {
