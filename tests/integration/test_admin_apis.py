@@ -42,12 +42,14 @@ def run_tool(main_class: str, *args: str) -> str:
 
 
 def test_java_describe_topics_uses_describe_topic_partitions(module_broker: BrokerProcess) -> None:
-    create_topic(module_broker.bootstrap, "described-java", partitions=3)
-    lines = run_java("describe-partitions", module_broker.bootstrap, "described-java").splitlines()
+    create_topic(module_broker.bootstrap, "described-java", partitions=5)
+    # Two partitions per response: the client follows the cursor through three pages.
+    args = ("describe-partitions", module_broker.bootstrap, "described-java", "2")
+    lines = run_java(*args).splitlines()
     # Only DescribeTopicPartitions answers authorized operations for describeTopics here.
     assert lines[-1] == f"operations {TOPIC_OPERATIONS}"
     partitions = [line.split() for line in lines[:-1]]
-    assert [p[0] for p in partitions] == ["0", "1", "2"]
+    assert [p[0] for p in partitions] == ["0", "1", "2", "3", "4"]
     for _, leader, replicas, isr, elr, last_known_elr in partitions:
         assert replicas == isr == f"[{leader}]"
         assert elr == last_known_elr == "[]"

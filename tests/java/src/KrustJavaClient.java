@@ -53,8 +53,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * create-topic   BOOTSTRAP TOPIC PARTITIONS [NAME=VALUE ...]
  * describe-topic BOOTSTRAP TOPIC                            (prints "topicId partitions")
  * delete-topic   BOOTSTRAP TOPIC
- * describe-partitions BOOTSTRAP TOPIC   (per partition "partition leader replicas isr elr lastKnownElr",
- *                                        then "operations OP,...")
+ * describe-partitions BOOTSTRAP TOPIC LIMIT (per partition "partition leader replicas isr elr
+ *                                        lastKnownElr", then "operations OP,..."; LIMIT partitions
+ *                                        per DescribeTopicPartitions response)
  * describe-log-dirs   BOOTSTRAP         (per dir "dir DIR ERROR TOTAL USABLE", per replica
  *                                        "replica TOPIC PARTITION SIZE LAG FUTURE")
  * describe-producers  BOOTSTRAP TOPIC PARTITION (per producer "id epoch lastSequence
@@ -82,7 +83,8 @@ public final class KrustJavaClient {
                         List.of(args).subList(4, args.length));
                 case "describe-topic" -> describeTopic(args[1], args[2]);
                 case "delete-topic" -> deleteTopic(args[1], args[2]);
-                case "describe-partitions" -> describePartitions(args[1], args[2]);
+                case "describe-partitions" -> describePartitions(args[1], args[2],
+                        Integer.parseInt(args[3]));
                 case "describe-log-dirs" -> describeLogDirs(args[1]);
                 case "describe-producers" -> describeProducers(args[1], args[2],
                         Integer.parseInt(args[3]));
@@ -193,10 +195,11 @@ public final class KrustJavaClient {
         }
     }
 
-    private static void describePartitions(String bootstrap, String topic) throws Exception {
+    private static void describePartitions(String bootstrap, String topic, int limit)
+            throws Exception {
         try (Admin admin = admin(bootstrap)) {
             DescribeTopicsOptions options = new DescribeTopicsOptions()
-                    .includeAuthorizedOperations(true);
+                    .includeAuthorizedOperations(true).partitionSizeLimitPerResponse(limit);
             TopicDescription description = admin.describeTopics(List.of(topic), options)
                     .allTopicNames().get(ADMIN_TIMEOUT_SECONDS, TimeUnit.SECONDS).get(topic);
             for (TopicPartitionInfo p : description.partitions()) {
