@@ -32,6 +32,10 @@ enum Api {
     ListOffsets,
     DescribeCluster,
     InitProducerId,
+    OffsetForLeaderEpoch,
+    DescribeLogDirs,
+    DescribeProducers,
+    DescribeTopicPartitions,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -76,6 +80,10 @@ fn api_key(api: &Api) -> ApiKey {
         Api::ListOffsets => ApiKey::ListOffsets,
         Api::DescribeCluster => ApiKey::DescribeCluster,
         Api::InitProducerId => ApiKey::InitProducerId,
+        Api::OffsetForLeaderEpoch => ApiKey::OffsetForLeaderEpoch,
+        Api::DescribeLogDirs => ApiKey::DescribeLogDirs,
+        Api::DescribeProducers => ApiKey::DescribeProducers,
+        Api::DescribeTopicPartitions => ApiKey::DescribeTopicPartitions,
     }
 }
 
