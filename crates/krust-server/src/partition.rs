@@ -370,12 +370,7 @@ impl Partition {
     ) -> Result<(i32, i64), PartitionError> {
         self.check_online()?;
         let state = self.state.read();
-        if current_leader_epoch >= 0 && current_leader_epoch < state.leader_epoch {
-            return Err(PartitionError::FencedLeaderEpoch);
-        }
-        if current_leader_epoch > state.leader_epoch {
-            return Err(PartitionError::UnknownLeaderEpoch);
-        }
+        check_current_leader_epoch(current_leader_epoch, state.leader_epoch)?;
         Self::check_leader(&state)?;
         Ok(self.log.lock().end_offset_for_epoch(leader_epoch))
     }
@@ -402,6 +397,18 @@ impl Partition {
             self.failures
                 .maybe_add_offline_log_dir(&self.log_dir, cause);
         }
+    }
+}
+
+/// KIP-320: a request that knows a newer leader epoch than `current` is ahead of this broker
+/// (UNKNOWN_LEADER_EPOCH); one with an older epoch is fenced; -1 asks for no check.
+pub fn check_current_leader_epoch(requested: i32, current: i32) -> Result<(), PartitionError> {
+    if requested < 0 || requested == current {
+        Ok(())
+    } else if requested > current {
+        Err(PartitionError::UnknownLeaderEpoch)
+    } else {
+        Err(PartitionError::FencedLeaderEpoch)
     }
 }
 

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
-use crate::partition::Partition;
+use crate::partition::{check_current_leader_epoch, Partition};
 use crate::purgatory::NewDataWatch;
 use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
 use crate::response_frame::SplicedRecords;
@@ -230,11 +230,11 @@ fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
                     }
                 }
             };
-            if let Some(code) =
-                epoch_error(w.request.current_leader_epoch, partition.leader_epoch())
+            if let Err(error) =
+                check_current_leader_epoch(w.request.current_leader_epoch, partition.leader_epoch())
             {
                 return ReadResult {
-                    error_code: code,
+                    error_code: error.kafka_error_code(),
                     records: None,
                 };
             }
@@ -256,17 +256,6 @@ fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
             }
         })
         .collect()
-}
-
-/// KIP-320: a client that knows a newer epoch is ahead of us; one with an older epoch is fenced.
-fn epoch_error(requested: i32, current: i32) -> Option<i16> {
-    if requested < 0 || requested == current {
-        None
-    } else if requested > current {
-        Some(ResponseError::UnknownLeaderEpoch.code())
-    } else {
-        Some(ResponseError::FencedLeaderEpoch.code())
-    }
 }
 
 /// Per topic: its name, its id and each partition's response with its records, in order.
