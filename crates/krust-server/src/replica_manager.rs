@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, ReadError, SharedLog,
+    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, LogSpec, ReadError, SharedLog,
     StorageError, TopicPartition,
 };
 use parking_lot::RwLock;
@@ -184,6 +184,7 @@ impl ReplicaManager {
                 }
             }
         }
+        let mut missing = Vec::new();
         for placement in placements {
             let tp = TopicPartition::new(&topic.name, placement.partition);
             if !placement.replicas.contains(&self.node_id) {
@@ -194,25 +195,29 @@ impl ReplicaManager {
             if self.offline.read().contains(&tp) {
                 continue;
             }
-            match self.get_or_create_partition(&tp, topic.topic_id, &config) {
-                Ok(partition) => partition.apply(placement),
+            match self.partition(&tp.topic, tp.partition) {
+                Some(partition) => partition.apply(placement),
+                None => missing.push((tp, placement)),
+            }
+        }
+        let specs = missing
+            .iter()
+            .map(|(tp, _)| LogSpec {
+                topic_partition: tp.clone(),
+                topic_id: Some(*topic.topic_id.as_bytes()),
+                config: config.clone(),
+            })
+            .collect();
+        let logs = self.log_manager.get_or_create_all(specs);
+        for ((tp, placement), log) in missing.into_iter().zip(logs) {
+            match log {
+                Ok(log) => self.add_partition(tp, topic.topic_id, log).apply(placement),
                 Err(error) => self.record_failure(tp, error, outcome),
             }
         }
     }
 
-    fn get_or_create_partition(
-        &self,
-        tp: &TopicPartition,
-        topic_id: Uuid,
-        config: &LogConfig,
-    ) -> Result<Arc<Partition>, StorageError> {
-        if let Some(partition) = self.partition(&tp.topic, tp.partition) {
-            return Ok(partition);
-        }
-        let log = self
-            .log_manager
-            .get_or_create(tp, Some(*topic_id.as_bytes()), config.clone())?;
+    fn add_partition(&self, tp: TopicPartition, topic_id: Uuid, log: SharedLog) -> Arc<Partition> {
         let partition = Arc::new(Partition::new(
             tp.clone(),
             topic_id,
@@ -222,10 +227,10 @@ impl ReplicaManager {
         ));
         self.partitions
             .write()
-            .entry(tp.topic.clone())
+            .entry(tp.topic)
             .or_default()
-            .insert(tp.partition, partition.clone());
-        Ok(partition)
+            .insert(tp.partition, Arc::clone(&partition));
+        partition
     }
 
     fn delete_topic(&self, topic: &str, outcome: &mut ApplyOutcome) {

@@ -77,7 +77,7 @@ pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_dir_failure::LogDirFailureChannel;
-pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use log_manager::{LogManager, LogSpec, SharedLog, CLEAN_SHUTDOWN_FILE};
 pub use recovery::RecoveryStats;
 pub use segment::TimestampAndOffset;
 pub use topic_partition::TopicPartition;
