@@ -419,6 +419,13 @@ impl ReplicaManager {
         }
     }
 
+    /// One retention pass over every log (Kafka's `cleanupLogs`).
+    pub fn cleanup_logs(&self, now_ms: i64) {
+        if let Err(error) = self.log_manager.cleanup_logs(now_ms) {
+            tracing::error!("retention failed: {error}");
+        }
+    }
+
     /// Writes the recovery-point and log-start-offset checkpoints.
     pub fn checkpoint(&self) {
         if let Err(error) = self.log_manager.checkpoint() {
