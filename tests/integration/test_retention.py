@@ -34,6 +34,7 @@ HOUR_MS = 3_600_000
 WAIT_S = 30.0
 DELETE_RECORDS = 21
 INVALID_TOPIC_EXCEPTION = 17
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 @pytest.fixture
@@ -207,24 +208,28 @@ def test_delete_records_moves_the_low_watermark_and_fetches_below_it_fail(broker
     assert delete_records_error(broker.bootstrap, "compacted", 0) == KafkaError.POLICY_VIOLATION
 
 
-def test_delete_records_on_an_internal_topic_is_refused(broker) -> None:
+def test_delete_records_refuses_internal_and_unknown_partitions(broker) -> None:
+    create_topic(broker.bootstrap, "one-partition")
+    refused = {
+        "__consumer_offsets": INVALID_TOPIC_EXCEPTION,
+        "one-partition": UNKNOWN_TOPIC_OR_PARTITION,
+        "no-such-topic": UNKNOWN_TOPIC_OR_PARTITION,
+    }
     connection = RawGroupConnection(broker.port)
     try:
         wait_for_coordinator(connection, "a-group")  # creates __consumer_offsets
         for version in (0, 1):
             request = {
                 "topics": [
-                    {
-                        "name": "__consumer_offsets",
-                        "partitions": [{"partition_index": 0, "offset": -1}],
-                    }
+                    {"name": name, "partitions": [{"partition_index": 1, "offset": -1}]}
+                    for name in refused
                 ],
                 "timeout_ms": 1000,
             }
-            (answered,) = connection.send(DELETE_RECORDS, version, request).topics
-            assert [(p.error_code, p.low_watermark) for p in answered.partitions] == [
-                (INVALID_TOPIC_EXCEPTION, -1)
-            ]
+            answered = connection.send(DELETE_RECORDS, version, request).topics
+            assert {
+                t.name: [(p.error_code, p.low_watermark) for p in t.partitions] for t in answered
+            } == {name: [(code, -1)] for name, code in refused.items()}
     finally:
         connection.close()
 
