@@ -6,7 +6,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use tracing::{info, warn};
@@ -20,7 +19,6 @@ use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
 use crate::log_dir_failure::LogDirFailureChannel;
 use crate::log_dir_lock::LogDirLock;
-use crate::retention::SegmentDeletion;
 use crate::scheduler::Scheduler;
 use crate::topic_partition::{is_valid_topic_name, TopicPartition};
 
@@ -249,69 +247,6 @@ impl LogManager {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Kafka's `cleanupLogs`: one retention pass over every log (`Log::delete_old_segments`),
-    /// each log locked only while its segments are unlinked from it and renamed. The renamed
-    /// files are removed on the scheduler thread after the log's `file.delete.delay.ms`. When
-    /// a log start offset moved, the checkpoints are written. A log whose pass failed is
-    /// logged (its dir taken offline on an I/O error) and the others go on.
-    pub fn cleanup_logs(
-        &self,
-        now_ms: i64,
-    ) -> Result<Vec<(TopicPartition, SegmentDeletion)>, StorageError> {
-        let logs: Vec<(TopicPartition, SharedLog)> = self
-            .logs
-            .read()
-            .iter()
-            .map(|(tp, log)| (tp.clone(), Arc::clone(log)))
-            .collect();
-        let mut deleted = Vec::new();
-        for (tp, log) in logs {
-            let outcome = log.lock().delete_old_segments(now_ms);
-            match outcome {
-                Ok(Some(deletion)) => {
-                    info!(
-                        partition = %tp,
-                        segments = ?deletion.segments,
-                        log_start_offset = deletion.log_start_offset,
-                        "deleted old segments"
-                    );
-                    self.schedule_file_removal(&deletion);
-                    deleted.push((tp, deletion));
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    warn!(partition = %tp, %error, "retention failed");
-                    if let StorageError::Io { source, .. } = &error {
-                        self.failures
-                            .maybe_add_offline_log_dir(&log_dir_of(&log), source);
-                    }
-                }
-            }
-        }
-        if !deleted.is_empty() {
-            self.checkpoint()?;
-        }
-        Ok(deleted)
-    }
-
-    /// Removes a retention pass's `*.deleted` files once its delay has passed. Files left
-    /// when the broker stops first are removed at the next start.
-    fn schedule_file_removal(&self, deletion: &SegmentDeletion) {
-        let files = deletion.files.clone();
-        let delay = Duration::from_millis(u64::try_from(deletion.delay_ms).unwrap_or(0));
-        self.scheduler.schedule_after(delay, move || {
-            for path in files {
-                match fs::remove_file(&path) {
-                    // The whole log may have been deleted meanwhile.
-                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                        warn!(path = %path.display(), %error, "cannot remove a deleted segment file");
-                    }
-                    _ => {}
-                }
-            }
-        });
-    }
-
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
         // The periodic checkpoint (on a blocking thread) may still run when shutdown writes
@@ -418,12 +353,6 @@ fn start_scheduler() -> Result<Arc<Scheduler>, StorageError> {
 fn share(mut log: Log, scheduler: &Arc<Scheduler>) -> SharedLog {
     log.set_scheduler(Arc::clone(scheduler));
     Arc::new(Mutex::new(log))
-}
-
-/// The log dir holding a log (the parent of its partition dir).
-fn log_dir_of(log: &SharedLog) -> PathBuf {
-    let log = log.lock();
-    log.dir().parent().unwrap_or(log.dir()).to_path_buf()
 }
 
 /// Creates each log dir if missing and takes its `.lock`, before anything in it is read.

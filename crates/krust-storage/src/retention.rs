@@ -10,16 +10,23 @@
 //! first remaining segment.
 //!
 //! A deleted segment leaves the log at once, so no new read finds it, and its files are renamed
-//! `*.deleted`; the caller removes them after `file.delete.delay.ms`. A read planned before the
-//! deletion holds the `.log` file's descriptor and completes from it.
+//! `*.deleted`; `LogManager::cleanup_logs`, the pass over every log, has the scheduler remove
+//! them after `file.delete.delay.ms`. A read planned before the deletion holds the `.log`
+//! file's descriptor and completes from it.
 
+use std::fs;
+use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
+use tracing::{info, warn};
 
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::Log;
+use crate::log_manager::LogManager;
+use crate::topic_partition::TopicPartition;
 
 /// Why retention deletes a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,6 +254,69 @@ impl Log {
         }
         self.log_start_offset = offset;
         self.leader_epoch_cache.truncate_from_start(offset)
+    }
+}
+
+impl LogManager {
+    /// Kafka's `cleanupLogs`: one retention pass over every log (`Log::delete_old_segments`),
+    /// each log locked only while its segments are unlinked from it and renamed. The renamed
+    /// files are removed on the scheduler thread after the log's `file.delete.delay.ms`. When
+    /// a log start offset moved, the checkpoints are written. A log whose pass failed is
+    /// logged (its dir taken offline on an I/O error) and the others go on.
+    pub fn cleanup_logs(
+        &self,
+        now_ms: i64,
+    ) -> Result<Vec<(TopicPartition, SegmentDeletion)>, StorageError> {
+        let mut deleted = Vec::new();
+        for tp in self.all_partitions() {
+            let Some(log) = self.get(&tp) else { continue };
+            let outcome = log.lock().delete_old_segments(now_ms);
+            match outcome {
+                Ok(Some(deletion)) => {
+                    info!(
+                        partition = %tp,
+                        segments = ?deletion.segments,
+                        log_start_offset = deletion.log_start_offset,
+                        "deleted old segments"
+                    );
+                    self.schedule_file_removal(&deletion);
+                    deleted.push((tp, deletion));
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    warn!(partition = %tp, %error, "retention failed");
+                    if let StorageError::Io { source, .. } = &error {
+                        let dir = log.lock().dir().to_path_buf();
+                        if let Some(log_dir) = dir.parent() {
+                            self.failure_channel()
+                                .maybe_add_offline_log_dir(log_dir, source);
+                        }
+                    }
+                }
+            }
+        }
+        if !deleted.is_empty() {
+            self.checkpoint()?;
+        }
+        Ok(deleted)
+    }
+
+    /// Removes a retention pass's `*.deleted` files once its delay has passed. Files left
+    /// when the broker stops first are removed at the next start.
+    fn schedule_file_removal(&self, deletion: &SegmentDeletion) {
+        let files = deletion.files.clone();
+        let delay = Duration::from_millis(u64::try_from(deletion.delay_ms).unwrap_or(0));
+        self.scheduler.schedule_after(delay, move || {
+            for path in files {
+                match fs::remove_file(&path) {
+                    // The whole log may have been deleted meanwhile.
+                    Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                        warn!(path = %path.display(), %error, "cannot remove a deleted segment file");
+                    }
+                    _ => {}
+                }
+            }
+        });
     }
 }
 
