@@ -17,6 +17,7 @@
 use std::fs;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -247,12 +248,13 @@ impl Log {
     }
 
     /// Raises the log start offset to `offset` (never lowers it); the leader-epoch cache
-    /// forgets what lies below.
+    /// forgets what lies below, and nothing below it needs recovery any more.
     fn advance_log_start_offset(&mut self, offset: i64) -> Result<(), StorageError> {
         if offset <= self.log_start_offset {
             return Ok(());
         }
         self.log_start_offset = offset;
+        self.recovery_point.fetch_max(offset, Ordering::AcqRel);
         self.leader_epoch_cache.truncate_from_start(offset)
     }
 }

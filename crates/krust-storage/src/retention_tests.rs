@@ -190,7 +190,10 @@ fn delete_records_moves_the_log_start_offset_up_to_the_high_watermark() {
         .unwrap();
     assert_eq!(log.high_watermark(), 10);
 
+    assert_eq!(log.recovery_point(), 0);
     assert_eq!(log.delete_records(5).unwrap(), 5);
+    // As in Kafka, nothing below the log start offset needs recovery.
+    assert_eq!(log.recovery_point(), 5);
     // Lowering is a no-op that still answers the low watermark.
     assert_eq!(log.delete_records(3).unwrap(), 5);
     assert!(matches!(
