@@ -71,8 +71,14 @@ def segment_bases(broker: BrokerProcess, topic: str) -> list[int]:
 
 
 def segment_sizes(broker: BrokerProcess, topic: str) -> list[int]:
-    logs = sorted(partition_dir(broker, topic).glob("*.log"))
-    return [path.stat().st_size for path in logs]
+    """Sizes of the `.log` files, oldest first (a file renamed meanwhile is left out)."""
+    sizes = []
+    for path in sorted(partition_dir(broker, topic).glob("*.log")):
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:
+            continue
+    return sizes
 
 
 def deleted_files(broker: BrokerProcess, topic: str) -> list[Path]:
