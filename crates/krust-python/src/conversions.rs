@@ -120,6 +120,11 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "log.flush.scheduler.interval.ms",
         &mut s.log_flush_scheduler_interval_ms,
     )?;
+    set_long(
+        mapping,
+        "log.retention.check.interval.ms",
+        &mut s.log_retention_check_interval_ms,
+    )?;
     let log = &mut s.log_defaults;
     set(mapping, "log.segment.bytes", &mut log.segment_bytes)?;
     set(mapping, "log.roll.ms", &mut log.segment_ms)?;
@@ -150,6 +155,18 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "log.message.timestamp.after.max.ms",
         &mut log.message_timestamp_after_max_ms,
     )?;
+    set(mapping, "log.roll.jitter.ms", &mut log.segment_jitter_ms)?;
+    set(mapping, "log.retention.ms", &mut log.retention_ms)?;
+    set(mapping, "log.retention.bytes", &mut log.retention_bytes)?;
+    set(
+        mapping,
+        "log.segment.delete.delay.ms",
+        &mut log.file_delete_delay_ms,
+    )?;
+    if let Some(policy) = get::<Vec<String>>(mapping, "log.cleanup.policy")? {
+        log.apply_override("cleanup.policy", &policy.join(","))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    }
     if let Some(kind) = get::<String>(mapping, "log.message.timestamp.type")? {
         log.apply_override("message.timestamp.type", &kind)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, FetchDataInfo, Log, LogAppendInfo, LogDirFailureChannel, ReadError,
-    SharedLog, TimestampAndOffset, TopicPartition,
+    AppendError, AppendOrigin, DeleteRecordsError, FetchDataInfo, Log, LogAppendInfo,
+    LogDirFailureChannel, ReadError, SharedLog, StorageError, TimestampAndOffset, TopicPartition,
 };
 use parking_lot::RwLock;
 use tokio::sync::watch;
@@ -43,6 +43,8 @@ pub enum PartitionError {
     LogDirOffline,
     #[error(transparent)]
     Append(#[from] AppendError),
+    #[error(transparent)]
+    DeleteRecords(#[from] DeleteRecordsError),
 }
 
 impl PartitionError {
@@ -53,6 +55,7 @@ impl PartitionError {
             Self::Deleted => ResponseError::UnknownTopicOrPartition.code(),
             Self::LogDirOffline => ResponseError::KafkaStorageError.code(),
             Self::Append(error) => error.kafka_error_code(),
+            Self::DeleteRecords(error) => error.kafka_error_code(),
         }
     }
 }
@@ -295,6 +298,26 @@ impl Partition {
             self.high_watermark_changes
                 .send_replace(log.high_watermark());
         }
+    }
+
+    /// DeleteRecords on the leader (Kafka's `deleteRecordsOnLeader`): moves the log start
+    /// offset up to `offset` (-1: the high watermark) and returns the low watermark, the
+    /// smallest log start offset of the replicas, which with no followers yet is this log's.
+    pub fn delete_records_on_leader(&self, offset: i64) -> Result<i64, PartitionError> {
+        self.check_online()?;
+        let state = self.state.read();
+        Self::check_leader(&state)?;
+        let low_watermark = self
+            .log
+            .lock()
+            .delete_records(offset)
+            .inspect_err(|error| {
+                if let DeleteRecordsError::Storage(StorageError::Io { source, .. }) = error {
+                    self.failures
+                        .maybe_add_offline_log_dir(&self.log_dir, source);
+                }
+            })?;
+        Ok(low_watermark)
     }
 
     /// Reads whole batches from `offset`, up to the high watermark.

@@ -408,12 +408,36 @@ impl ReplicaManager {
         Ok(self.internal_log(tp)?.lock().log_end_offset())
     }
 
+    /// A hosted partition's log keeps its topic's config; any other internal log (the
+    /// metadata log) is the broker's own and takes `unhosted_log_config`, also when it was
+    /// loaded at start-up with the broker defaults.
     fn internal_log(&self, tp: &TopicPartition) -> Result<SharedLog, StorageError> {
+        let hosted = self.partition(&tp.topic, tp.partition).is_some();
         match self.log_manager.get(tp) {
-            Some(log) => Ok(log),
+            Some(log) if hosted => Ok(log),
+            Some(log) => {
+                let wanted = self.unhosted_log_config();
+                let mut guard = log.lock();
+                if guard.config() != &wanted {
+                    guard.update_config(wanted)?;
+                }
+                drop(guard);
+                Ok(log)
+            }
             None => self
                 .log_manager
-                .get_or_create(tp, None, self.log_defaults.clone()),
+                .get_or_create(tp, None, self.unhosted_log_config()),
+        }
+    }
+
+    /// The broker defaults without time or size retention: the metadata log has no snapshots
+    /// yet to stand in for deleted segments (Kafka trims `__cluster_metadata` only behind
+    /// one), so retention would lose topics at the next start.
+    fn unhosted_log_config(&self) -> LogConfig {
+        LogConfig {
+            retention_ms: -1,
+            retention_bytes: -1,
+            ..self.log_defaults.clone()
         }
     }
 
@@ -421,6 +445,13 @@ impl ReplicaManager {
     pub fn flush_dirty(&self, now_ms: i64) {
         if let Err(error) = self.log_manager.flush_dirty(now_ms) {
             tracing::error!("flushing logs failed: {error}");
+        }
+    }
+
+    /// One retention pass over every log (Kafka's `cleanupLogs`).
+    pub fn cleanup_logs(&self, now_ms: i64) {
+        if let Err(error) = self.log_manager.cleanup_logs(now_ms) {
+            tracing::error!("retention failed: {error}");
         }
     }
 

@@ -23,6 +23,7 @@ const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
 ];
 
 /// Who may call an api.

@@ -60,6 +60,7 @@ pub async fn serve(
         context.clone(),
         shutdown_rx.clone(),
     ));
+    tasks.spawn(retain_periodically(context.clone(), shutdown_rx.clone()));
     wait_for_stop(&mut stop).await;
     let _ = shutdown_tx.send(true);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
@@ -103,6 +104,23 @@ async fn off_the_workers(context: &Arc<ServerContext>, work: fn(&ServerContext))
     let context = Arc::clone(context);
     if let Err(error) = tokio::task::spawn_blocking(move || work(&context)).await {
         tracing::error!("background storage work failed: {error}");
+    }
+}
+
+/// Retention runs every log.retention.check.interval.ms, the first pass one interval after
+/// start-up.
+async fn retain_periodically(context: Arc<ServerContext>, mut shutdown: watch::Receiver<bool>) {
+    // Capped at a year: a longer period would overflow the timer's deadline arithmetic.
+    let interval_ms = context.settings.log_retention_check_interval_ms;
+    let interval = Duration::from_millis(interval_ms.clamp(1, 365 * 24 * 3_600_000));
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        off_the_workers(&context, |c| c.replicas.cleanup_logs(now_ms())).await;
     }
 }
 

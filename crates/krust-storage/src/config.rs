@@ -67,6 +67,15 @@ pub struct LogConfig {
     pub flush_interval_ms: i64,
     /// `cleanup.policy`.
     pub cleanup_policy: CleanupPolicy,
+    /// `retention.ms`: delete segments whose newest record is older than this; -1: forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete the oldest segments while the log stays at least this big
+    /// without them; -1: no limit.
+    pub retention_bytes: i64,
+    /// `file.delete.delay.ms`: how long a deleted segment's `.deleted` files stay on disk.
+    pub file_delete_delay_ms: i64,
+    /// `segment.jitter.ms`: the most a segment's time-based roll is brought forward by chance.
+    pub segment_jitter_ms: i64,
 }
 
 /// The topic keys `LogConfig` holds, with the integer fields they set. `segment.bytes` and Kafka's
@@ -97,6 +106,16 @@ const INTEGER_FIELDS: &[(&str, FieldOf)] = &[
         IntegerField::Long(&mut c.flush_interval_messages)
     }),
     ("flush.ms", |c| IntegerField::Long(&mut c.flush_interval_ms)),
+    ("retention.ms", |c| IntegerField::Long(&mut c.retention_ms)),
+    ("retention.bytes", |c| {
+        IntegerField::Long(&mut c.retention_bytes)
+    }),
+    ("file.delete.delay.ms", |c| {
+        IntegerField::Long(&mut c.file_delete_delay_ms)
+    }),
+    ("segment.jitter.ms", |c| {
+        IntegerField::Long(&mut c.segment_jitter_ms)
+    }),
 ];
 
 const TIMESTAMP_TYPE: &str = "message.timestamp.type";
@@ -151,6 +170,10 @@ impl Default for LogConfig {
             flush_interval_messages: 0,
             flush_interval_ms: 0,
             cleanup_policy: CleanupPolicy::default(),
+            retention_ms: 0,
+            retention_bytes: 0,
+            file_delete_delay_ms: 0,
+            segment_jitter_ms: 0,
         };
         for &(name, field) in INTEGER_FIELDS {
             // The internal key has no default: the segment size comes from segment.bytes.
@@ -243,6 +266,10 @@ mod tests {
         assert_eq!(c.flush_interval_messages, i64::MAX);
         assert_eq!(c.flush_interval_ms, i64::MAX);
         assert_eq!(c.cleanup_policy, CleanupPolicy::default());
+        assert_eq!(c.retention_ms, 604_800_000);
+        assert_eq!(c.retention_bytes, -1);
+        assert_eq!(c.file_delete_delay_ms, 60_000);
+        assert_eq!(c.segment_jitter_ms, 0);
         assert!(c.validate().is_ok());
         let mut copy = c.clone();
         for &(name, field) in INTEGER_FIELDS {
@@ -294,6 +321,8 @@ mod tests {
         c.apply_override("message.timestamp.type", "LogAppendTime")
             .unwrap();
         c.apply_override("retention.ms", "-1").unwrap();
+        c.apply_override("retention.bytes", "1048576").unwrap();
+        assert_eq!((c.retention_ms, c.retention_bytes), (-1, 1_048_576));
         c.apply_override("cleanup.policy", "compact,delete")
             .unwrap();
         assert_eq!(

@@ -1,6 +1,7 @@
 //! Handlers of the apis the core answers natively, without crossing to Python.
 
 pub mod api_versions;
+pub mod delete_records;
 pub mod describe_cluster;
 pub mod fetch;
 pub mod init_producer_id;
@@ -10,8 +11,8 @@ pub mod produce;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    ApiKey, ApiVersionsRequest, DeleteRecordsRequest, DescribeClusterRequest, FetchRequest,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -28,6 +29,7 @@ pub enum NativeRequest {
     ListOffsets(ListOffsetsRequest),
     DescribeCluster(DescribeClusterRequest),
     InitProducerId(InitProducerIdRequest),
+    DeleteRecords(DeleteRecordsRequest),
 }
 
 fn decode_exact<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, String> {
@@ -50,6 +52,7 @@ impl NativeRequest {
             ApiKey::ListOffsets => Self::ListOffsets(decode_exact(body, version)?),
             ApiKey::DescribeCluster => Self::DescribeCluster(decode_exact(body, version)?),
             ApiKey::InitProducerId => Self::InitProducerId(decode_exact(body, version)?),
+            ApiKey::DeleteRecords => Self::DeleteRecords(decode_exact(body, version)?),
             other => return Err(format!("{other:?} has no native handler")),
         })
     }
@@ -84,5 +87,8 @@ pub async fn handle_native(
             request,
             &init_producer_id::handle(context, r, request).await,
         ),
+        NativeRequest::DeleteRecords(r) => {
+            respond(request, &delete_records::handle(context, r, request).await)
+        }
     }
 }
