@@ -44,6 +44,8 @@ class MetadataImage(TypedDict):
     metadata_offset: int
     brokers: list[BrokerImage]
     topics: list[TopicImage]
+    supported_features: dict[str, tuple[int, int]]  # this broker's (min, max) level per feature
+    finalized_features: dict[str, int]  # level per feature (FeatureLevelRecords; KIP-584)
 
 @type_check_only
 class MetadataDelta(TypedDict):
@@ -54,6 +56,7 @@ class MetadataDelta(TypedDict):
     brokers: list[BrokerImage] | None  # every unfenced broker, when any broker changed
     topics: list[TopicImage]  # created or changed topics, with only new or changed partitions
     deleted_topic_ids: list[bytes]
+    finalized_features: dict[str, int] | None  # every finalized level, when any changed
 
 @type_check_only
 class StoredRecord(TypedDict):

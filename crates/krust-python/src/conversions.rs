@@ -1,10 +1,11 @@
 //! Python values to core types: broker settings, metadata images and deltas.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use krust_server::metadata_cache::{
-    BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
+    BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, SupportedVersionRange,
+    TopicMetadata,
 };
 use krust_server::session::SecurityProtocol;
 use krust_server::settings::{BrokerSettings, Listener};
@@ -192,7 +193,21 @@ pub fn metadata_image(image: &Bound<'_, PyAny>) -> PyResult<MetadataImage> {
         required(image, "metadata_offset")?.extract()?,
         brokers(&required(image, "brokers")?)?,
         topics(&required(image, "topics")?)?,
+    )
+    .with_features(
+        supported_features(&required(image, "supported_features")?)?,
+        required(image, "finalized_features")?.extract()?,
     ))
+}
+
+fn supported_features(
+    mapping: &Bound<'_, PyAny>,
+) -> PyResult<BTreeMap<String, SupportedVersionRange>> {
+    let ranges: BTreeMap<String, (i16, i16)> = mapping.extract()?;
+    Ok(ranges
+        .into_iter()
+        .map(|(name, (min, max))| (name, SupportedVersionRange { min, max }))
+        .collect())
 }
 
 /// Converts a `MetadataDelta` TypedDict (see _core.pyi) into the core's delta.
@@ -211,6 +226,7 @@ pub fn metadata_delta(delta: &Bound<'_, PyAny>) -> PyResult<MetadataDelta> {
             .try_iter()?
             .map(|id| uuid(&id?))
             .collect::<PyResult<_>>()?,
+        finalized_features: required(delta, "finalized_features")?.extract()?,
     })
 }
 

@@ -58,6 +58,7 @@ fn delta(offset: i64, topics: Vec<TopicMetadata>, deleted: &[u128]) -> MetadataD
         brokers: None,
         topics,
         deleted_topic_ids: deleted.iter().map(|id| Uuid::from_u128(*id)).collect(),
+        finalized_features: None,
     }
 }
 
