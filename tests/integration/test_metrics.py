@@ -106,6 +106,9 @@ def test_counters_move_by_what_a_client_produced_and_consumed(broker_factory) ->
     assert moved("kafka_server_brokertopicmetrics_totalproducerequests_total", **topic) >= 1
     assert moved("kafka_server_brokertopicmetrics_totalfetchrequests_total", **topic) >= 1
     assert sample(after, "kafka_server_brokertopicmetrics_failedproducerequests_total") == 0
+    assert sample(
+        after, "kafka_network_requestmetrics_errors_total", request="Produce", error="NONE"
+    ) == sample(after, "kafka_server_brokertopicmetrics_totalproducerequests_total")
 
     for api in ("Produce", "Fetch", "Metadata", "ApiVersions", "CreateTopics"):
         request = {"request": api}

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::FileSlice;
 use uuid::Uuid;
@@ -262,6 +262,8 @@ fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
 /// BrokerTopicMetrics of the reads this fetch answers with.
 fn record_reads(context: &ServerContext, wanted: &[Wanted], results: &[ReadResult]) {
     for (w, result) in wanted.iter().zip(results) {
+        let requests = &context.metrics.requests;
+        requests.record_error(ApiKey::Fetch, result.error_code);
         match &w.partition {
             Ok(partition) => {
                 let bytes = result.records.as_ref().map_or(0, FileSlice::len);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::clock::now_ms;
@@ -89,15 +89,20 @@ pub async fn handle(
                 .with_partition_responses(partitions),
         );
     }
-    if request.acks == 0 {
-        return None;
-    }
+    // Only acks=all waits (never acks=0, which gets no response).
     if !waits.is_empty() {
         ctx.park();
         let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
         if !await_high_watermarks(&waits, timeout).await {
             mark_timed_out(&mut responses, &waits);
         }
+    }
+    for partition in responses.iter().flat_map(|t| &t.partition_responses) {
+        let requests = &context.metrics.requests;
+        requests.record_error(ApiKey::Produce, partition.error_code);
+    }
+    if request.acks == 0 {
+        return None;
     }
     Some(ProduceResponse::default().with_responses(responses))
 }

@@ -8,6 +8,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::ApiKey;
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
@@ -20,6 +21,8 @@ const TIME_BUCKETS_MS: &[f64] = &[
 ];
 /// One slot per api key Kafka defines (the largest is 92).
 const API_KEY_SLOTS: usize = 93;
+/// One slot per error code from UNKNOWN_SERVER_ERROR (-1) up (Kafka's largest is below 140).
+const ERROR_CODE_SLOTS: usize = 160;
 
 /// When one request reached each stage; the connection owns it while the request is handled.
 #[derive(Debug)]
@@ -91,6 +94,23 @@ pub struct RequestMetrics {
     response_send_time: HistogramVec,
     total_time: HistogramVec,
     by_api_key: [OnceLock<ApiMetrics>; API_KEY_SLOTS],
+    errors: IntCounterVec,
+    /// Per api key, per error code (index code + 1): made on first use.
+    errors_by_api_key: [OnceLock<Box<[OnceLock<IntCounter>]>>; API_KEY_SLOTS],
+}
+
+fn registered_counter(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> IntCounterVec {
+    let counter =
+        IntCounterVec::new(Opts::new(name, help), labels).expect("a valid counter definition");
+    registry
+        .register(Box::new(counter.clone()))
+        .expect("each request metric is registered once");
+    counter
 }
 
 fn time_histogram(registry: &Registry, name: &str, help: &str) -> HistogramVec {
@@ -104,19 +124,13 @@ fn time_histogram(registry: &Registry, name: &str, help: &str) -> HistogramVec {
 
 impl RequestMetrics {
     pub fn new(registry: &Registry) -> Self {
-        let requests = IntCounterVec::new(
-            Opts::new(
+        RequestMetrics {
+            requests: registered_counter(
+                registry,
                 "kafka_network_requestmetrics_requests_total",
                 "Requests answered, by request type (Kafka's RequestsPerSec).",
+                &["request"],
             ),
-            &["request"],
-        )
-        .expect("a valid counter definition");
-        registry
-            .register(Box::new(requests.clone()))
-            .expect("each request metric is registered once");
-        RequestMetrics {
-            requests,
             queue_time: time_histogram(
                 registry,
                 "kafka_network_requestmetrics_requestqueuetimems",
@@ -143,7 +157,34 @@ impl RequestMetrics {
                 "Milliseconds from a request's last byte received to its response's last byte sent.",
             ),
             by_api_key: std::array::from_fn(|_| OnceLock::new()),
+            errors: registered_counter(
+                registry,
+                "kafka_network_requestmetrics_errors_total",
+                "Partition results of Produce and Fetch, by error (Kafka's ErrorsPerSec).",
+                &["request", "error"],
+            ),
+            errors_by_api_key: std::array::from_fn(|_| OnceLock::new()),
         }
+    }
+
+    /// Counts one result of `api_key` answered with `error_code` (0: NONE), as Kafka's
+    /// ErrorsPerSec counts each error of a response.
+    pub fn record_error(&self, api_key: ApiKey, error_code: i16) {
+        let Some(codes) = self.errors_by_api_key.get(api_key as usize) else {
+            return;
+        };
+        let codes = codes.get_or_init(|| (0..ERROR_CODE_SLOTS).map(|_| OnceLock::new()).collect());
+        let Some(slot) = usize::try_from(error_code + 1)
+            .ok()
+            .and_then(|i| codes.get(i))
+        else {
+            return;
+        };
+        slot.get_or_init(|| {
+            self.errors
+                .with_label_values(&[request_name(api_key), error_name(error_code)])
+        })
+        .inc();
     }
 
     /// Records one answered request of `api_key` (requests without an answer count too).
@@ -176,6 +217,24 @@ impl RequestMetrics {
 /// Kafka's name of an api (`ApiKeys.name`), its `request` tag: Produce, Fetch, ApiVersions, ...
 pub fn request_name(api_key: ApiKey) -> String {
     format!("{api_key:?}")
+}
+
+/// Kafka's name of an error code (`Errors.name()`): NONE, NOT_LEADER_OR_FOLLOWER, ...
+pub fn error_name(error_code: i16) -> String {
+    let Some(error) = ResponseError::try_from_code(error_code) else {
+        return "NONE".into();
+    };
+    if let ResponseError::Unknown(code) = error {
+        return format!("UNKNOWN_{code}");
+    }
+    let mut name = String::new();
+    for (i, c) in format!("{error:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
 }
 
 fn millis(duration: Duration) -> f64 {
@@ -216,6 +275,25 @@ mod tests {
         let durations = times.durations(received + ms(7), received + ms(7));
         assert_eq!(durations.local, ms(7));
         assert_eq!(durations.remote, Duration::ZERO);
+    }
+
+    #[test]
+    fn errors_are_counted_per_request_type_under_kafkas_error_names() {
+        let metrics = RequestMetrics::new(&Registry::new());
+        metrics.record_error(ApiKey::Produce, 0);
+        metrics.record_error(ApiKey::Produce, ResponseError::NotLeaderOrFollower.code());
+        metrics.record_error(ApiKey::Produce, ResponseError::NotLeaderOrFollower.code());
+        metrics.record_error(ApiKey::Fetch, ResponseError::UnknownServerError.code());
+        metrics.record_error(ApiKey::Fetch, 999);
+        let count = |api, error| metrics.errors.with_label_values(&[api, error]).get();
+        assert_eq!(count("Produce", "NONE"), 1);
+        assert_eq!(count("Produce", "NOT_LEADER_OR_FOLLOWER"), 2);
+        assert_eq!(count("Fetch", "UNKNOWN_SERVER_ERROR"), 1);
+        assert_eq!(error_name(999), "UNKNOWN_999");
+        assert_eq!(
+            error_name(ResponseError::KafkaStorageError.code()),
+            "KAFKA_STORAGE_ERROR"
+        );
     }
 
     #[test]
