@@ -33,15 +33,18 @@ _SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
-def scrape(port: int) -> Samples:
-    """Every sample of the endpoint by (name, labels)."""
+def scrape_text(port: int) -> str:
     url = f"http://{HOST}:{port}/metrics"
     with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = response.read().decode()
+        return response.read().decode()
+
+
+def scrape(port: int) -> Samples:
+    """Every sample of the endpoint by (name, labels)."""
     samples: Samples = {}
-    for line in text.splitlines():
+    for line in scrape_text(port).splitlines():
         if not line or line.startswith("#"):
             continue
         match = _SAMPLE.fullmatch(line)
@@ -124,6 +127,26 @@ def test_counters_move_by_what_a_client_produced_and_consumed(broker_factory) ->
 
     partitions, gauges = partitions_and_gauges(broker.bootstrap, metrics_port)
     assert gauges == (partitions, partitions)
+
+
+def test_a_deleted_topic_leaves_the_scrape(broker_factory) -> None:
+    metrics_port = free_port()
+    broker = broker_factory({"krust.metrics.port": str(metrics_port)})
+    create_topic(broker.bootstrap, "short-lived")
+    ConfluentKafkaClient().produce(
+        broker.bootstrap, "short-lived", 0, [Record(b"k", b"v")], codec="none"
+    )
+    assert 'topic="short-lived"' in scrape_text(metrics_port)
+
+    admin = admin_client(broker.bootstrap)
+    admin.delete_topics(["short-lived"])["short-lived"].result(SCRAPE_TIMEOUT_S)
+    for _ in range(STABLE_METADATA_ATTEMPTS):
+        if "short-lived" not in admin.list_topics(timeout=SCRAPE_TIMEOUT_S).topics:
+            break
+        time.sleep(0.1)
+    text = scrape_text(metrics_port)
+    assert 'topic="short-lived"' not in text
+    assert "kafka_server_brokertopicmetrics_messagesin_total 1\n" in text
 
 
 def partitions_in_metadata(bootstrap: str) -> int:

@@ -52,10 +52,16 @@ impl BrokerMetrics {
 
     /// Every metric family, the gauges read from `replicas` now.
     pub fn gather(&self, replicas: &ReplicaManager) -> Vec<MetricFamily> {
+        let hosted = replicas.hosted_partitions();
+        let topics = hosted
+            .iter()
+            .map(|p| p.topic_partition.topic.as_str())
+            .collect();
         let mut families = self.registry.gather();
-        families.extend(self.topics.collect());
+        families.extend(self.topics.collect(&topics));
         families.extend(scrape_gauges::collect(
             replicas,
+            &hosted,
             self.cleaner_backlog.read().as_deref(),
         ));
         families

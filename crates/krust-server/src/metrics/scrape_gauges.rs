@@ -1,10 +1,13 @@
 //! Gauges read when the endpoint is scraped: Kafka's ReplicaManager PartitionCount and
 //! LeaderCount, each log's Size, and the log cleaner's backlog.
 
+use std::sync::Arc;
+
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
 use prometheus::{IntGauge, IntGaugeVec, Opts};
 
+use crate::partition::Partition;
 use crate::replica_manager::ReplicaManager;
 
 fn gauge(name: &str, help: &str, value: i64) -> MetricFamily {
@@ -16,9 +19,9 @@ fn gauge(name: &str, help: &str, value: i64) -> MetricFamily {
 /// The gauges as of now; the cleaner's only when a cleaner reports its backlog.
 pub fn collect(
     replicas: &ReplicaManager,
+    hosted: &[Arc<Partition>],
     cleaner_backlog: Option<&(dyn Fn() -> u64 + Send + Sync)>,
 ) -> Vec<MetricFamily> {
-    let hosted = replicas.hosted_partitions();
     let leaders = hosted.iter().filter(|p| p.is_leader()).count();
     let mut families = vec![
         gauge(

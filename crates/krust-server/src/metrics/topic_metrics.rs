@@ -4,6 +4,8 @@
 //! A handler asks for a topic's `TopicMetrics` once per hosted partition (the partition caches
 //! it), so recording is a few atomic adds with no lookup.
 
+use std::collections::HashSet;
+
 use kafka_protocol::error::ResponseError;
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
@@ -24,12 +26,20 @@ impl Meter {
         }
     }
 
-    /// One family holding the all-topics series and every topic's, as Kafka's JMX exporter
-    /// shows them (a registry would refuse one name with two label sets).
-    fn collect(&self) -> MetricFamily {
+    /// One family holding the all-topics series and every hosted topic's, as Kafka's JMX
+    /// exporter shows them (a registry would refuse one name with two label sets). The series
+    /// of a topic no longer hosted are dropped, as Kafka removes a deleted topic's metrics.
+    fn collect(&self, hosted: &HashSet<&str>) -> MetricFamily {
         let mut family = self.all_topics.collect().remove(0);
         for mut topics in self.per_topic.collect() {
-            family.mut_metric().extend(topics.take_metric());
+            for metric in topics.take_metric() {
+                let topic = metric.get_label().first().map_or("", |label| label.value());
+                if hosted.contains(topic) {
+                    family.mut_metric().push(metric);
+                } else {
+                    let _ = self.per_topic.remove_label_values(&[topic]);
+                }
+            }
         }
         family
     }
@@ -179,7 +189,8 @@ impl BrokerTopicMetrics {
         self.total_fetch_requests.all_topics.inc();
     }
 
-    pub fn collect(&self) -> Vec<MetricFamily> {
+    /// The seven families; `hosted` are the topics with a partition on this broker.
+    pub fn collect(&self, hosted: &HashSet<&str>) -> Vec<MetricFamily> {
         [
             &self.bytes_in,
             &self.bytes_out,
@@ -190,7 +201,7 @@ impl BrokerTopicMetrics {
             &self.failed_fetch_requests,
         ]
         .into_iter()
-        .map(Meter::collect)
+        .map(|meter| meter.collect(hosted))
         .collect()
     }
 }
@@ -201,10 +212,11 @@ mod tests {
 
     use super::*;
 
-    fn render(metrics: &BrokerTopicMetrics) -> String {
+    fn render(metrics: &BrokerTopicMetrics, hosted: &[&str]) -> String {
+        let hosted = hosted.iter().copied().collect();
         let mut text = Vec::new();
         TextEncoder::new()
-            .encode(&metrics.collect(), &mut text)
+            .encode(&metrics.collect(&hosted), &mut text)
             .unwrap();
         String::from_utf8(text).unwrap()
     }
@@ -217,7 +229,7 @@ mod tests {
         orders.record_produce(0, 300, 5);
         metrics.topic("audit").record_produce(0, 50, 1);
         metrics.record_refused_produce();
-        let text = render(&metrics);
+        let text = render(&metrics, &["orders", "audit"]);
         for line in [
             "kafka_server_brokertopicmetrics_bytesin_total 1050",
             "kafka_server_brokertopicmetrics_bytesin_total{topic=\"orders\"} 1000",
@@ -234,6 +246,19 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn a_topic_no_longer_hosted_loses_its_series_but_not_its_share_of_the_total() {
+        let metrics = BrokerTopicMetrics::default();
+        metrics.topic("gone").record_produce(0, 100, 2);
+        metrics.topic("kept").record_produce(0, 10, 1);
+        let text = render(&metrics, &["kept"]);
+        assert!(!text.contains("gone"), "{text}");
+        assert!(text.contains("kafka_server_brokertopicmetrics_bytesin_total 110\n"));
+        assert!(text.contains("kafka_server_brokertopicmetrics_bytesin_total{topic=\"kept\"} 10\n"));
+        let recreated = render(&metrics, &["gone", "kept"]);
+        assert!(!recreated.contains("gone"), "{recreated}");
     }
 
     #[test]
