@@ -259,10 +259,10 @@ fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
         .collect()
 }
 
-/// BrokerTopicMetrics of the reads this fetch answers with.
+/// BrokerTopicMetrics and ErrorsPerSec of the reads this fetch answers with.
 fn record_reads(context: &ServerContext, wanted: &[Wanted], results: &[ReadResult]) {
+    let requests = &context.metrics.requests;
     for (w, result) in wanted.iter().zip(results) {
-        let requests = &context.metrics.requests;
         requests.record_error(ApiKey::Fetch, result.error_code);
         match &w.partition {
             Ok(partition) => {

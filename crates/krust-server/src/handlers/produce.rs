@@ -89,7 +89,6 @@ pub async fn handle(
                 .with_partition_responses(partitions),
         );
     }
-    // Only acks=all waits (never acks=0, which gets no response).
     if !waits.is_empty() {
         ctx.park();
         let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
@@ -97,8 +96,9 @@ pub async fn handle(
             mark_timed_out(&mut responses, &waits);
         }
     }
+    // Counted for acks=0 too, which gets no response.
+    let requests = &context.metrics.requests;
     for partition in responses.iter().flat_map(|t| &t.partition_responses) {
-        let requests = &context.metrics.requests;
         requests.record_error(ApiKey::Produce, partition.error_code);
     }
     if request.acks == 0 {
