@@ -111,6 +111,7 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         &mut s.max_connections_per_ip,
     )?;
     set(mapping, "max.connections", &mut s.max_connections)?;
+    s.metrics_port = get(mapping, "krust.metrics.port")?;
     set_long(
         mapping,
         "connections.max.idle.ms",

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::metadata_cache::PartitionMetadata;
+use crate::metrics::{BrokerTopicMetrics, TopicMetrics};
 
 /// What this broker's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,8 @@ pub struct Partition {
     /// Read for appends and queries, written by transitions (Kafka's leaderIsrUpdateLock).
     state: RwLock<PartitionState>,
     high_watermark_changes: watch::Sender<i64>,
+    /// Its topic's BrokerTopicMetrics handles, looked up on first use.
+    topic_metrics: OnceLock<TopicMetrics>,
 }
 
 impl Partition {
@@ -114,6 +117,7 @@ impl Partition {
                 remote_log_end_offsets: HashMap::new(),
             }),
             high_watermark_changes: watch::Sender::new(high_watermark),
+            topic_metrics: OnceLock::new(),
         }
     }
 
@@ -243,6 +247,12 @@ impl Partition {
 
     pub fn log_end_offset(&self) -> i64 {
         self.log.lock().log_end_offset()
+    }
+
+    /// The handles of this partition's topic in `metrics`, looked up once per partition.
+    pub fn topic_metrics(&self, metrics: &BrokerTopicMetrics) -> &TopicMetrics {
+        self.topic_metrics
+            .get_or_init(|| metrics.topic(&self.topic_partition.topic))
     }
 
     /// A receiver that sees every high-watermark change from now on.

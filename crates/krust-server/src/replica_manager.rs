@@ -84,6 +84,12 @@ impl ReplicaManager {
         &self.log_manager
     }
 
+    /// Every partition hosted here, whatever its role.
+    pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
+        let hosted = self.partitions.read();
+        hosted.values().flat_map(|p| p.values().cloned()).collect()
+    }
+
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
         self.partitions.read().get(topic)?.get(&partition).cloned()
     }

@@ -7,6 +7,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::now_ms;
+use crate::metrics::endpoint::serve_metrics;
 use crate::network::acceptor::run_listener;
 use crate::server_context::ServerContext;
 
@@ -33,18 +34,12 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let mut listeners = Vec::new();
     for listener in &context.settings.listeners {
-        // Kafka's "PLAINTEXT://:9092" means every interface.
-        let host = if listener.host.is_empty() {
-            "0.0.0.0"
-        } else {
-            &listener.host
-        };
-        let address = format!("{host}:{}", listener.port);
-        let bound = TcpListener::bind(&address)
-            .await
-            .map_err(|source| ServeError::Bind { address, source })?;
-        listeners.push((bound, listener.clone()));
+        listeners.push((bind(&listener.host, listener.port).await?, listener.clone()));
     }
+    let metrics_endpoint = match (context.settings.metrics_port, listeners.first()) {
+        (Some(port), Some((_, first))) => Some(bind(&first.host, port).await?),
+        _ => None,
+    };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for (bound, listener) in listeners {
@@ -52,6 +47,14 @@ pub async fn serve(
             bound,
             listener,
             context.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
+    if let Some(endpoint) = metrics_endpoint {
+        tasks.spawn(serve_metrics(
+            endpoint,
+            context.metrics.clone(),
+            context.replicas.clone(),
             shutdown_rx.clone(),
         ));
     }
@@ -68,6 +71,15 @@ pub async fn serve(
     })
     .await;
     Ok(())
+}
+
+/// Binds `host:port`; Kafka's empty host ("PLAINTEXT://:9092") means every interface.
+async fn bind(host: &str, port: u16) -> Result<TcpListener, ServeError> {
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    let address = format!("{host}:{port}");
+    TcpListener::bind(&address)
+        .await
+        .map_err(|source| ServeError::Bind { address, source })
 }
 
 async fn wait_for_stop(stop: &mut watch::Receiver<bool>) {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::clock::now_ms;
@@ -38,6 +38,7 @@ pub async fn handle(
             .iter()
             .map(|data| {
                 if internal {
+                    context.metrics.topics.record_refused_produce();
                     return error_response(data.index, ResponseError::InvalidTopicException)
                         .with_error_message(Some(StrBytes::from_static_str(
                             INTERNAL_TOPIC_MESSAGE,
@@ -45,13 +46,21 @@ pub async fn handle(
                 }
                 let partition = match context.replicas.leader_partition(&name, data.index) {
                     Ok(partition) => partition,
-                    Err(code) => return error_code_response(data.index, code),
+                    Err(code) => {
+                        context.metrics.topics.record_refused_produce();
+                        return error_code_response(data.index, code);
+                    }
                 };
+                let topic_metrics = partition.topic_metrics(&context.metrics.topics);
                 let Some(records) = &data.records else {
-                    return error_response(data.index, ResponseError::InvalidRecord);
+                    let error = ResponseError::InvalidRecord.code();
+                    topic_metrics.record_produce(error, 0, 0);
+                    return error_code_response(data.index, error);
                 };
                 match partition.append_as_leader(records, now_ms) {
                     Ok(info) => {
+                        let messages = u64::try_from(info.record_count).unwrap_or(0);
+                        topic_metrics.record_produce(0, records.len() as u64, messages);
                         if request.acks == -1 {
                             waits.push((partition.clone(), info.last_offset + 1));
                         }
@@ -67,6 +76,7 @@ pub async fn handle(
                     }
                     Err(error) => {
                         tracing::debug!("produce to {name}-{} rejected: {error}", data.index);
+                        topic_metrics.record_produce(error.kafka_error_code(), 0, 0);
                         error_code_response(data.index, error.kafka_error_code())
                     }
                 }
@@ -79,15 +89,20 @@ pub async fn handle(
                 .with_partition_responses(partitions),
         );
     }
-    if request.acks == 0 {
-        return None;
-    }
     if !waits.is_empty() {
         ctx.park();
         let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
         if !await_high_watermarks(&waits, timeout).await {
             mark_timed_out(&mut responses, &waits);
         }
+    }
+    // Counted for acks=0 too, which gets no response.
+    let requests = &context.metrics.requests;
+    for partition in responses.iter().flat_map(|t| &t.partition_responses) {
+        requests.record_error(ApiKey::Produce, partition.error_code);
+    }
+    if request.acks == 0 {
+        return None;
     }
     Some(ProduceResponse::default().with_responses(responses))
 }
