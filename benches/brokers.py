@@ -205,10 +205,14 @@ class KrustBroker(BrokerProcess):
 
     executable: Path = Path()
     name: str = "krust"
+    # The Prometheus endpoint's port (docs/metrics.md); None: off, krust's default.
+    metrics_port: int | None = None
 
     def command(self) -> list[str]:
+        metrics = [] if self.metrics_port is None else ["--metrics-port", str(self.metrics_port)]
         return [
             str(self.executable),
+            *metrics,
             "--override",
             f"listeners=PLAINTEXT://{HOST}:{self.port}",
             "--override",

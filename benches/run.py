@@ -18,7 +18,13 @@ from pathlib import Path
 BENCHES = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHES))
 
-from brokers import BrokerSettings, KafkaBroker, KrustBroker, krust_executable  # noqa: E402
+from brokers import (  # noqa: E402
+    BrokerSettings,
+    KafkaBroker,
+    KrustBroker,
+    free_port,
+    krust_executable,
+)
 from plan import FULL, QUICK, WORKLOADS, Plan  # noqa: E402
 from report import (  # noqa: E402
     Results,
@@ -106,6 +112,11 @@ def main() -> int:
         help=f"comma-separated subset of {','.join(WORKLOADS)} (start-up always runs)",
     )
     parser.add_argument("--repetitions", type=int, help="override the mode's repetitions")
+    parser.add_argument(
+        "--krust-metrics",
+        action="store_true",
+        help="run krust with its Prometheus endpoint on (compare with a run without)",
+    )
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     chosen = tuple(name.strip() for name in args.workloads.split(",") if name.strip())
@@ -126,7 +137,11 @@ def main() -> int:
     tools = JavaTools(libs, log4j)
     brokers = [
         KafkaBroker(settings, libs_dir=libs),
-        KrustBroker(settings, executable=krust_executable()),
+        KrustBroker(
+            settings,
+            executable=krust_executable(),
+            metrics_port=free_port() if args.krust_metrics else None,
+        ),
     ]
     results = Results()
     started = time.monotonic()
@@ -151,7 +166,9 @@ def main() -> int:
         "workloads": ", ".join(plan.workloads),
         "machine": machine_description(),
         "Apache Kafka": f"{kafka_version(libs)} (KRaft combined mode, -Xmx1g)",
-        "krust": command_output([str(krust_executable()), "--version"]) + " (release build)",
+        "krust": command_output([str(krust_executable()), "--version"])
+        + " (release build"
+        + (", metrics endpoint on)" if args.krust_metrics else ")"),
         "Java": command_output(["java", "-version"]),
         "confluent-kafka": f"{confluent_kafka.version()} "
         f"(librdkafka {confluent_kafka.libversion()[0]})",

@@ -6,7 +6,7 @@ This stub is the contract between `crates/krust-python` and `python/krust`.
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import TypedDict, final, type_check_only
 
-__all__ = ["BridgeRequest", "Broker", "__version__"]
+__all__ = ["BridgeRequest", "Broker", "__version__", "configure_logging"]
 
 __version__: str  # the crate version from Cargo.toml
 
@@ -44,6 +44,8 @@ class MetadataImage(TypedDict):
     metadata_offset: int
     brokers: list[BrokerImage]
     topics: list[TopicImage]
+    supported_features: dict[str, tuple[int, int]]  # this broker's (min, max) level per feature
+    finalized_features: dict[str, int]  # level per feature (FeatureLevelRecords; KIP-584)
 
 @type_check_only
 class MetadataDelta(TypedDict):
@@ -54,6 +56,7 @@ class MetadataDelta(TypedDict):
     brokers: list[BrokerImage] | None  # every unfenced broker, when any broker changed
     topics: list[TopicImage]  # created or changed topics, with only new or changed partitions
     deleted_topic_ids: list[bytes]
+    finalized_features: dict[str, int] | None  # every finalized level, when any changed
 
 @type_check_only
 class StoredRecord(TypedDict):
@@ -100,6 +103,12 @@ class BridgeRequest:
         """Answer nothing and close the client's connection (Kafka's reaction to a bad request)."""
 
 @final
+def configure_logging(levels: str, format: str) -> None:
+    """Send the core's log lines to stderr, filtered by `levels` (a tracing EnvFilter such as
+    "info,krust_server::network=debug") in `format` "text" or "json". The first call in a
+    process installs the logger; ValueError for a filter or format that does not parse.
+    Without a call, opening a Broker installs KRUST_LOG (default info) as text."""
+
 class Broker:
     """One broker's Rust core. `settings` holds validated values under Kafka's config names."""
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from krust import __version__
+from krust import __version__, logs
 from krust.config import ENV_PREFIX, BrokerConfig, ConfigError, load_config
 
 EXIT_OK = 0
@@ -27,9 +27,11 @@ configuration:
     3. environment variables {ENV_PREFIX}<KEY>: the key in upper case with dots turned into
        underscores, e.g. {ENV_PREFIX}LOG_DIRS=/var/lib/krust sets log.dirs and
        {ENV_PREFIX}NUM_PARTITIONS=3 sets num.partitions. Every {ENV_PREFIX}* variable must
-       name a key, except {ENV_PREFIX}LOG (the core's log filter, e.g. info or debug) and
-       {ENV_PREFIX}TEST_* (test tooling).
+       name a key, except {ENV_PREFIX}LOG (the log levels when krust.log.level is not set)
+       and {ENV_PREFIX}TEST_* (test tooling).
     4. --override key=value, in the order given
+    5. --metrics-port, --log-format and --log-level: short for --override of
+       krust.metrics.port, krust.log.format and krust.log.level
   An unknown key, a bad value or an unusable log directory stops start-up with one line
   on stderr and exit status 2.
 
@@ -58,8 +60,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="set one configuration key, over every other source (repeatable)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        help="serve Prometheus metrics on this port at /metrics (krust.metrics.port)",
+    )
+    parser.add_argument(
+        "--log-format",
+        metavar="FORMAT",
+        help="log lines as text (default) or json (krust.log.format)",
+    )
+    parser.add_argument(
+        "--log-level",
+        metavar="LEVELS",
+        help="log levels, e.g. info,krust_server::network=debug (krust.log.level)",
+    )
     parser.add_argument("--version", action="version", version=f"krust-broker {__version__}")
     return parser
+
+
+# The flags that stand for one config key each.
+_KEY_FLAGS = {
+    "metrics_port": "krust.metrics.port",
+    "log_format": logs.FORMAT_KEY,
+    "log_level": logs.LEVEL_KEY,
+}
+
+
+def overrides(args: argparse.Namespace) -> list[str]:
+    """--override pairs, then the key flags that were given (they win)."""
+    given = [
+        f"{key}={getattr(args, flag)}"
+        for flag, key in _KEY_FLAGS.items()
+        if getattr(args, flag) is not None
+    ]
+    return [*args.override, *given]
 
 
 def startup_line(config: BrokerConfig) -> str:
@@ -73,14 +108,10 @@ def startup_line(config: BrokerConfig) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        config = load_config(args.config, os.environ, args.override)
+        config = load_config(args.config, os.environ, overrides(args))
+        logs.configure(config, os.environ)
     except ConfigError as error:
         return _fail(EXIT_CONFIG, f"configuration error: {error}")
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     from krust import server
 
     try:

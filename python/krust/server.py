@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import signal
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -16,6 +16,7 @@ from krust.context import BrokerContext
 
 Installer = Callable[[BrokerContext], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
+log = logging.getLogger(__name__)
 
 # Each service registers its APIs on ctx.dispatcher; the controller comes first.
 SERVICES: list[Installer] = [controller.install, group.install]
@@ -45,6 +46,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
                 dispatcher.internal_only_apis(),
             )
     finally:
+        log.info("closing the services, then flushing the logs and writing checkpoints")
         if services:
             _close_services(dispatcher, services)
         dispatcher.close()
@@ -61,8 +63,7 @@ def _close_services(dispatcher: Dispatcher, services: list[object]) -> None:
         try:
             dispatcher.run(close(), timeout=SERVICE_CLOSE_TIMEOUT_S)
         except Exception as error:  # a failing close must not keep the core from closing
-            name = type(service).__name__
-            print(f"krust-broker: closing {name} failed: {error}", file=sys.stderr)
+            log.error("closing %s failed: %s", type(service).__name__, error)
 
 
 @contextmanager

@@ -27,7 +27,6 @@ from kafka import KafkaConsumer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kio.index import load_request_schema, load_response_schema
-from kio.schema.request_header.v1.header import RequestHeader
 from kio.serial import entity_reader
 from kio.static.primitive import i16, i32
 from krust.protocol import build_entity, encode_entity
@@ -274,8 +273,8 @@ def assert_each_number_once(members: Sequence[GroupMember], expected: set[int]) 
 
 
 class RawGroupConnection:
-    """A socket for requests a real client would never send: non-flexible versions only,
-    built from plain dicts (krust.protocol.build_entity) and parsed by kio."""
+    """A socket for requests a real client would never send (or not at that version), built
+    from plain dicts (krust.protocol.build_entity) and parsed by kio, headers included."""
 
     def __init__(self, port: int) -> None:
         self._sock = wire.connect(HOST, port)
@@ -288,9 +287,9 @@ class RawGroupConnection:
 
     def send(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
         request_type = load_request_schema(api_key, version)
-        assert not request_type.__flexible__, "only request header v1 is built here"
+        response_type = load_response_schema(api_key, version)
         correlation_id = next(self._correlation_ids)
-        header = RequestHeader(
+        header = request_type.__header_schema__(
             request_api_key=i16(api_key),
             request_api_version=i16(version),
             correlation_id=i32(correlation_id),
@@ -300,9 +299,9 @@ class RawGroupConnection:
         self._sock.sendall(wire.frame(encode_entity(header) + encode_entity(request)))
         (size,) = struct.unpack(">i", self._responses.read(4))
         frame = self._responses.read(size)
-        (received_id,) = struct.unpack_from(">i", frame)  # response header v0
-        assert received_id == correlation_id
-        response, _ = entity_reader(load_response_schema(api_key, version))(frame[4:], 0)
+        received, offset = entity_reader(response_type.__header_schema__)(frame, 0)
+        assert received.correlation_id == correlation_id
+        response, _ = entity_reader(response_type)(frame, offset)
         return response
 
 

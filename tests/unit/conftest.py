@@ -41,6 +41,8 @@ class FakeCore:
         image["controller_id"] = delta["controller_id"]
         if delta["brokers"] is not None:
             image["brokers"] = delta["brokers"]
+        if delta["finalized_features"] is not None:
+            image["finalized_features"] = delta["finalized_features"]
         deleted = set(delta["deleted_topic_ids"])
         topics = [topic for topic in image["topics"] if topic["topic_id"] not in deleted]
         for change in delta["topics"]:

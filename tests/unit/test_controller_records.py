@@ -207,6 +207,16 @@ def test_core_image_has_the_documented_shape() -> None:
                 ],
             }
         ],
+        "supported_features": {
+            "metadata.version": (12, 14),
+            "kraft.version": (0, 0),
+            "group.version": (0, 0),
+            "transaction.version": (0, 0),
+            "eligible.leader.replicas.version": (0, 0),
+            "share.version": (0, 0),
+            "streams.version": (0, 0),
+        },
+        "finalized_features": {},
     }
 
 

@@ -27,14 +27,14 @@ from krust.group.testing import (
 from krust.protocol import build_entity, encode_entity
 
 EXPECTED_ROUTES = {
-    8: (2, 9),  # OffsetCommit: kio has no v0-v1
-    9: (1, 9),  # OffsetFetch: kio has no v0
+    8: (2, 10),  # OffsetCommit: kio has no v0-v1
+    9: (1, 10),  # OffsetFetch: kio has no v0
     10: (0, 6),
     11: (0, 9),
     12: (0, 4),
     13: (0, 5),
     14: (0, 5),
-    15: (0, 5),
+    15: (0, 6),
     16: (0, 5),
     42: (0, 2),
     47: (0, 0),

@@ -76,6 +76,7 @@ fn runtime_error(error: impl std::fmt::Display) -> PyErr {
 impl PyBroker {
     #[new]
     fn new(py: Python<'_>, settings: &Bound<'_, PyAny>) -> PyResult<Self> {
+        crate::logging::ensure_default_logging();
         let settings = broker_settings(settings)?;
         let broker = py.detach(|| Broker::open(settings)).map_err(open_error)?;
         Ok(PyBroker {

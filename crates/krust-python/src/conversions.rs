@@ -1,10 +1,11 @@
 //! Python values to core types: broker settings, metadata images and deltas.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use krust_server::metadata_cache::{
-    BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
+    BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, SupportedVersionRange,
+    TopicMetadata,
 };
 use krust_server::session::SecurityProtocol;
 use krust_server::settings::{BrokerSettings, Listener};
@@ -110,6 +111,7 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         &mut s.max_connections_per_ip,
     )?;
     set(mapping, "max.connections", &mut s.max_connections)?;
+    s.metrics_port = get(mapping, "krust.metrics.port")?;
     set_long(
         mapping,
         "connections.max.idle.ms",
@@ -119,6 +121,11 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         mapping,
         "log.flush.scheduler.interval.ms",
         &mut s.log_flush_scheduler_interval_ms,
+    )?;
+    set_long(
+        mapping,
+        "log.retention.check.interval.ms",
+        &mut s.log_retention_check_interval_ms,
     )?;
     let log = &mut s.log_defaults;
     set(mapping, "log.segment.bytes", &mut log.segment_bytes)?;
@@ -151,6 +158,18 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "log.message.timestamp.after.max.ms",
         &mut log.message_timestamp_after_max_ms,
     )?;
+    set(mapping, "log.roll.jitter.ms", &mut log.segment_jitter_ms)?;
+    set(mapping, "log.retention.ms", &mut log.retention_ms)?;
+    set(mapping, "log.retention.bytes", &mut log.retention_bytes)?;
+    set(
+        mapping,
+        "log.segment.delete.delay.ms",
+        &mut log.file_delete_delay_ms,
+    )?;
+    if let Some(policy) = get::<Vec<String>>(mapping, "log.cleanup.policy")? {
+        log.apply_override("cleanup.policy", &policy.join(","))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    }
     if let Some(kind) = get::<String>(mapping, "log.message.timestamp.type")? {
         log.apply_override("message.timestamp.type", &kind)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -176,7 +195,21 @@ pub fn metadata_image(image: &Bound<'_, PyAny>) -> PyResult<MetadataImage> {
         required(image, "metadata_offset")?.extract()?,
         brokers(&required(image, "brokers")?)?,
         topics(&required(image, "topics")?)?,
+    )
+    .with_features(
+        supported_features(&required(image, "supported_features")?)?,
+        required(image, "finalized_features")?.extract()?,
     ))
+}
+
+fn supported_features(
+    mapping: &Bound<'_, PyAny>,
+) -> PyResult<BTreeMap<String, SupportedVersionRange>> {
+    let ranges: BTreeMap<String, (i16, i16)> = mapping.extract()?;
+    Ok(ranges
+        .into_iter()
+        .map(|(name, (min, max))| (name, SupportedVersionRange { min, max }))
+        .collect())
 }
 
 /// Converts a `MetadataDelta` TypedDict (see _core.pyi) into the core's delta.
@@ -195,6 +228,7 @@ pub fn metadata_delta(delta: &Bound<'_, PyAny>) -> PyResult<MetadataDelta> {
             .try_iter()?
             .map(|id| uuid(&id?))
             .collect::<PyResult<_>>()?,
+        finalized_features: required(delta, "finalized_features")?.extract()?,
     })
 }
 

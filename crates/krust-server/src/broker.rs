@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
+use crate::metrics::BrokerMetrics;
 use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
@@ -58,6 +59,7 @@ pub struct Broker {
     settings: BrokerSettings,
     metadata: Arc<MetadataCache>,
     replicas: Arc<ReplicaManager>,
+    metrics: Arc<BrokerMetrics>,
     stop: Arc<watch::Sender<bool>>,
 }
 
@@ -86,12 +88,19 @@ impl Broker {
             settings,
             metadata: Arc::default(),
             replicas,
+            metrics: Arc::default(),
             stop,
         })
     }
 
     pub fn settings(&self) -> &BrokerSettings {
         &self.settings
+    }
+
+    /// The broker's metrics; the log cleaner reports its backlog through
+    /// `BrokerMetrics::set_cleaner_backlog`.
+    pub fn metrics(&self) -> &Arc<BrokerMetrics> {
+        &self.metrics
     }
 
     /// Installs the full metadata image (at start-up) and reconciles the hosted partitions.
@@ -161,6 +170,7 @@ impl Broker {
             self.metadata.clone(),
             self.replicas.clone(),
             bridge,
+            self.metrics.clone(),
         ))
     }
 

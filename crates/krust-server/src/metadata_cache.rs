@@ -70,6 +70,15 @@ pub struct MetadataDelta {
     /// partitions.
     pub topics: Vec<TopicMetadata>,
     pub deleted_topic_ids: Vec<Uuid>,
+    /// Every finalized feature level, when a FeatureLevelRecord changed any of them.
+    pub finalized_features: Option<BTreeMap<String, i16>>,
+}
+
+/// A feature's version range this broker supports (Kafka's SupportedVersionRange).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SupportedVersionRange {
+    pub min: i16,
+    pub max: i16,
 }
 
 /// A snapshot of the cluster metadata; the cache never changes one a reader holds.
@@ -81,6 +90,10 @@ pub struct MetadataImage {
     pub brokers: BTreeMap<i32, BrokerEndpoint>,
     pub topics: HashMap<String, Arc<TopicMetadata>>,
     topic_names_by_id: HashMap<Uuid, String>,
+    /// The features this broker supports, from its own registration (ApiVersions v3+).
+    pub supported_features: BTreeMap<String, SupportedVersionRange>,
+    /// The cluster's finalized feature levels (FeatureLevelRecords; KIP-584).
+    pub finalized_features: BTreeMap<String, i16>,
 }
 
 impl MetadataImage {
@@ -106,7 +119,20 @@ impl MetadataImage {
                 .map(|t| (t.name.clone(), Arc::new(t)))
                 .collect(),
             topic_names_by_id,
+            supported_features: BTreeMap::new(),
+            finalized_features: BTreeMap::new(),
         }
+    }
+
+    /// This image with the broker's supported features and the finalized levels.
+    pub fn with_features(
+        mut self,
+        supported: BTreeMap<String, SupportedVersionRange>,
+        finalized: BTreeMap<String, i16>,
+    ) -> Self {
+        self.supported_features = supported;
+        self.finalized_features = finalized;
+        self
     }
 
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicMetadata>> {
@@ -125,6 +151,9 @@ impl MetadataImage {
         self.controller_id = delta.controller_id;
         if let Some(brokers) = &delta.brokers {
             self.brokers = brokers.iter().map(|b| (b.node_id, b.clone())).collect();
+        }
+        if let Some(finalized) = &delta.finalized_features {
+            self.finalized_features = finalized.clone();
         }
         for id in &delta.deleted_topic_ids {
             if let Some(name) = self.topic_names_by_id.remove(id) {

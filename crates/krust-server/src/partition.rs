@@ -8,18 +8,20 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, FetchDataInfo, Log, LogAppendInfo, LogDirFailureChannel,
-    ProducerStateEntry, ReadError, SharedLog, TimestampAndOffset, TopicPartition,
+    AppendError, AppendOrigin, DeleteRecordsError, FetchDataInfo, Log, LogAppendInfo,
+    LogDirFailureChannel, ProducerStateEntry, ReadError, SharedLog, StorageError,
+    TimestampAndOffset, TopicPartition,
 };
 use parking_lot::RwLock;
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::metadata_cache::PartitionMetadata;
+use crate::metrics::{BrokerTopicMetrics, TopicMetrics};
 
 /// What this broker's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +58,8 @@ pub enum PartitionError {
     },
     #[error(transparent)]
     Append(#[from] AppendError),
+    #[error(transparent)]
+    DeleteRecords(#[from] DeleteRecordsError),
 }
 
 impl PartitionError {
@@ -69,6 +73,7 @@ impl PartitionError {
             Self::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch.code(),
             Self::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
             Self::Append(error) => error.kafka_error_code(),
+            Self::DeleteRecords(error) => error.kafka_error_code(),
         }
     }
 }
@@ -97,6 +102,8 @@ pub struct Partition {
     /// Read for appends and queries, written by transitions (Kafka's leaderIsrUpdateLock).
     state: RwLock<PartitionState>,
     high_watermark_changes: watch::Sender<i64>,
+    /// Its topic's BrokerTopicMetrics handles, looked up on first use.
+    topic_metrics: OnceLock<TopicMetrics>,
 }
 
 impl Partition {
@@ -127,6 +134,7 @@ impl Partition {
                 remote_log_end_offsets: HashMap::new(),
             }),
             high_watermark_changes: watch::Sender::new(high_watermark),
+            topic_metrics: OnceLock::new(),
         }
     }
 
@@ -258,6 +266,12 @@ impl Partition {
         self.log.lock().log_end_offset()
     }
 
+    /// The handles of this partition's topic in `metrics`, looked up once per partition.
+    pub fn topic_metrics(&self, metrics: &BrokerTopicMetrics) -> &TopicMetrics {
+        self.topic_metrics
+            .get_or_init(|| metrics.topic(&self.topic_partition.topic))
+    }
+
     /// A receiver that sees every high-watermark change from now on.
     pub fn watch_high_watermark(&self) -> watch::Receiver<i64> {
         self.high_watermark_changes.subscribe()
@@ -323,6 +337,26 @@ impl Partition {
             self.high_watermark_changes
                 .send_replace(log.high_watermark());
         }
+    }
+
+    /// DeleteRecords on the leader (Kafka's `deleteRecordsOnLeader`): moves the log start
+    /// offset up to `offset` (-1: the high watermark) and returns the low watermark, the
+    /// smallest log start offset of the replicas, which with no followers yet is this log's.
+    pub fn delete_records_on_leader(&self, offset: i64) -> Result<i64, PartitionError> {
+        self.check_online()?;
+        let state = self.state.read();
+        Self::check_leader(&state)?;
+        let low_watermark = self
+            .log
+            .lock()
+            .delete_records(offset)
+            .inspect_err(|error| {
+                if let DeleteRecordsError::Storage(StorageError::Io { source, .. }) = error {
+                    self.failures
+                        .maybe_add_offline_log_dir(&self.log_dir, source);
+                }
+            })?;
+        Ok(low_watermark)
     }
 
     /// Reads whole batches from `offset`, up to the high watermark.

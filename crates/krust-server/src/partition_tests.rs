@@ -199,3 +199,19 @@ fn a_partition_in_an_offline_log_dir_answers_kafka_storage_error() {
     let check = f.partition.check_leader_for_clients().unwrap_err();
     assert_eq!(check.kafka_error_code(), 56);
 }
+
+#[test]
+fn delete_records_moves_the_leaders_low_watermark_and_a_follower_refuses() {
+    let f = fixture();
+    f.partition.apply(&placement(LOCAL, 1, &[LOCAL], &[LOCAL]));
+    append(&f.partition, 5).unwrap();
+    assert_eq!(f.partition.delete_records_on_leader(2).unwrap(), 2);
+    assert_eq!(f.partition.log_start_offset(), 2);
+    assert_eq!(f.partition.delete_records_on_leader(-1).unwrap(), 5);
+    let beyond = f.partition.delete_records_on_leader(6).unwrap_err();
+    assert_eq!(beyond.kafka_error_code(), 1);
+    f.partition
+        .apply(&placement(2, 2, &[LOCAL, 2], &[LOCAL, 2]));
+    let follower = f.partition.delete_records_on_leader(5).unwrap_err();
+    assert_eq!(follower.kafka_error_code(), 6);
+}

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, ReadError, SharedLog,
+    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, LogSpec, ReadError, SharedLog,
     StorageError, TopicPartition,
 };
 use parking_lot::RwLock;
@@ -82,6 +82,12 @@ impl ReplicaManager {
 
     pub fn log_manager(&self) -> &LogManager {
         &self.log_manager
+    }
+
+    /// Every partition hosted here, whatever its role.
+    pub fn hosted_partitions(&self) -> Vec<Arc<Partition>> {
+        let hosted = self.partitions.read();
+        hosted.values().flat_map(|p| p.values().cloned()).collect()
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -196,6 +202,7 @@ impl ReplicaManager {
                 }
             }
         }
+        let mut missing = Vec::new();
         for placement in placements {
             let tp = TopicPartition::new(&topic.name, placement.partition);
             if !placement.replicas.contains(&self.node_id) {
@@ -206,25 +213,29 @@ impl ReplicaManager {
             if self.offline.read().contains(&tp) {
                 continue;
             }
-            match self.get_or_create_partition(&tp, topic.topic_id, &config) {
-                Ok(partition) => partition.apply(placement),
+            match self.partition(&tp.topic, tp.partition) {
+                Some(partition) => partition.apply(placement),
+                None => missing.push((tp, placement)),
+            }
+        }
+        let specs = missing
+            .iter()
+            .map(|(tp, _)| LogSpec {
+                topic_partition: tp.clone(),
+                topic_id: Some(*topic.topic_id.as_bytes()),
+                config: config.clone(),
+            })
+            .collect();
+        let logs = self.log_manager.get_or_create_all(specs);
+        for ((tp, placement), log) in missing.into_iter().zip(logs) {
+            match log {
+                Ok(log) => self.add_partition(tp, topic.topic_id, log).apply(placement),
                 Err(error) => self.record_failure(tp, error, outcome),
             }
         }
     }
 
-    fn get_or_create_partition(
-        &self,
-        tp: &TopicPartition,
-        topic_id: Uuid,
-        config: &LogConfig,
-    ) -> Result<Arc<Partition>, StorageError> {
-        if let Some(partition) = self.partition(&tp.topic, tp.partition) {
-            return Ok(partition);
-        }
-        let log = self
-            .log_manager
-            .get_or_create(tp, Some(*topic_id.as_bytes()), config.clone())?;
+    fn add_partition(&self, tp: TopicPartition, topic_id: Uuid, log: SharedLog) -> Arc<Partition> {
         let partition = Arc::new(Partition::new(
             tp.clone(),
             topic_id,
@@ -234,10 +245,10 @@ impl ReplicaManager {
         ));
         self.partitions
             .write()
-            .entry(tp.topic.clone())
+            .entry(tp.topic)
             .or_default()
-            .insert(tp.partition, partition.clone());
-        Ok(partition)
+            .insert(tp.partition, Arc::clone(&partition));
+        partition
     }
 
     fn delete_topic(&self, topic: &str, outcome: &mut ApplyOutcome) {
@@ -417,12 +428,36 @@ impl ReplicaManager {
         Ok(self.internal_log(tp)?.lock().log_end_offset())
     }
 
+    /// A hosted partition's log keeps its topic's config; any other internal log (the
+    /// metadata log) is the broker's own and takes `unhosted_log_config`, also when it was
+    /// loaded at start-up with the broker defaults.
     fn internal_log(&self, tp: &TopicPartition) -> Result<SharedLog, StorageError> {
+        let hosted = self.partition(&tp.topic, tp.partition).is_some();
         match self.log_manager.get(tp) {
-            Some(log) => Ok(log),
+            Some(log) if hosted => Ok(log),
+            Some(log) => {
+                let wanted = self.unhosted_log_config();
+                let mut guard = log.lock();
+                if guard.config() != &wanted {
+                    guard.update_config(wanted)?;
+                }
+                drop(guard);
+                Ok(log)
+            }
             None => self
                 .log_manager
-                .get_or_create(tp, None, self.log_defaults.clone()),
+                .get_or_create(tp, None, self.unhosted_log_config()),
+        }
+    }
+
+    /// The broker defaults without time or size retention: the metadata log has no snapshots
+    /// yet to stand in for deleted segments (Kafka trims `__cluster_metadata` only behind
+    /// one), so retention would lose topics at the next start.
+    fn unhosted_log_config(&self) -> LogConfig {
+        LogConfig {
+            retention_ms: -1,
+            retention_bytes: -1,
+            ..self.log_defaults.clone()
         }
     }
 
@@ -430,6 +465,13 @@ impl ReplicaManager {
     pub fn flush_dirty(&self, now_ms: i64) {
         if let Err(error) = self.log_manager.flush_dirty(now_ms) {
             tracing::error!("flushing logs failed: {error}");
+        }
+    }
+
+    /// One retention pass over every log (Kafka's `cleanupLogs`).
+    pub fn cleanup_logs(&self, now_ms: i64) {
+        if let Err(error) = self.log_manager.cleanup_logs(now_ms) {
+            tracing::error!("retention failed: {error}");
         }
     }
 

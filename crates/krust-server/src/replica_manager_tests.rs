@@ -58,6 +58,7 @@ fn delta(offset: i64, topics: Vec<TopicMetadata>, deleted: &[u128]) -> MetadataD
         brokers: None,
         topics,
         deleted_topic_ids: deleted.iter().map(|id| Uuid::from_u128(*id)).collect(),
+        finalized_features: None,
     }
 }
 
@@ -196,11 +197,12 @@ fn a_log_dir_that_fails_during_a_change_goes_offline_and_the_rest_applies() {
 
     let channel = manager.log_manager.failure_channel();
     assert_eq!(channel.offline_dirs(), vec![dirs[0].clone()]);
+    // New logs are spread over both dirs and created together: those placed in d1 (0 and 2)
+    // go offline, as in Kafka, and the one in d2 is created.
     assert_eq!(manager.leader_partition("t", 0).err(), Some(56));
-    for partition in 1..3 {
-        let hosted = manager.leader_partition("t", partition).unwrap();
-        assert_eq!(hosted.log_dir(), dirs[1]);
-    }
+    assert_eq!(manager.leader_partition("t", 2).err(), Some(56));
+    let hosted = manager.leader_partition("t", 1).unwrap();
+    assert_eq!(hosted.log_dir(), dirs[1]);
     // A later change to the offline partition does not re-create its log in the other dir.
     let moved = delta(
         2,
@@ -279,4 +281,60 @@ fn internal_appends_are_coordinator_appends_that_may_write_control_batches() {
     let tp = TopicPartition::new("__transaction_state", 0);
     let info = manager.append_internal(&tp, &batch, 0).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 0));
+}
+
+/// A plain batch of one record stamped at time 0.
+fn old_record() -> Vec<u8> {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 0,
+        key: None,
+        value: Some(bytes::Bytes::from_static(b"metadata")),
+        headers: Default::default(),
+    };
+    let mut batch = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut batch, [&record], &options).unwrap();
+    batch.to_vec()
+}
+
+#[test]
+fn retention_never_trims_the_metadata_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let tp = TopicPartition::new("__cluster_metadata", 0);
+    let expiring = LogConfig {
+        retention_ms: 1,
+        retention_bytes: 0,
+        ..LogConfig::default()
+    };
+    {
+        let log_manager = LogManager::open(&[dir.path().to_path_buf()], expiring.clone()).unwrap();
+        let manager = ReplicaManager::new(LOCAL, log_manager, expiring.clone());
+        for _ in 0..2 {
+            manager.append_internal(&tp, &old_record(), 0).unwrap();
+        }
+        manager.shutdown().unwrap();
+    }
+    // Loaded again with the (expiring) broker defaults, then used as the metadata log.
+    let log_manager = LogManager::open(&[dir.path().to_path_buf()], expiring.clone()).unwrap();
+    let manager = ReplicaManager::new(LOCAL, log_manager, expiring);
+    assert_eq!(manager.internal_log_end_offset(&tp).unwrap(), 2);
+    manager.cleanup_logs(i64::MAX);
+    assert!(!manager.read_internal(&tp, 0, 1 << 20).unwrap().is_empty());
+    let log = manager.log_manager().get(&tp).unwrap();
+    assert_eq!(log.lock().log_start_offset(), 0);
 }

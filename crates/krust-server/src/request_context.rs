@@ -5,6 +5,7 @@ use kafka_protocol::protocol::Encodable;
 use parking_lot::Mutex;
 use tokio::sync::SemaphorePermit;
 
+use crate::metrics::RequestTimes;
 use crate::response_frame::{encode_frame, ResponseFrame, SplicedRecords};
 use crate::session::Session;
 
@@ -22,17 +23,35 @@ pub enum Outcome {
 ///
 /// As in Kafka, the bound applies to complete requests waiting to be handled: a request that
 /// parks (a long-poll Fetch, an acks=all Produce, a JoinGroup waiting in Python) gives its
-/// place back, the way Kafka's purgatory holds requests outside its request queue.
+/// place back, the way Kafka's purgatory holds requests outside its request queue. From then
+/// on its time counts as remote time (RequestMetrics).
 #[derive(Default)]
-pub struct RequestSlot<'a>(Mutex<Option<SemaphorePermit<'a>>>);
+pub struct RequestSlot<'a> {
+    permit: Mutex<Option<SemaphorePermit<'a>>>,
+    times: Option<&'a RequestTimes>,
+}
 
 impl<'a> RequestSlot<'a> {
     pub fn new(permit: SemaphorePermit<'a>) -> Self {
-        RequestSlot(Mutex::new(Some(permit)))
+        RequestSlot {
+            permit: Mutex::new(Some(permit)),
+            times: None,
+        }
+    }
+
+    /// The same slot, noting in `times` when the request parks.
+    pub fn timed(self, times: &'a RequestTimes) -> Self {
+        RequestSlot {
+            times: Some(times),
+            ..self
+        }
     }
 
     fn release(&self) {
-        self.0.lock().take();
+        self.permit.lock().take();
+        if let Some(times) = self.times {
+            times.park();
+        }
     }
 }
 

@@ -27,6 +27,7 @@ const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::DeleteRecords, 0, 2),
 ];
 
 /// Who may call an api.

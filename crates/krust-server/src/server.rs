@@ -7,6 +7,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::now_ms;
+use crate::metrics::endpoint::serve_metrics;
 use crate::network::acceptor::run_listener;
 use crate::server_context::ServerContext;
 
@@ -33,18 +34,12 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let mut listeners = Vec::new();
     for listener in &context.settings.listeners {
-        // Kafka's "PLAINTEXT://:9092" means every interface.
-        let host = if listener.host.is_empty() {
-            "0.0.0.0"
-        } else {
-            &listener.host
-        };
-        let address = format!("{host}:{}", listener.port);
-        let bound = TcpListener::bind(&address)
-            .await
-            .map_err(|source| ServeError::Bind { address, source })?;
-        listeners.push((bound, listener.clone()));
+        listeners.push((bind(&listener.host, listener.port).await?, listener.clone()));
     }
+    let metrics_endpoint = match (context.settings.metrics_port, listeners.first()) {
+        (Some(port), Some((_, first))) => Some(bind(&first.host, port).await?),
+        _ => None,
+    };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for (bound, listener) in listeners {
@@ -55,11 +50,20 @@ pub async fn serve(
             shutdown_rx.clone(),
         ));
     }
+    if let Some(endpoint) = metrics_endpoint {
+        tasks.spawn(serve_metrics(
+            endpoint,
+            context.metrics.clone(),
+            context.replicas.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     tasks.spawn(flush_periodically(context.clone(), shutdown_rx.clone()));
     tasks.spawn(checkpoint_periodically(
         context.clone(),
         shutdown_rx.clone(),
     ));
+    tasks.spawn(retain_periodically(context.clone(), shutdown_rx.clone()));
     wait_for_stop(&mut stop).await;
     let _ = shutdown_tx.send(true);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
@@ -67,6 +71,15 @@ pub async fn serve(
     })
     .await;
     Ok(())
+}
+
+/// Binds `host:port`; Kafka's empty host ("PLAINTEXT://:9092") means every interface.
+async fn bind(host: &str, port: u16) -> Result<TcpListener, ServeError> {
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    let address = format!("{host}:{port}");
+    TcpListener::bind(&address)
+        .await
+        .map_err(|source| ServeError::Bind { address, source })
 }
 
 async fn wait_for_stop(stop: &mut watch::Receiver<bool>) {
@@ -103,6 +116,23 @@ async fn off_the_workers(context: &Arc<ServerContext>, work: fn(&ServerContext))
     let context = Arc::clone(context);
     if let Err(error) = tokio::task::spawn_blocking(move || work(&context)).await {
         tracing::error!("background storage work failed: {error}");
+    }
+}
+
+/// Retention runs every log.retention.check.interval.ms, the first pass one interval after
+/// start-up.
+async fn retain_periodically(context: Arc<ServerContext>, mut shutdown: watch::Receiver<bool>) {
+    // Capped at a year: a longer period would overflow the timer's deadline arithmetic.
+    let interval_ms = context.settings.log_retention_check_interval_ms;
+    let interval = Duration::from_millis(interval_ms.clamp(1, 365 * 24 * 3_600_000));
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        off_the_workers(&context, |c| c.replicas.cleanup_logs(now_ms())).await;
     }
 }
 

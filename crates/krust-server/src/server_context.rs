@@ -8,6 +8,7 @@ use crate::bridge::Bridge;
 use crate::connection_limits::ConnectionCounter;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::MetadataCache;
+use crate::metrics::BrokerMetrics;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
 use crate::routing::RoutingTable;
@@ -19,6 +20,7 @@ pub struct ServerContext {
     pub metadata: Arc<MetadataCache>,
     pub replicas: Arc<ReplicaManager>,
     pub bridge: Bridge,
+    pub metrics: Arc<BrokerMetrics>,
     pub routes: RoutingTable,
     pub fetch_sessions: FetchSessionCache,
     pub producer_ids: ProducerIdManager,
@@ -33,6 +35,7 @@ impl ServerContext {
         metadata: Arc<MetadataCache>,
         replicas: Arc<ReplicaManager>,
         bridge: Bridge,
+        metrics: Arc<BrokerMetrics>,
     ) -> Self {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
@@ -42,6 +45,7 @@ impl ServerContext {
             metadata,
             replicas,
             bridge,
+            metrics,
             fetch_sessions: FetchSessionCache::default(),
             connections: Arc::default(),
             request_slots: Semaphore::new(slots),

@@ -46,6 +46,11 @@ pub struct BrokerSettings {
     pub connections_max_idle_ms: u64,
     /// log.flush.scheduler.interval.ms
     pub log_flush_scheduler_interval_ms: u64,
+    /// log.retention.check.interval.ms
+    pub log_retention_check_interval_ms: u64,
+    /// krust.metrics.port: the Prometheus endpoint's port on the first listener's host
+    /// (None: no endpoint).
+    pub metrics_port: Option<u16>,
     /// The broker-wide defaults of every topic-level log setting (message.max.bytes, log.segment.bytes, ...).
     pub log_defaults: LogConfig,
 }
@@ -72,6 +77,8 @@ impl Default for BrokerSettings {
             max_connections: i32::MAX as usize,
             connections_max_idle_ms: 600_000,
             log_flush_scheduler_interval_ms: u64::MAX,
+            log_retention_check_interval_ms: 300_000,
+            metrics_port: None,
             log_defaults: LogConfig::default(),
         }
     }

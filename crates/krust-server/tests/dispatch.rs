@@ -18,7 +18,8 @@ use krust_server::bridge::Bridge;
 use krust_server::broker::{encode_batch, Broker};
 use krust_server::dispatch::handle_request;
 use krust_server::metadata_cache::{
-    BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
+    BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, SupportedVersionRange,
+    TopicMetadata,
 };
 use krust_server::request_context::{Outcome, RequestSlot};
 use krust_server::routing::{Exposure, PythonApi};
@@ -421,6 +422,77 @@ async fn internal_only_apis_are_neither_advertised_nor_served_to_clients() {
     let allocate = AllocateProducerIdsRequest::default().with_broker_id(BrokerId(1));
     let raw = frame_from("krust-internal", ApiKey::AllocateProducerIds, 0, &allocate);
     assert!(matches!(send(&b, raw).await, Outcome::Close(_)));
+}
+
+async fn api_versions(b: &TestBroker, version: i16) -> ApiVersionsResponse {
+    let request = kafka_protocol::messages::ApiVersionsRequest::default();
+    let outcome = send(b, frame(ApiKey::ApiVersions, version, &request)).await;
+    let mut body = response_body(outcome, ApiKey::ApiVersions, 0);
+    ApiVersionsResponse::decode(&mut body, version).unwrap()
+}
+
+#[tokio::test]
+async fn apiversions_reports_supported_and_finalized_features_as_kafka_does() {
+    let b = broker_with_topic("t", 1);
+    let range = |min, max| SupportedVersionRange { min, max };
+    let supported = BTreeMap::from([
+        ("metadata.version".to_string(), range(12, 14)),
+        ("group.version".to_string(), range(0, 0)),
+    ]);
+    let finalized = BTreeMap::from([
+        ("metadata.version".to_string(), 14),
+        ("group.version".to_string(), 0),
+    ]);
+    let image = MetadataImage::new("c".into(), 1, 7, vec![], vec![]);
+    b.broker
+        .apply_metadata(image.with_features(supported, finalized))
+        .unwrap();
+
+    let names = |keys: Vec<String>| keys.join(",");
+    let v4 = api_versions(&b, 4).await;
+    let supported: Vec<String> = v4
+        .supported_features
+        .iter()
+        .map(|f| format!("{}={}-{}", f.name.as_str(), f.min_version, f.max_version))
+        .collect();
+    assert_eq!(names(supported), "group.version=0-0,metadata.version=12-14");
+    // A level of 0 is not finalized; min and max level are the one level.
+    let finalized: Vec<String> = v4
+        .finalized_features
+        .iter()
+        .map(|f| {
+            format!(
+                "{}={}-{}",
+                f.name.as_str(),
+                f.min_version_level,
+                f.max_version_level
+            )
+        })
+        .collect();
+    assert_eq!(names(finalized), "metadata.version=14-14");
+    assert_eq!(v4.finalized_features_epoch, 7);
+    assert!(!v4.zk_migration_ready);
+
+    // Below v4 a supported minimum of 0 breaks older clients' parsers (KAFKA-17011).
+    let v3 = api_versions(&b, 3).await;
+    let supported: Vec<&str> = v3
+        .supported_features
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(supported, ["metadata.version"]);
+
+    // A delta's finalized levels replace the image's; the epoch is the delta's offset.
+    let delta = MetadataDelta {
+        metadata_offset: 9,
+        controller_id: 1,
+        finalized_features: Some(BTreeMap::from([("metadata.version".to_string(), 13)])),
+        ..MetadataDelta::default()
+    };
+    b.broker.apply_metadata_delta(&delta).unwrap();
+    let after = api_versions(&b, 4).await;
+    assert_eq!(after.finalized_features_epoch, 9);
+    assert_eq!(after.finalized_features[0].max_version_level, 13);
 }
 
 #[tokio::test]

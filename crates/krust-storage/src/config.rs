@@ -69,6 +69,15 @@ pub struct LogConfig {
     pub cleanup_policy: CleanupPolicy,
     /// `min.insync.replicas`: fewest in-sync replicas an acks=all produce needs.
     pub min_insync_replicas: i32,
+    /// `retention.ms`: delete segments whose newest record is older than this; -1: forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete the oldest segments while the log stays at least this big
+    /// without them; -1: no limit.
+    pub retention_bytes: i64,
+    /// `file.delete.delay.ms`: how long a deleted segment's `.deleted` files stay on disk.
+    pub file_delete_delay_ms: i64,
+    /// `segment.jitter.ms`: the most a segment's time-based roll is brought forward by chance.
+    pub segment_jitter_ms: i64,
 }
 
 /// The topic keys `LogConfig` holds, with the integer fields they set. `segment.bytes` and Kafka's
@@ -101,6 +110,16 @@ const INTEGER_FIELDS: &[(&str, FieldOf)] = &[
     ("flush.ms", |c| IntegerField::Long(&mut c.flush_interval_ms)),
     ("min.insync.replicas", |c| {
         IntegerField::Int(&mut c.min_insync_replicas)
+    }),
+    ("retention.ms", |c| IntegerField::Long(&mut c.retention_ms)),
+    ("retention.bytes", |c| {
+        IntegerField::Long(&mut c.retention_bytes)
+    }),
+    ("file.delete.delay.ms", |c| {
+        IntegerField::Long(&mut c.file_delete_delay_ms)
+    }),
+    ("segment.jitter.ms", |c| {
+        IntegerField::Long(&mut c.segment_jitter_ms)
     }),
 ];
 
@@ -157,6 +176,10 @@ impl Default for LogConfig {
             flush_interval_ms: 0,
             cleanup_policy: CleanupPolicy::default(),
             min_insync_replicas: 0,
+            retention_ms: 0,
+            retention_bytes: 0,
+            file_delete_delay_ms: 0,
+            segment_jitter_ms: 0,
         };
         for &(name, field) in INTEGER_FIELDS {
             // The internal key has no default: the segment size comes from segment.bytes.
@@ -250,6 +273,10 @@ mod tests {
         assert_eq!(c.flush_interval_ms, i64::MAX);
         assert_eq!(c.cleanup_policy, CleanupPolicy::default());
         assert_eq!(c.min_insync_replicas, 1);
+        assert_eq!(c.retention_ms, 604_800_000);
+        assert_eq!(c.retention_bytes, -1);
+        assert_eq!(c.file_delete_delay_ms, 60_000);
+        assert_eq!(c.segment_jitter_ms, 0);
         assert!(c.validate().is_ok());
         let mut copy = c.clone();
         for &(name, field) in INTEGER_FIELDS {
@@ -301,6 +328,8 @@ mod tests {
         c.apply_override("message.timestamp.type", "LogAppendTime")
             .unwrap();
         c.apply_override("retention.ms", "-1").unwrap();
+        c.apply_override("retention.bytes", "1048576").unwrap();
+        assert_eq!((c.retention_ms, c.retention_bytes), (-1, 1_048_576));
         c.apply_override("cleanup.policy", "compact,delete")
             .unwrap();
         assert_eq!(

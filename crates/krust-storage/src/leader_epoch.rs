@@ -119,6 +119,34 @@ impl LeaderEpochFileCache {
         Ok(())
     }
 
+    /// Kafka's `truncateFromStart`: the log now starts at `start_offset`. Epochs starting
+    /// below it are dropped, except the latest of them, which now starts there.
+    pub fn truncate_from_start(&mut self, start_offset: i64) -> Result<(), StorageError> {
+        let below = self
+            .entries
+            .iter()
+            .take_while(|e| e.start_offset < start_offset)
+            .count();
+        let Some(latest_below) = below.checked_sub(1).map(|i| self.entries[i]) else {
+            return Ok(());
+        };
+        self.entries.drain(..below);
+        if self
+            .entries
+            .first()
+            .is_none_or(|e| e.start_offset > start_offset)
+        {
+            self.entries.insert(
+                0,
+                EpochEntry {
+                    epoch: latest_below.epoch,
+                    start_offset,
+                },
+            );
+        }
+        self.persist(false)
+    }
+
     /// The checkpoint file, for a log flush to fsync.
     pub(crate) fn path(&self) -> &Path {
         &self.path
@@ -172,5 +200,28 @@ mod tests {
         assert_eq!(cache.end_offset_for(7, 99), (-1, -1));
         cache.truncate_from_end(40).unwrap();
         assert_eq!(cache.latest_epoch(), Some(2));
+    }
+
+    #[test]
+    fn truncate_from_start_keeps_the_epoch_holding_the_new_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = LeaderEpochFileCache::load(dir.path()).unwrap();
+        cache.assign(1, 0).unwrap();
+        cache.assign(2, 10).unwrap();
+        cache.assign(4, 20).unwrap();
+        cache.truncate_from_start(5).unwrap();
+        let starts = |c: &LeaderEpochFileCache| {
+            c.entries()
+                .iter()
+                .map(|e| (e.epoch, e.start_offset))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(starts(&cache), vec![(1, 5), (2, 10), (4, 20)]);
+        cache.truncate_from_start(20).unwrap();
+        assert_eq!(starts(&cache), vec![(4, 20)]);
+        cache.truncate_from_start(25).unwrap();
+        assert_eq!(starts(&cache), vec![(4, 25)]);
+        let text = std::fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap();
+        assert_eq!(text, "0\n1\n4 25\n");
     }
 }

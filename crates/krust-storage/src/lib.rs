@@ -12,7 +12,10 @@
 //! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
-//! - [`scheduler`]: the background thread that flushes rolled segments.
+//! - [`retention`]: deleting old segments by `retention.ms` / `retention.bytes` and below the
+//!   log start offset (which DeleteRecords moves).
+//! - [`scheduler`]: the background thread that flushes rolled segments and removes deleted
+//!   segments' files after `file.delete.delay.ms`.
 //! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`];
 //!   [`log_dir_failure`]: the dirs that failed.
 //! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
@@ -40,6 +43,7 @@ pub mod producer_snapshot;
 pub mod producer_state;
 pub mod records;
 mod recovery;
+pub mod retention;
 pub mod scheduler;
 pub mod segment;
 pub mod time_index;
@@ -69,6 +73,8 @@ mod log_dir_tests;
 mod log_tests;
 #[cfg(test)]
 mod recovery_tests;
+#[cfg(test)]
+mod retention_tests;
 
 pub use append_origin::AppendOrigin;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
@@ -77,8 +83,9 @@ pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_dir_failure::LogDirFailureChannel;
-pub use log_manager::{LogManager, SharedLog, CLEAN_SHUTDOWN_FILE};
+pub use log_manager::{LogManager, LogSpec, SharedLog, CLEAN_SHUTDOWN_FILE};
 pub use producer_state::ProducerStateEntry;
 pub use recovery::RecoveryStats;
+pub use retention::{DeletableSegment, DeleteRecordsError, DeletionReason, SegmentDeletion};
 pub use segment::TimestampAndOffset;
 pub use topic_partition::TopicPartition;

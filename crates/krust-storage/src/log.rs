@@ -99,7 +99,7 @@ pub struct Log {
     /// Offsets below it are replicated to the whole ISR: what consumers may read.
     high_watermark: i64,
     /// Advanced by flushes, including those the scheduler runs after a roll.
-    recovery_point: Arc<AtomicI64>,
+    pub(crate) recovery_point: Arc<AtomicI64>,
     /// Runs the flush of rolled segments; without one (a standalone log) they wait for the
     /// next full flush.
     scheduler: Option<Arc<Scheduler>>,

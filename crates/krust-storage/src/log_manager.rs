@@ -47,6 +47,25 @@ pub struct LogManager {
     /// Flushes rolled segments off the request path.
     pub(crate) scheduler: Arc<Scheduler>,
     checkpoint_writer: Mutex<()>,
+    /// Held while new logs are created.
+    creator: Mutex<()>,
+}
+
+/// A partition whose log `get_or_create_all` returns, created with these settings if missing.
+pub struct LogSpec {
+    pub topic_partition: TopicPartition,
+    pub topic_id: Option<[u8; 16]>,
+    pub config: LogConfig,
+}
+
+/// An existing log takes the spec's config and, when given, its topic id.
+fn update_existing(log: &SharedLog, spec: LogSpec) -> Result<(), StorageError> {
+    let mut guard = log.lock();
+    guard.update_config(spec.config)?;
+    if let Some(topic_id) = spec.topic_id {
+        guard.assign_topic_id(topic_id)?;
+    }
+    Ok(())
 }
 
 impl LogManager {
@@ -84,6 +103,7 @@ impl LogManager {
             locks: Mutex::new(locks),
             scheduler,
             checkpoint_writer: Mutex::new(()),
+            creator: Mutex::new(()),
         })
     }
 
@@ -131,49 +151,99 @@ impl LogManager {
         topic_id: Option<[u8; 16]>,
         config: LogConfig,
     ) -> Result<SharedLog, StorageError> {
-        if let Some(log) = self.get(tp) {
-            let mut guard = log.lock();
-            guard.update_config(config)?;
-            if let Some(topic_id) = topic_id {
-                guard.assign_topic_id(topic_id)?;
-            }
-            drop(guard);
-            return Ok(log);
-        }
-        if !is_valid_topic_name(&tp.topic) || tp.partition < 0 {
-            return Err(StorageError::InvalidTopicName(tp.to_string()));
-        }
-        let mut logs = self.logs.write();
-        if let Some(log) = logs.get(tp) {
-            return Ok(Arc::clone(log));
-        }
-        let parent = self.least_loaded_dir()?;
-        let log = Log::open(
-            &parent.join(tp.dir_name()),
-            tp.clone(),
+        let spec = LogSpec {
+            topic_partition: tp.clone(),
             topic_id,
             config,
-            LoadParams::default(),
-            wall_clock_ms(),
-        )
-        .inspect_err(|error| {
-            if let StorageError::Io { .. } = error {
-                self.failures.maybe_add_offline_log_dir(&parent, error);
-            }
-        })?;
-        info!(partition = %tp, dir = %parent.display(), "created log");
-        let log = share(log, &self.scheduler);
-        logs.insert(tp.clone(), Arc::clone(&log));
-        *self.logs_per_dir.lock().entry(parent).or_default() += 1;
-        Ok(log)
+        };
+        self.get_or_create_all(vec![spec])
+            .pop()
+            .expect("one result per spec")
     }
 
-    fn least_loaded_dir(&self) -> Result<PathBuf, StorageError> {
-        let counts = self.logs_per_dir.lock();
-        self.online_log_dirs()
+    /// `get_or_create` for many partitions, one result per spec in order. The new logs are
+    /// created on up to `LOG_THREADS` threads: creating 1,000 partitions is mostly the
+    /// kernel allocating inodes, which one thread does one at a time.
+    pub fn get_or_create_all(&self, specs: Vec<LogSpec>) -> Vec<Result<SharedLog, StorageError>> {
+        // One creator at a time, so two callers never open the same new directory.
+        let _creating = self.creator.lock();
+        let mut results: Vec<Option<Result<SharedLog, StorageError>>> = Vec::new();
+        let mut pending = Vec::new();
+        for (index, spec) in specs.into_iter().enumerate() {
+            results.push(None);
+            if let Some(log) = self.get(&spec.topic_partition) {
+                results[index] = Some(update_existing(&log, spec).map(|()| log));
+            } else if !is_valid_topic_name(&spec.topic_partition.topic)
+                || spec.topic_partition.partition < 0
+            {
+                let name = spec.topic_partition.to_string();
+                results[index] = Some(Err(StorageError::InvalidTopicName(name)));
+            } else {
+                pending.push((index, spec));
+            }
+        }
+        let mut placed = Vec::new();
+        for (index, spec) in pending {
+            match self.reserve_least_loaded_dir() {
+                Ok(parent) => placed.push((index, parent, spec)),
+                Err(error) => results[index] = Some(Err(error)),
+            }
+        }
+        let now_ms = wall_clock_ms();
+        let opened = in_parallel(&placed, |(_, parent, spec)| {
+            Ok(Log::open(
+                &parent.join(spec.topic_partition.dir_name()),
+                spec.topic_partition.clone(),
+                spec.topic_id,
+                spec.config.clone(),
+                LoadParams::default(),
+                now_ms,
+            ))
+        })
+        .expect("each creation reports its own result");
+        let mut logs = self.logs.write();
+        for ((index, parent, spec), log) in placed.into_iter().zip(opened) {
+            results[index] = Some(match log {
+                Ok(log) => {
+                    let tp = spec.topic_partition;
+                    info!(partition = %tp, dir = %parent.display(), "created log");
+                    let log = share(log, &self.scheduler);
+                    logs.insert(tp, Arc::clone(&log));
+                    Ok(log)
+                }
+                Err(error) => {
+                    // As in Kafka, a log whose creation failed is not tried in another dir.
+                    if let StorageError::Io { .. } = error {
+                        self.failures.maybe_add_offline_log_dir(&parent, &error);
+                    }
+                    self.release_dir(&parent);
+                    Err(error)
+                }
+            });
+        }
+        drop(logs);
+        results
+            .into_iter()
+            .map(|result| result.expect("every spec has a result"))
+            .collect()
+    }
+
+    /// The online log dir with the fewest logs, counted as holding one more.
+    fn reserve_least_loaded_dir(&self) -> Result<PathBuf, StorageError> {
+        let mut counts = self.logs_per_dir.lock();
+        let parent = self
+            .online_log_dirs()
             .min_by_key(|d| counts.get(*d).copied().unwrap_or(0))
             .cloned()
-            .ok_or(StorageError::AllLogDirsOffline)
+            .ok_or(StorageError::AllLogDirsOffline)?;
+        *counts.entry(parent.clone()).or_default() += 1;
+        Ok(parent)
+    }
+
+    fn release_dir(&self, parent: &Path) {
+        if let Some(count) = self.logs_per_dir.lock().get_mut(parent) {
+            *count = count.saturating_sub(1);
+        }
     }
 
     fn online_log_dirs(&self) -> impl Iterator<Item = &PathBuf> {
@@ -189,9 +259,7 @@ impl LogManager {
         };
         let mut log = log.lock();
         if let Some(parent) = log.dir().parent() {
-            if let Some(count) = self.logs_per_dir.lock().get_mut(parent) {
-                *count = count.saturating_sub(1);
-            }
+            self.release_dir(parent);
         }
         log.delete()?;
         info!(partition = %tp, "deleted log");

@@ -314,6 +314,29 @@ fn rolls_on_segment_age_measured_from_the_first_timestamp() {
 }
 
 #[test]
+fn segment_jitter_brings_the_time_based_roll_forward() {
+    // Each segment draws its jitter in [0, 1000): with segment.ms 1000, a batch exactly
+    // segment.ms after the first rolls unless the draw was 0 (in all five logs: 1 in 10^15).
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_ms: 1000,
+        segment_jitter_ms: 1000,
+        ..LogConfig::default()
+    };
+    let rolled = (0..5)
+        .filter(|i| {
+            let mut log = open_log(&dir.path().join(i.to_string()), config.clone());
+            for timestamp in [NOW, NOW + 1000] {
+                log.append_as_leader(&TestBatch::simple(1, timestamp).encode(), 0, NOW)
+                    .unwrap();
+            }
+            log.segment_count() == 2
+        })
+        .count();
+    assert!(rolled > 0);
+}
+
+#[test]
 fn rolls_when_an_index_is_full_and_index_entries_point_at_their_batches() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {

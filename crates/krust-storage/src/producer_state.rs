@@ -16,7 +16,7 @@ use crate::batch::{increment_sequence, BatchHeader};
 use crate::checkpoint::write_atomically;
 use crate::error::{AppendError, StorageError};
 use crate::producer_snapshot::{self, SnapshotEntry, SNAPSHOT_FILE_SUFFIX};
-use crate::segment::{offset_file_path, parse_offset_file_name};
+use crate::segment::{deleted_path, offset_file_path, parse_offset_file_name};
 
 /// How many recent batches per producer are remembered for duplicate detection (Kafka's 5,
 /// matching `max.in.flight.requests.per.connection` <= 5 for idempotent producers).
@@ -267,6 +267,23 @@ impl ProducerStateManager {
     /// Marks the log as applied up to `offset` (batches before it were all replayed).
     pub(crate) fn advance_to(&mut self, offset: i64) {
         self.map_end_offset = self.map_end_offset.max(offset);
+    }
+
+    /// Renames the snapshots below `offset` (the new first segment's base) to
+    /// `<offset>.snapshot.deleted`, as Kafka does with a deleted segment's snapshot; returns
+    /// the new paths.
+    pub(crate) fn rename_snapshots_below(&self, offset: i64) -> Result<Vec<PathBuf>, StorageError> {
+        let mut renamed = Vec::new();
+        for snapshot in self.snapshot_offsets()?.into_iter().filter(|o| *o < offset) {
+            let path = offset_file_path(&self.dir, snapshot, SNAPSHOT_FILE_SUFFIX);
+            let target = deleted_path(&path);
+            match fs::rename(&path, &target) {
+                Ok(()) => renamed.push(target),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StorageError::io(&path)(e)),
+            }
+        }
+        Ok(renamed)
     }
 
     /// Writes `<map_end_offset>.snapshot`.

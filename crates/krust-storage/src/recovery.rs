@@ -22,8 +22,8 @@ use crate::leader_epoch::EpochEntry;
 use crate::log::LoadParams;
 use crate::producer_state::ProducerStateManager;
 use crate::segment::{
-    parse_offset_file_name, AppendedBatch, LogSegment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
+    parse_offset_file_name, AppendedBatch, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
 
 pub(crate) struct LoadedSegments {
@@ -117,7 +117,8 @@ pub(crate) fn load_segments(
     })
 }
 
-/// Base offsets of the `.log` files; index files without a `.log` file are deleted.
+/// Base offsets of the `.log` files; index files without a `.log` file and `*.deleted` files
+/// are deleted.
 fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
     let mut bases = Vec::new();
     let mut index_files = Vec::new();
@@ -125,7 +126,12 @@ fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
         let entry = entry.map_err(StorageError::io(dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
+        if name.ends_with(DELETED_FILE_SUFFIX) {
+            // Left by a retention pass whose delayed removal the stop cut short (Kafka's
+            // LogLoader removes them too).
+            let path = entry.path();
+            fs::remove_file(&path).map_err(StorageError::io(&path))?;
+        } else if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
             bases.push(base);
         } else if let Some(base) = parse_offset_file_name(name, INDEX_FILE_SUFFIX)
             .or_else(|| parse_offset_file_name(name, TIME_INDEX_FILE_SUFFIX))

@@ -24,6 +24,31 @@ pub fn offset_file_path(dir: &Path, offset: i64, suffix: &str) -> PathBuf {
     dir.join(format!("{offset:020}{suffix}"))
 }
 
+/// Kafka's suffix of a file awaiting deletion (`<base>.log.deleted`, ...).
+pub const DELETED_FILE_SUFFIX: &str = ".deleted";
+
+/// `path` with `.deleted` appended.
+pub(crate) fn deleted_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(DELETED_FILE_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Kafka's `randomSegmentJitter`: uniform in [0, min(segment.jitter.ms, segment.ms)).
+fn random_segment_jitter(config: &LogConfig) -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let bound = config.segment_jitter_ms.min(config.segment_ms);
+    if bound <= 0 {
+        return 0;
+    }
+    // A fresh `RandomState` is randomly keyed: enough randomness for spreading rolls, without
+    // a random-number crate.
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (random % bound as u64) as i64
+}
+
 /// The offset encoded in a Kafka-style file name with the given suffix, if it is one.
 pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<i64> {
     let digits = name.strip_suffix(suffix)?;
@@ -72,6 +97,9 @@ pub struct LogSegment {
     pub(crate) offset_of_max_timestamp_so_far: i64,
     rolling_based_timestamp: Option<i64>,
     created_ms: i64,
+    /// How much earlier than `segment.ms` this segment rolls (Kafka's `rollJitterMs`), drawn
+    /// once per segment so that partitions created together do not all roll together.
+    roll_jitter_ms: i64,
 }
 
 impl LogSegment {
@@ -166,6 +194,7 @@ impl LogSegment {
             offset_of_max_timestamp_so_far: last_time.offset,
             rolling_based_timestamp: None,
             created_ms: now_ms,
+            roll_jitter_ms: random_segment_jitter(config),
         };
         if size > 0 {
             let mut scanner = BatchScanner::new(&segment.log, 0, size);
@@ -194,6 +223,18 @@ impl LogSegment {
     /// The largest batch timestamp seen in this segment (NO_TIMESTAMP if none).
     pub fn max_timestamp_so_far(&self) -> i64 {
         self.max_timestamp_so_far
+    }
+
+    /// Kafka's `largestTimestamp`, what time retention compares: the newest batch timestamp,
+    /// or the `.log` file's modification time when no batch carries one.
+    pub(crate) fn largest_timestamp(&self) -> io::Result<i64> {
+        if self.max_timestamp_so_far >= 0 {
+            return Ok(self.max_timestamp_so_far);
+        }
+        let modified = self.log.metadata()?.modified()?;
+        Ok(modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64))
     }
 
     /// True when an index is absent or fails Kafka's sanity check and must be rebuilt.
@@ -284,7 +325,7 @@ impl LogSegment {
             _ => now_ms.saturating_sub(self.created_ms),
         };
         self.size + incoming.size > config.segment_bytes()
-            || waited > config.segment_ms
+            || waited > config.segment_ms - self.roll_jitter_ms
             || self.offset_index.is_full()
             || self.time_index.is_full()
             || incoming.last_offset - self.base_offset > i64::from(i32::MAX)
@@ -389,6 +430,26 @@ impl LogSegment {
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
         ]
+    }
+
+    /// Kafka's `changeFileSuffixes("", ".deleted")`: renames the segment's files (those that
+    /// exist) to `<name>.deleted` and returns their new paths. Readers holding the `.log`
+    /// descriptor keep reading it; the mapped indexes are released with the segment.
+    pub(crate) fn rename_for_deletion(self) -> io::Result<Vec<PathBuf>> {
+        let mut renamed = Vec::with_capacity(3);
+        for path in [
+            self.log_path.clone(),
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+        ] {
+            let target = deleted_path(&path);
+            match std::fs::rename(&path, &target) {
+                Ok(()) => renamed.push(target),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(renamed)
     }
 
     /// Removes the segment's files.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from krust.config import ConfigError, PropertiesError, parse_properties
+from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
     METADATA_VERSION,
     METADATA_VERSION_FEATURE,
@@ -153,12 +154,11 @@ def registration_record(config: Mapping[str, Any], broker_epoch: int) -> Registe
             )
             for listener in config["advertised.listeners"]
         ),
-        features=(
+        features=tuple(
             BrokerFeature(
-                name=METADATA_VERSION_FEATURE,
-                min_supported_version=METADATA_VERSION,
-                max_supported_version=METADATA_VERSION,
-            ),
+                name=name, min_supported_version=supported.min, max_supported_version=supported.max
+            )
+            for name, supported in SUPPORTED_FEATURES.items()
         ),
         rack=config["broker.rack"],
         fenced=False,

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from krust.bridge import RequestContext
 from krust.context import BrokerContext, CoreBroker
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
+from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
 from krust.controller.image import ImageBuilder, MetadataImage, TopicImage, to_core_image
 from krust.controller.metadata_log import MetadataLog
 from krust.controller.records import MetadataRecord, ProducerIdsRecord
@@ -32,6 +33,7 @@ from krust.protocol import make_response
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
+UPDATE_FEATURES = 57
 ALLOCATE_PRODUCER_IDS = 67
 PRODUCER_ID_BLOCK_SIZE = 1000
 LONG_MAX = 2**63 - 1
@@ -168,6 +170,39 @@ class Controller:
                 await self._commit(plan.records)
         return make_response(CREATE_PARTITIONS, context.api_version, {"results": plan.results})
 
+    async def update_features(self, request: Any, context: RequestContext) -> Any:
+        """Finalize feature levels (KIP-584): all updates or none, as Kafka's QuorumController."""
+        version = context.api_version
+        updates = {
+            update.feature: FeatureUpdate(
+                update.feature,
+                update.max_version_level,
+                # v0's allow_downgrade asks for a safe downgrade (KIP-778).
+                (UpgradeType.SAFE_DOWNGRADE if update.allow_downgrade else UpgradeType.UPGRADE)
+                if version == 0
+                else UpgradeType.from_code(update.upgrade_type),
+            )
+            for update in request.feature_updates
+        }
+        async with self._lock:
+            plan = plan_update_features(self.image.features, updates.values(), self.image.node_id)
+            if plan.records and not getattr(request, "validate_only", False):
+                await self._commit(plan.records)
+        if plan.message is not None:
+            message = (
+                "The update failed for all features since the following feature had an error: "
+                + plan.message
+            )
+            fields: dict[str, Any] = {"error_code": plan.error, "error_message": message}
+        else:
+            # Kafka answers per feature only on success, with Errors.NONE's message.
+            results = [
+                {"feature": name, "error_code": plan.error, "error_message": "NONE"}
+                for name in updates
+            ]
+            fields = {"error_code": plan.error, "error_message": None, "results": results}
+        return make_response(UPDATE_FEATURES, version, fields)
+
     async def allocate_producer_ids(self, request: Any, context: RequestContext) -> Any:
         """Hand the core the next block of producer ids (Kafka's ProducerIdControlManager)."""
 
@@ -202,6 +237,7 @@ def install(ctx: BrokerContext) -> Controller:
     ctx.dispatcher.register(CREATE_TOPICS, 2, 7, controller.create_topics)
     ctx.dispatcher.register(DELETE_TOPICS, 1, 6, controller.delete_topics)
     ctx.dispatcher.register(CREATE_PARTITIONS, 0, 3, controller.create_partitions)
+    ctx.dispatcher.register(UPDATE_FEATURES, 0, 2, controller.update_features)
     ctx.dispatcher.register(
         ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
     )

@@ -14,6 +14,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
@@ -117,6 +118,7 @@ class ImageBuilder:
         self._changed_topic_names: set[str] = set()
         self._deleted_topic_ids: set[uuid.UUID] = set()
         self._brokers_changed = False
+        self._features_changed = False
 
     def replay_all(self, records: Iterable[tuple[int, MetadataRecord]]) -> ImageBuilder:
         for offset, record in records:
@@ -161,6 +163,7 @@ class ImageBuilder:
                 if before is not None and before.topic_id == record.topic_id:
                     self._deleted_topic_ids.add(record.topic_id)
             case FeatureLevelRecord():
+                self._features_changed = True
                 if record.feature_level == 0:
                     self._features.pop(record.name, None)
                 else:
@@ -275,6 +278,7 @@ class ImageBuilder:
             "brokers": _core_brokers(image) if self._brokers_changed else None,
             "topics": topics,
             "deleted_topic_ids": [topic_id.bytes for topic_id in self._deleted_topic_ids],
+            "finalized_features": dict(image.features) if self._features_changed else None,
         }
 
 
@@ -288,6 +292,10 @@ def to_core_image(image: MetadataImage) -> _core.MetadataImage:
         "topics": [
             _core_topic(topic, topic.partitions.values()) for topic in image.topics.values()
         ],
+        "supported_features": {
+            name: (supported.min, supported.max) for name, supported in SUPPORTED_FEATURES.items()
+        },
+        "finalized_features": dict(image.features),
     }
 
 

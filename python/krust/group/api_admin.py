@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from krust.group.api_membership import Route
 from krust.group.coordinator import GroupCoordinator
+from krust.group.group import GroupState
+from krust.group.results import DescribedGroup, ErrorCode
 from krust.protocol import make_response
 
 if TYPE_CHECKING:
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+# KIP-1043: from v6 a group that does not exist is an error, with a message.
+FIRST_VERSION_WITH_GROUP_NOT_FOUND = 6
 
 
 class AdminApis:
@@ -23,7 +27,7 @@ class AdminApis:
 
     def routes(self) -> Sequence[Route]:
         return [
-            (DESCRIBE_GROUPS, 0, 5, self.describe_groups),
+            (DESCRIBE_GROUPS, 0, 6, self.describe_groups),
             (LIST_GROUPS, 0, 5, self.list_groups),
             (DELETE_GROUPS, 0, 2, self.delete_groups),
         ]
@@ -34,7 +38,7 @@ class AdminApis:
             described = self._coordinator.describe_group(group_id)
             groups.append(
                 {
-                    "error_code": described.error,
+                    **_error(described, context.api_version),
                     "group_id": described.group_id,
                     "group_state": described.state,
                     "protocol_type": described.protocol_type,
@@ -84,3 +88,16 @@ class AdminApis:
             context.api_version,
             {"results": [{"group_id": g, "error_code": e} for g, e in results]},
         )
+
+
+def _error(described: DescribedGroup, version: int) -> dict[str, Any]:
+    if (
+        version >= FIRST_VERSION_WITH_GROUP_NOT_FOUND
+        and described.error is ErrorCode.none
+        and described.state == GroupState.DEAD.value
+    ):
+        return {
+            "error_code": ErrorCode.group_id_not_found,
+            "error_message": f"Group {described.group_id} not found.",
+        }
+    return {"error_code": described.error, "error_message": None}

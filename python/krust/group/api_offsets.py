@@ -2,10 +2,13 @@
 
 kio has no OffsetCommit v0-v1 and no OffsetFetch v0 (Kafka 4 dropped them, KIP-896); the
 versions served still overlap what librdkafka needs (OffsetCommit 2, OffsetFetch 1).
+OffsetCommit and OffsetFetch v10 name topics by id (KIP-848's follow-up): ids are resolved to
+names through the controller's image, an unknown id answers UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 OFFSET_DELETE = 47
+FIRST_VERSION_WITH_TOPIC_IDS = 10
 
 
 class OffsetApis:
@@ -29,13 +33,14 @@ class OffsetApis:
 
     def routes(self) -> Sequence[Route]:
         return [
-            (OFFSET_COMMIT, 2, 9, self.offset_commit),
-            (OFFSET_FETCH, 1, 9, self.offset_fetch),
+            (OFFSET_COMMIT, 2, 10, self.offset_commit),
+            (OFFSET_FETCH, 1, 10, self.offset_fetch),
             (OFFSET_DELETE, 0, 0, self.offset_delete),
         ]
 
     async def offset_commit(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
+        topics = self._named(request.topics, version)
         results = await self._coordinator.commit_offsets(
             OffsetCommitRequest(
                 group_id=request.group_id,
@@ -47,7 +52,7 @@ class OffsetApis:
                 api_version=version,
                 topics=tuple(
                     (
-                        topic.name,
+                        name,
                         tuple(
                             PartitionCommit(
                                 p.partition_index,
@@ -58,14 +63,50 @@ class OffsetApis:
                             for p in topic.partitions
                         ),
                     )
-                    for topic in request.topics
+                    for name, topic in topics
+                    if name is not None
                 ),
             )
         )
-        return make_response(OFFSET_COMMIT, version, {"topics": _partition_errors(results)})
+        outcomes = dict(results)
+        answered = [
+            (
+                name,
+                topic.topic_id if version >= FIRST_VERSION_WITH_TOPIC_IDS else None,
+                outcomes[name]
+                if name is not None
+                else [(p.partition_index, ErrorCode.unknown_topic_id) for p in topic.partitions],
+            )
+            for name, topic in topics
+        ]
+        return make_response(
+            OFFSET_COMMIT,
+            version,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "topic_id": topic_id,
+                        "partitions": [
+                            {"partition_index": p, "error_code": e} for p, e in partition_errors
+                        ],
+                    }
+                    for name, topic_id, partition_errors in answered
+                ]
+            },
+        )
+
+    def _named(self, topics: Any, version: int) -> list[tuple[str | None, Any]]:
+        """Each requested topic with its name; None for a v10 topic id the image does not know."""
+        if version < FIRST_VERSION_WITH_TOPIC_IDS:
+            return [(topic.name, topic) for topic in topics]
+        return [(self._coordinator.topic_name(topic.topic_id), topic) for topic in topics]
 
     async def offset_fetch(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
+        if version >= FIRST_VERSION_WITH_TOPIC_IDS:
+            groups = [self._fetch_by_topic_ids(group) for group in request.groups]
+            return make_response(OFFSET_FETCH, version, {"groups": groups})
         if version >= 8:
             groups = []
             for group in request.groups:
@@ -88,6 +129,35 @@ class OffsetApis:
             assert requested is not None
             fetched = [(topic, [(p, None) for p in partitions]) for topic, partitions in requested]
         return make_response(OFFSET_FETCH, version, {"topics": _topics(fetched, error)})
+
+    def _fetch_by_topic_ids(self, group: Any) -> dict[str, Any]:
+        """One group of an OffsetFetch v10: topics named by id, in the request's order."""
+        named = (
+            None
+            if group.topics is None
+            else self._named(group.topics, FIRST_VERSION_WITH_TOPIC_IDS)
+        )
+        requested = (
+            None
+            if named is None
+            else [(name, list(t.partition_indexes)) for name, t in named if name is not None]
+        )
+        error, fetched = self._coordinator.fetch_offsets(group.group_id, requested)
+        topics = _topics(fetched)
+        for topic in topics:
+            topic["topic_id"] = self._coordinator.topic_id(topic["name"])
+        if named is None:
+            # Offsets of a deleted topic cannot be named by id: Kafka leaves them out.
+            topics = [topic for topic in topics if topic["topic_id"] is not None]
+        elif error is ErrorCode.none:
+            by_name = {topic["name"]: topic for topic in topics}
+            topics = [
+                by_name[name]
+                if name is not None
+                else _unknown_topic_id(requested_topic.topic_id, requested_topic.partition_indexes)
+                for name, requested_topic in named
+            ]
+        return {"group_id": group.group_id, "error_code": error, "topics": topics}
 
     async def offset_delete(self, request: Any, context: RequestContext) -> Any:
         error, results = await self._coordinator.delete_offsets(
@@ -124,6 +194,22 @@ def _topics(fetched: FetchedOffsets, error: ErrorCode = ErrorCode.none) -> list[
         }
         for topic, partitions in fetched
     ]
+
+
+def _unknown_topic_id(topic_id: uuid.UUID, partitions: Sequence[int]) -> dict[str, Any]:
+    return {
+        "topic_id": topic_id,
+        "partitions": [
+            {
+                "partition_index": partition,
+                "committed_offset": -1,
+                "committed_leader_epoch": -1,
+                "metadata": "",
+                "error_code": ErrorCode.unknown_topic_id,
+            }
+            for partition in partitions
+        ],
+    }
 
 
 def _partition_errors(results: PartitionErrors) -> list[dict[str, Any]]:

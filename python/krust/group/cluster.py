@@ -6,6 +6,7 @@ rather than on the controller package, and unit tests can hand it plain fakes.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -26,6 +27,10 @@ class PartitionView(Protocol):
 
 class TopicView(Protocol):
     @property
+    def name(self) -> str: ...
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+    @property
     def partitions(self) -> Mapping[int, PartitionView]: ...
 
 
@@ -36,6 +41,8 @@ class ImageView(Protocol):
     def brokers(self) -> Mapping[int, BrokerView]: ...
     @property
     def topics(self) -> Mapping[str, TopicView]: ...
+    @property
+    def topics_by_id(self) -> Mapping[uuid.UUID, TopicView]: ...
 
 
 class ControllerView(Protocol):

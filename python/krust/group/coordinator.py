@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
@@ -182,6 +183,15 @@ class GroupCoordinator:
         if state is None:
             self._partitions.start_loading(partition)
         return ErrorCode.coordinator_load_in_progress
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id now, from the controller's image."""
+        topic = self._controller.image.topics_by_id.get(topic_id)
+        return topic.name if topic is not None else None
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        topic = self._controller.image.topics.get(name)
+        return topic.topic_id if topic is not None else None
 
     def _has_partition(self, topic: str, partition: int) -> bool:
         image = self._controller.image.topics.get(topic)

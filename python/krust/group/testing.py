@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from krust.coordinator.clock import FakeClock
@@ -95,6 +96,7 @@ class FakeTopic:
     partitions: Mapping[int, FakePartition]
     configs: Mapping[str, str] = field(default_factory=dict)
     internal: bool = False
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
 @dataclass
@@ -102,6 +104,10 @@ class FakeImage:
     node_id: int
     brokers: dict[int, FakeBroker]
     topics: dict[str, FakeTopic]
+
+    @property
+    def topics_by_id(self) -> Mapping[uuid.UUID, FakeTopic]:
+        return {topic.topic_id: topic for topic in self.topics.values()}
 
 
 class FakeController:
@@ -125,7 +131,7 @@ class FakeController:
         topic = self.image.topics[name]
         partitions = dict(topic.partitions)
         partitions[partition] = FakePartition(partition, leader)
-        self.image.topics[name] = FakeTopic(name, partitions, topic.configs, topic.internal)
+        self.image.topics[name] = replace(topic, partitions=partitions)
 
     async def ensure_topic(
         self,

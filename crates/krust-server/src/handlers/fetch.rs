@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::FileSlice;
 use uuid::Uuid;
@@ -74,6 +74,7 @@ pub async fn handle(
         })
         .collect();
     let results = read_with_wait(ctx, &request, &wanted).await;
+    record_reads(context, &wanted, &results);
     let responses = build_response(&wanted, results, incremental, version);
     if session_id != 0 {
         let sent: Vec<(String, i32, i64, i64)> = responses
@@ -256,6 +257,23 @@ fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
             }
         })
         .collect()
+}
+
+/// BrokerTopicMetrics and ErrorsPerSec of the reads this fetch answers with.
+fn record_reads(context: &ServerContext, wanted: &[Wanted], results: &[ReadResult]) {
+    let requests = &context.metrics.requests;
+    for (w, result) in wanted.iter().zip(results) {
+        requests.record_error(ApiKey::Fetch, result.error_code);
+        match &w.partition {
+            Ok(partition) => {
+                let bytes = result.records.as_ref().map_or(0, FileSlice::len);
+                partition
+                    .topic_metrics(&context.metrics.topics)
+                    .record_fetch(result.error_code, bytes as u64);
+            }
+            Err(_) => context.metrics.topics.record_refused_fetch(),
+        }
+    }
 }
 
 /// Per topic: its name, its id and each partition's response with its records, in order.

@@ -1,6 +1,7 @@
 //! Handlers of the apis the core answers natively, without crossing to Python.
 
 pub mod api_versions;
+pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_log_dirs;
 pub mod describe_producers;
@@ -14,9 +15,10 @@ pub mod produce;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DescribeClusterRequest, DescribeLogDirsRequest,
-    DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    ApiKey, ApiVersionsRequest, DeleteRecordsRequest, DescribeClusterRequest,
+    DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -37,6 +39,7 @@ pub enum NativeRequest {
     DescribeLogDirs(DescribeLogDirsRequest),
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    DeleteRecords(DeleteRecordsRequest),
 }
 
 fn decode_exact<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, String> {
@@ -69,6 +72,7 @@ impl NativeRequest {
             ApiKey::DescribeTopicPartitions => {
                 Self::DescribeTopicPartitions(decode_exact(body, version)?)
             }
+            ApiKey::DeleteRecords => Self::DeleteRecords(decode_exact(body, version)?),
             other => return Err(format!("{other:?} has no native handler")),
         })
     }
@@ -112,6 +116,9 @@ pub async fn handle_native(
         }
         NativeRequest::DescribeTopicPartitions(r) => {
             respond(request, &describe_topic_partitions::handle(context, r))
+        }
+        NativeRequest::DeleteRecords(r) => {
+            respond(request, &delete_records::handle(context, r, request).await)
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::clock::now_ms;
@@ -51,6 +51,7 @@ pub async fn handle(
                     return error_response(data.index, ResponseError::UnknownTopicId);
                 }
                 if internal {
+                    context.metrics.topics.record_refused_produce();
                     return error_response(data.index, ResponseError::InvalidTopicException)
                         .with_error_message(Some(StrBytes::from_static_str(
                             INTERNAL_TOPIC_MESSAGE,
@@ -58,16 +59,24 @@ pub async fn handle(
                 }
                 let partition = match context.replicas.leader_partition(&name, data.index) {
                     Ok(partition) => partition,
-                    Err(code) => return error_code_response(data.index, code),
+                    Err(code) => {
+                        context.metrics.topics.record_refused_produce();
+                        return error_code_response(data.index, code);
+                    }
                 };
                 if !valid_acks {
                     return error_response(data.index, ResponseError::InvalidRequiredAcks);
                 }
+                let topic_metrics = partition.topic_metrics(&context.metrics.topics);
                 let Some(records) = &data.records else {
-                    return error_response(data.index, ResponseError::InvalidRecord);
+                    let error = ResponseError::InvalidRecord.code();
+                    topic_metrics.record_produce(error, 0, 0);
+                    return error_code_response(data.index, error);
                 };
                 match partition.append_as_leader(records, request.acks, now_ms) {
                     Ok(info) => {
+                        let messages = u64::try_from(info.record_count).unwrap_or(0);
+                        topic_metrics.record_produce(0, records.len() as u64, messages);
                         if request.acks == -1 {
                             waits.push((partition.clone(), info.last_offset + 1));
                         }
@@ -83,6 +92,7 @@ pub async fn handle(
                     }
                     Err(error) => {
                         tracing::debug!("produce to {name}-{} rejected: {error}", data.index);
+                        topic_metrics.record_produce(error.kafka_error_code(), 0, 0);
                         let response = error_code_response(data.index, error.kafka_error_code());
                         if version >= 8 && matches!(error, PartitionError::NotEnoughReplicas { .. })
                         {
@@ -102,6 +112,18 @@ pub async fn handle(
                 .with_partition_responses(partitions),
         );
     }
+    if !waits.is_empty() {
+        ctx.park();
+        let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
+        if !await_high_watermarks(&waits, timeout).await {
+            mark_timed_out(&mut responses, &waits);
+        }
+    }
+    // Counted for acks=0 too, which gets no response.
+    let requests = &context.metrics.requests;
+    for partition in responses.iter().flat_map(|t| &t.partition_responses) {
+        requests.record_error(ApiKey::Produce, partition.error_code);
+    }
     if request.acks == 0 {
         // Kafka never answers acks=0, but closes the connection when a partition failed so
         // the producer notices (and refreshes its metadata).
@@ -114,13 +136,6 @@ pub async fn handle(
         } else {
             Outcome::NoResponse
         };
-    }
-    if !waits.is_empty() {
-        ctx.park();
-        let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
-        if !await_high_watermarks(&waits, timeout).await {
-            mark_timed_out(&mut responses, &waits);
-        }
     }
     respond(ctx, &ProduceResponse::default().with_responses(responses))
 }

@@ -8,13 +8,15 @@
 //! request wait (back-pressure), nothing is dropped; partial frames never hold a slot.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::dispatch::handle_request;
+use crate::metrics::RequestTimes;
 use crate::network::receive::{receive_frame, ReceiveError};
+use crate::network::request_log::{log_completed, RequestHeaderView};
 use crate::network::send_frame::write_frame;
 use crate::request_context::{Outcome, RequestSlot};
 use crate::server_context::ServerContext;
@@ -48,21 +50,33 @@ pub async fn serve_connection(
                 return;
             }
         };
+        let received = Instant::now();
+        let header = RequestHeaderView::peek(&frame);
         let Ok(permit) = context.request_slots.acquire().await else {
             return;
         };
-        match handle_request(&context, &session, frame, RequestSlot::new(permit)).await {
+        let times = RequestTimes::new(received, Instant::now());
+        let slot = RequestSlot::new(permit).timed(&times);
+        let outcome = handle_request(&context, &session, frame, slot).await;
+        let completed = Instant::now();
+        let response_bytes = match outcome {
             Outcome::Respond(response) => {
                 if let Err(error) = write_frame(&mut stream, &response).await {
                     tracing::debug!("closing connection from {peer}: {error}");
                     return;
                 }
+                response.len()
             }
-            Outcome::NoResponse => {}
+            Outcome::NoResponse => 0,
             Outcome::Close(reason) => {
                 tracing::warn!("closing connection from {peer}: {reason}");
                 return;
             }
+        };
+        if let Some(header) = header {
+            let durations = times.durations(completed, Instant::now());
+            context.metrics.requests.record(header.api_key, &durations);
+            log_completed(&header, &session, &durations, response_bytes);
         }
     }
 }

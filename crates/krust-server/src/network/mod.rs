@@ -3,4 +3,5 @@
 pub mod acceptor;
 pub mod connection;
 pub mod receive;
+pub mod request_log;
 pub mod send_frame;

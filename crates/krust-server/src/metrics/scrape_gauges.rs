@@ -1,0 +1,69 @@
+//! Gauges read when the endpoint is scraped: Kafka's ReplicaManager PartitionCount and
+//! LeaderCount, each log's Size, and the log cleaner's backlog.
+
+use std::sync::Arc;
+
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{IntGauge, IntGaugeVec, Opts};
+
+use crate::partition::Partition;
+use crate::replica_manager::ReplicaManager;
+
+fn gauge(name: &str, help: &str, value: i64) -> MetricFamily {
+    let gauge = IntGauge::new(name, help).expect("a valid gauge definition");
+    gauge.set(value);
+    gauge.collect().remove(0)
+}
+
+/// The gauges as of now; the cleaner's only when a cleaner reports its backlog.
+pub fn collect(
+    replicas: &ReplicaManager,
+    hosted: &[Arc<Partition>],
+    cleaner_backlog: Option<&(dyn Fn() -> u64 + Send + Sync)>,
+) -> Vec<MetricFamily> {
+    let leaders = hosted.iter().filter(|p| p.is_leader()).count();
+    let mut families = vec![
+        gauge(
+            "kafka_server_replicamanager_partitioncount",
+            "Partitions hosted by this broker (Kafka's PartitionCount).",
+            hosted.len() as i64,
+        ),
+        gauge(
+            "kafka_server_replicamanager_leadercount",
+            "Partitions this broker leads (Kafka's LeaderCount).",
+            leaders as i64,
+        ),
+        log_sizes(replicas),
+    ];
+    if let Some(backlog) = cleaner_backlog {
+        families.push(gauge(
+            "kafka_log_logcleanermanager_backlog_bytes",
+            "Bytes of compacted logs written since they were last cleaned.",
+            i64::try_from(backlog()).unwrap_or(i64::MAX),
+        ));
+    }
+    families
+}
+
+/// Kafka's `kafka.log:type=Log,name=Size` for every log this broker holds.
+fn log_sizes(replicas: &ReplicaManager) -> MetricFamily {
+    let sizes = IntGaugeVec::new(
+        Opts::new(
+            "kafka_log_log_size",
+            "Bytes of a partition's log segments on disk (Kafka's Log Size).",
+        ),
+        &["topic", "partition"],
+    )
+    .expect("a valid gauge definition");
+    let logs = replicas.log_manager();
+    for tp in logs.all_partitions() {
+        if let Some(log) = logs.get(&tp) {
+            let size = log.lock().size_in_bytes();
+            sizes
+                .with_label_values(&[tp.topic.as_str(), &tp.partition.to_string()])
+                .set(i64::try_from(size).unwrap_or(i64::MAX));
+        }
+    }
+    sizes.collect().remove(0)
+}
