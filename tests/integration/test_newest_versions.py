@@ -61,6 +61,10 @@ def test_produce_v13_names_topics_by_id_and_fetch_v18_reads_them(
 
     unknown = produce_by_id(module_broker.port, 13, uuid.uuid4(), [b"lost"])
     assert unknown.responses[0].partition_responses[0].error_code == UNKNOWN_TOPIC_ID
+    # v12 still names the topic.
+    batch = wire.record_batch([(None, b"c")], now_ms())
+    by_name = produce(module_broker.port, 12, "by-id", {0: batch}).responses[0]
+    assert [(p.error_code, p.base_offset) for p in by_name.partition_responses] == [(0, 2)]
 
     for version in (17, 18):
         fetch = FetchRequest(
@@ -87,8 +91,8 @@ def test_produce_v13_names_topics_by_id_and_fetch_v18_reads_them(
         fetched = call_broker(module_broker.port, fetch, version)
         partition = fetched.responses[0].partitions[0]
         assert fetched.responses[0].topic_id == known
-        assert (partition.error_code, partition.high_watermark) == (0, 2)
-        assert b"a" in bytes(partition.records) and b"b" in bytes(partition.records)
+        assert (partition.error_code, partition.high_watermark) == (0, 3)
+        assert all(value in bytes(partition.records) for value in (b"a", b"b", b"c"))
 
 
 def test_list_offsets_v11_answers_the_tiered_targets_as_kafka_without_remote_storage(
@@ -103,8 +107,8 @@ def test_list_offsets_v11_answers_the_tiered_targets_as_kafka_without_remote_sto
     assert (latest.error_code, latest.offset) == (0, 3)
     local = list_offset(port, 11, "tiers", EARLIEST_LOCAL)
     assert (local.error_code, local.offset) == (0, 0)
-    for target in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        tiered = list_offset(port, 11, "tiers", target)
+    for version, target in ((9, LATEST_TIERED), (11, LATEST_TIERED), (11, EARLIEST_PENDING_UPLOAD)):
+        tiered = list_offset(port, version, "tiers", target)
         assert (tiered.error_code, tiered.offset, tiered.leader_epoch) == (0, -1, -1)
     # Each target needs the version that introduced it, as Kafka's ReplicaManager checks.
     assert list_offset(port, 10, "tiers", EARLIEST_PENDING_UPLOAD).error_code == (
