@@ -4,7 +4,7 @@ This stub is the contract between `crates/krust-python` and `python/krust`.
 """
 
 from collections.abc import Callable, Mapping, Sequence, Set
-from typing import TypedDict, final, type_check_only
+from typing import NotRequired, TypedDict, final, type_check_only
 
 __all__ = ["BridgeRequest", "Broker", "__version__"]
 
@@ -44,6 +44,9 @@ class MetadataImage(TypedDict):
     metadata_offset: int
     brokers: list[BrokerImage]
     topics: list[TopicImage]
+    # Every topic config's broker default by topic key name (e.g. "segment.bytes"), from the
+    # static and dynamic broker configs; absent: the static broker settings.
+    log_defaults: NotRequired[dict[str, str]]
 
 @type_check_only
 class MetadataDelta(TypedDict):
@@ -54,6 +57,9 @@ class MetadataDelta(TypedDict):
     brokers: list[BrokerImage] | None  # every unfenced broker, when any broker changed
     topics: list[TopicImage]  # created or changed topics, with only new or changed partitions
     deleted_topic_ids: list[bytes]
+    # Present when a dynamic broker config changed: the new broker defaults of every topic config
+    # (as in MetadataImage); every hosted partition without an override takes them, live.
+    log_defaults: NotRequired[dict[str, str]]
 
 @type_check_only
 class StoredRecord(TypedDict):

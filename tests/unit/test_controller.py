@@ -504,7 +504,15 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
     try:
         controller = Controller.open(config, fake_core)
         install(BrokerContext(config, fake_core, controller, dispatcher))
-        assert dispatcher.supported_versions() == {19: (2, 7), 20: (1, 6), 37: (0, 3), 67: (0, 0)}
+        assert dispatcher.supported_versions() == {
+            19: (2, 7),
+            20: (1, 6),
+            37: (0, 3),
+            67: (0, 0),
+            32: (1, 4),
+            33: (0, 2),
+            44: (0, 1),
+        }
         request_type = load_request_schema(19, 7)
         body = encode_entity(
             build_entity(request_type, {"topics": [topic("wire", 2, 1)], "timeout": 1000})

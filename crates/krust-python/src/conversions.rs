@@ -194,7 +194,13 @@ pub fn metadata_delta(delta: &Bound<'_, PyAny>) -> PyResult<MetadataDelta> {
             .try_iter()?
             .map(|id| uuid(&id?))
             .collect::<PyResult<_>>()?,
+        log_defaults: log_defaults(delta)?,
     })
+}
+
+/// The optional `log_defaults` of an image or delta: topic key names to broker defaults.
+pub fn log_defaults(mapping: &Bound<'_, PyAny>) -> PyResult<Option<HashMap<String, String>>> {
+    get(mapping, "log_defaults")
 }
 
 fn brokers(list: &Bound<'_, PyAny>) -> PyResult<Vec<BrokerEndpoint>> {

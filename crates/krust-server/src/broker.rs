@@ -1,6 +1,7 @@
 //! The broker core as the bindings see it: storage opened at construction, metadata pushed in
 //! by the controller, internal logs for the controller and coordinators, and `serve`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -94,9 +95,17 @@ impl Broker {
         &self.settings
     }
 
-    /// Installs the full metadata image (at start-up) and reconciles the hosted partitions.
-    /// The image is installed even if some partitions failed (see `ApplyError`).
-    pub fn apply_metadata(&self, image: MetadataImage) -> Result<(), ApplyError> {
+    /// Installs the full metadata image (at start-up) and reconciles the hosted partitions, with
+    /// `log_defaults` (topic key names) as the broker defaults when given. The image is
+    /// installed even if some partitions failed (see `ApplyError`).
+    pub fn apply_metadata(
+        &self,
+        image: MetadataImage,
+        log_defaults: Option<&HashMap<String, String>>,
+    ) -> Result<(), ApplyError> {
+        if let Some(defaults) = log_defaults {
+            self.replicas.set_log_defaults(defaults);
+        }
         let applied = self.replicas.apply_image(&image);
         self.metadata.replace(image);
         applied

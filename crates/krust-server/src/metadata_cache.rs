@@ -70,6 +70,9 @@ pub struct MetadataDelta {
     /// partitions.
     pub topics: Vec<TopicMetadata>,
     pub deleted_topic_ids: Vec<Uuid>,
+    /// When a dynamic broker config changed: every topic config's broker default, by topic key
+    /// name; hosted partitions without an override take them.
+    pub log_defaults: Option<HashMap<String, String>>,
 }
 
 /// A snapshot of the cluster metadata; the cache never changes one a reader holds.
