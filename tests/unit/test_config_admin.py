@@ -267,16 +267,64 @@ def test_dynamic_broker_configs_reach_the_core_and_survive_a_restart(
 @pytest.mark.parametrize(
     ("name", "key", "value", "error", "message"),
     [
-        ("1", "num.partitions", "3", ErrorCode.invalid_request, "Cannot update these configs dynamically: Set(num.partitions)"),
-        ("", "listeners", "PLAINTEXT://:1", ErrorCode.invalid_request, "Cannot update these configs at default cluster level, broker id must be specified: Set(listeners)"),
-        ("1", "log.segment.bytes", "10", ErrorCode.invalid_request, "Invalid value 10 for configuration log.segment.bytes: value must be at least 1048576"),
-        ("1", "max.connections", "10", ErrorCode.invalid_config, "krust cannot apply a change of max.connections while running: set it in the broker's config file and restart"),
-        ("1", "log.preallocate", "true", ErrorCode.invalid_config, "Invalid value true for configuration log.preallocate: krust accepts only the default (false): krust does not preallocate segment files"),
-        ("1", "no.such.key", "1", ErrorCode.invalid_config, "Unknown broker config name: no.such.key"),
-        ("2", "log.segment.bytes", "2097152", ErrorCode.invalid_request, "Unexpected broker id, expected 1, but received 2"),
-        ("x", "log.segment.bytes", "2097152", ErrorCode.invalid_request, "Node id must be an integer, but it is: x"),
+        (
+            "1",
+            "num.partitions",
+            "3",
+            ErrorCode.invalid_request,
+            "Cannot update these configs dynamically: Set(num.partitions)",
+        ),
+        (
+            "",
+            "listeners",
+            "PLAINTEXT://:1",
+            ErrorCode.invalid_request,
+            "Cannot update these configs at default cluster level, broker id must be specified: Set(listeners)",
+        ),
+        (
+            "1",
+            "log.segment.bytes",
+            "10",
+            ErrorCode.invalid_request,
+            "Invalid value 10 for configuration log.segment.bytes: value must be at least 1048576",
+        ),
+        (
+            "1",
+            "max.connections",
+            "10",
+            ErrorCode.invalid_config,
+            "krust cannot apply a change of max.connections while running: set it in the broker's config file and restart",
+        ),
+        (
+            "1",
+            "log.preallocate",
+            "true",
+            ErrorCode.invalid_config,
+            "Invalid value true for configuration log.preallocate: krust accepts only the default (false): krust does not preallocate segment files",
+        ),
+        (
+            "1",
+            "no.such.key",
+            "1",
+            ErrorCode.invalid_config,
+            "Unknown broker config name: no.such.key",
+        ),
+        (
+            "2",
+            "log.segment.bytes",
+            "2097152",
+            ErrorCode.invalid_request,
+            "Unexpected broker id, expected 1, but received 2",
+        ),
+        (
+            "x",
+            "log.segment.bytes",
+            "2097152",
+            ErrorCode.invalid_request,
+            "Node id must be an integer, but it is: x",
+        ),
     ],
-)  # fmt: skip
+)
 def test_broker_changes_krust_cannot_honour_are_refused_naming_the_key(
     run: LoopRunner,
     admin: ConfigAdmin,

@@ -173,8 +173,7 @@ class ConfigAdmin:
                 result.update(error_code=error.error, error_message=error.message, configs=[])
             else:
                 result["configs"] = [
-                    entry.as_response(request.include_synonyms, documentation)
-                    for entry in entries
+                    entry.as_response(request.include_synonyms, documentation) for entry in entries
                 ]
             results.append(result)
         return make_response(DESCRIBE_CONFIGS, context.api_version, {"results": results})
