@@ -279,7 +279,8 @@ def test_dynamic_broker_configs_reach_the_core_and_survive_a_restart(
             "listeners",
             "PLAINTEXT://:1",
             ErrorCode.invalid_request,
-            "Cannot update these configs at default cluster level, broker id must be specified: Set(listeners)",
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            "Set(listeners)",
         ),
         (
             "1",
@@ -293,14 +294,16 @@ def test_dynamic_broker_configs_reach_the_core_and_survive_a_restart(
             "max.connections",
             "10",
             ErrorCode.invalid_config,
-            "krust cannot apply a change of max.connections while running: set it in the broker's config file and restart",
+            "krust cannot apply a change of max.connections while running: set it in the "
+            "broker's config file and restart",
         ),
         (
             "1",
             "log.preallocate",
             "true",
             ErrorCode.invalid_config,
-            "Invalid value true for configuration log.preallocate: krust accepts only the default (false): krust does not preallocate segment files",
+            "Invalid value true for configuration log.preallocate: krust accepts only the default "
+            "(false): krust does not preallocate segment files",
         ),
         (
             "1",
