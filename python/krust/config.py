@@ -453,6 +453,15 @@ def _resolve(values: dict[str, Any]) -> None:
     if values["log.flush.interval.ms"] is None:
         values["log.flush.interval.ms"] = values["log.flush.scheduler.interval.ms"]
 
+    others = [
+        v for v in values["controller.quorum.voters"] if int(v.split("@")[0]) != values["node.id"]
+    ]
+    if others:
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"{', '.join(others)}: krust's controller quorum is this node alone (node.id "
+            f"{values['node.id']})",
+        )
     if set(values["process.roles"]) != {"broker", "controller"}:
         raise ConfigError("process.roles", "krust runs combined nodes only: broker,controller")
     values["listener.security.protocol.map"] = _protocol_map(
