@@ -87,8 +87,13 @@ impl PyBroker {
         let defaults = log_defaults(image)?;
         let image = metadata_image(image)?;
         let broker = self.inner.clone();
-        py.detach(|| broker.apply_metadata(image, defaults.as_ref()))
-            .map_err(runtime_error)
+        py.detach(|| {
+            if let Some(defaults) = &defaults {
+                broker.set_log_defaults(defaults);
+            }
+            broker.apply_metadata(image)
+        })
+        .map_err(runtime_error)
     }
 
     fn apply_metadata_delta(&self, py: Python<'_>, delta: &Bound<'_, PyAny>) -> PyResult<()> {

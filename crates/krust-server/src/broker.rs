@@ -95,17 +95,15 @@ impl Broker {
         &self.settings
     }
 
-    /// Installs the full metadata image (at start-up) and reconciles the hosted partitions, with
-    /// `log_defaults` (topic key names) as the broker defaults when given. The image is
-    /// installed even if some partitions failed (see `ApplyError`).
-    pub fn apply_metadata(
-        &self,
-        image: MetadataImage,
-        log_defaults: Option<&HashMap<String, String>>,
-    ) -> Result<(), ApplyError> {
-        if let Some(defaults) = log_defaults {
-            self.replicas.set_log_defaults(defaults);
-        }
+    /// Sets the broker defaults of the topic configs (topic key names, from the static and
+    /// dynamic broker configs) used by the next `apply_metadata`.
+    pub fn set_log_defaults(&self, defaults: &HashMap<String, String>) {
+        self.replicas.set_log_defaults(defaults);
+    }
+
+    /// Installs the full metadata image (at start-up) and reconciles the hosted partitions.
+    /// The image is installed even if some partitions failed (see `ApplyError`).
+    pub fn apply_metadata(&self, image: MetadataImage) -> Result<(), ApplyError> {
         let applied = self.replicas.apply_image(&image);
         self.metadata.replace(image);
         applied

@@ -62,27 +62,24 @@ fn broker_with(
         })
         .collect();
     broker
-        .apply_metadata(
-            MetadataImage::new(
-                "test-cluster".into(),
-                1,
-                0,
-                vec![BrokerEndpoint {
-                    node_id: 1,
-                    host: "localhost".into(),
-                    port: 9092,
-                    rack: None,
-                }],
-                vec![TopicMetadata {
-                    name: topic.into(),
-                    topic_id: Uuid::from_u128(0x1234_5678_9abc_def0),
-                    internal,
-                    configs: Default::default(),
-                    partitions,
-                }],
-            ),
-            None,
-        )
+        .apply_metadata(MetadataImage::new(
+            "test-cluster".into(),
+            1,
+            0,
+            vec![BrokerEndpoint {
+                node_id: 1,
+                host: "localhost".into(),
+                port: 9092,
+                rack: None,
+            }],
+            vec![TopicMetadata {
+                name: topic.into(),
+                topic_id: Uuid::from_u128(0x1234_5678_9abc_def0),
+                internal,
+                configs: Default::default(),
+                partitions,
+            }],
+        ))
         .unwrap();
     let python_api = |max_version, exposure| PythonApi {
         min_version: 0,

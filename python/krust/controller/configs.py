@@ -142,9 +142,8 @@ def _broker_id(name: str, node_id: int) -> None:
         raise _invalid_request(f"Unexpected broker id, expected {node_id}, but received {name}")
 
 
-def _topic_name(name: str) -> None:
-    if not name:
-        raise _invalid_request("Default topic resources are not allowed.")
+def _check_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: an illegal name is INVALID_TOPIC_EXCEPTION."""
     problem = topic_name_problem(name)
     if problem:
         raise ConfigApiError(ErrorCode.invalid_topic_exception, problem)
@@ -194,9 +193,7 @@ class ConfigAdmin:
         return [e for e in entries if not wanted or e.key.name in wanted]
 
     def _topic_entries(self, name: str) -> list[Entry]:
-        problem = topic_name_problem(name)
-        if problem:
-            raise ConfigApiError(ErrorCode.invalid_topic_exception, problem)
+        _check_topic_name(name)
         topic = self._controller.image.topics.get(name)
         if topic is None:
             raise ConfigApiError(ErrorCode.unknown_topic_or_partition, None)
@@ -303,7 +300,9 @@ class ConfigAdmin:
         name = resource.resource_name
         image = self._controller.image
         if resource_type is ResourceType.TOPIC:
-            _topic_name(name)
+            if not name:
+                raise _invalid_request("Default topic resources are not allowed.")
+            _check_topic_name(name)
             current = image.topics[name].configs if name in image.topics else {}
         elif resource_type is ResourceType.BROKER:
             if name:
