@@ -115,6 +115,16 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "connections.max.idle.ms",
         &mut s.connections_max_idle_ms,
     )?;
+    set(
+        mapping,
+        "socket.send.buffer.bytes",
+        &mut s.socket_send_buffer_bytes,
+    )?;
+    set(
+        mapping,
+        "socket.receive.buffer.bytes",
+        &mut s.socket_receive_buffer_bytes,
+    )?;
     set_long(
         mapping,
         "log.flush.scheduler.interval.ms",
