@@ -4,7 +4,7 @@ This stub is the contract between `crates/krust-python` and `python/krust`.
 """
 
 from collections.abc import Callable, Mapping, Sequence, Set
-from typing import TypedDict, final, type_check_only
+from typing import NotRequired, TypedDict, final, type_check_only
 
 __all__ = ["BridgeRequest", "Broker", "__version__", "configure_logging"]
 
@@ -46,6 +46,9 @@ class MetadataImage(TypedDict):
     topics: list[TopicImage]
     supported_features: dict[str, tuple[int, int]]  # this broker's (min, max) level per feature
     finalized_features: dict[str, int]  # level per feature (FeatureLevelRecords; KIP-584)
+    # Every topic config's broker default by topic key name (e.g. "segment.bytes"), from the
+    # static and dynamic broker configs; absent: the static broker settings.
+    log_defaults: NotRequired[dict[str, str]]
 
 @type_check_only
 class MetadataDelta(TypedDict):
@@ -57,6 +60,9 @@ class MetadataDelta(TypedDict):
     topics: list[TopicImage]  # created or changed topics, with only new or changed partitions
     deleted_topic_ids: list[bytes]
     finalized_features: dict[str, int] | None  # every finalized level, when any changed
+    # Present when a dynamic broker config changed: the new broker defaults of every topic config
+    # (as in MetadataImage); every hosted partition without an override takes them, live.
+    log_defaults: NotRequired[dict[str, str]]
 
 @type_check_only
 class StoredRecord(TypedDict):

@@ -106,10 +106,6 @@ def _gzip_level(level: int) -> str | None:
     return None if level == -1 or 1 <= level <= 9 else "value must be -1 or in [1, 9]"
 
 
-def _no_remote_storage(enabled: bool) -> str | None:
-    return "krust has no tiered storage" if enabled else None
-
-
 _THROTTLED = re.compile(r"\*|([0-9]+:[0-9]+)(,[0-9]+:[0-9]+)*")
 
 
@@ -123,7 +119,6 @@ CHECKS: Mapping[str, Validator] = {
     "uuid": _valid_uuid,
     "voters": _valid_voters,
     "gzip_level": _gzip_level,
-    "no_remote_storage": _no_remote_storage,
     "throttled_replicas": _throttled_replicas,
 }
 
@@ -154,6 +149,8 @@ class ConfigKey:
     dynamic: DynamicUpdateMode | None = None
     synonyms: tuple[str, ...] = ()
     internal: bool = False
+    honoured_by: str | None = None
+    refused: str | None = None
 
     def problem(self, raw: str) -> tuple[Any, str | None]:
         """The parsed value and why it is invalid (None: valid)."""
@@ -161,7 +158,14 @@ class ConfigKey:
             value = parse_typed(self.type, raw)
         except ValueError as error:
             return None, str(error)
-        return value, self._value_problem(value)
+        problem = self._value_problem(value)
+        if problem is None and self.refused is not None and not self.is_default(value):
+            problem = f"krust accepts only the default ({self.default}): {self.refused}"
+        return value, problem
+
+    def is_default(self, value: Any) -> bool:
+        """Whether a parsed value equals the key's default."""
+        return self.default is not None and value == parse_typed(self.type, self.default)
 
     def _value_problem(self, value: Any) -> str | None:
         low, high = self.min, self.max
@@ -213,14 +217,24 @@ def _row(entry: Mapping[str, Any]) -> ConfigKey:
     return key
 
 
+def _load(path: Path) -> dict[str, Any]:
+    with path.open("rb") as file:
+        return tomllib.load(file)
+
+
 def load_table(path: Path = TABLE_PATH) -> tuple[tuple[ConfigKey, ...], tuple[ConfigKey, ...]]:
     """The broker keys and the topic keys of the config table."""
-    with path.open("rb") as file:
-        table = tomllib.load(file)
+    table = _load(path)
     return tuple(map(_row, table["broker"])), tuple(map(_row, table["topic"]))
 
 
+def load_group_keys(path: Path = TABLE_PATH) -> tuple[ConfigKey, ...]:
+    """The group keys of the config table (Kafka 4's GroupConfig)."""
+    return tuple(map(_row, _load(path)["group"]))
+
+
 BROKER_KEYS, TOPIC_KEYS = load_table()
+GROUP_KEYS = load_group_keys()
 KEYS: Mapping[str, ConfigKey] = {key.name: key for key in BROKER_KEYS}
 
 
@@ -439,6 +453,15 @@ def _resolve(values: dict[str, Any]) -> None:
     if values["log.flush.interval.ms"] is None:
         values["log.flush.interval.ms"] = values["log.flush.scheduler.interval.ms"]
 
+    others = [
+        v for v in values["controller.quorum.voters"] if int(v.split("@")[0]) != values["node.id"]
+    ]
+    if others:
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"{', '.join(others)}: krust's controller quorum is this node alone (node.id "
+            f"{values['node.id']})",
+        )
     if set(values["process.roles"]) != {"broker", "controller"}:
         raise ConfigError("process.roles", "krust runs combined nodes only: broker,controller")
     values["listener.security.protocol.map"] = _protocol_map(

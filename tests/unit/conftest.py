@@ -39,6 +39,8 @@ class FakeCore:
         image = dict(self.images[-1])
         image["metadata_offset"] = delta["metadata_offset"]
         image["controller_id"] = delta["controller_id"]
+        if "log_defaults" in delta:
+            image["log_defaults"] = delta["log_defaults"]
         if delta["brokers"] is not None:
             image["brokers"] = delta["brokers"]
         if delta["finalized_features"] is not None:

@@ -510,6 +510,9 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
             37: (0, 3),
             57: (0, 2),
             67: (0, 0),
+            32: (1, 4),
+            33: (0, 2),
+            44: (0, 1),
         }
         request_type = load_request_schema(19, 7)
         body = encode_entity(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from krust.config import BrokerConfig
 from krust.controller import Controller
-from krust.controller.image import ImageBuilder, to_core_image
+from krust.controller.image import ImageBuilder
 from krust.controller.records import TOPIC_RESOURCE, ConfigRecord
 
 from .conftest import FakeCore, LoopRunner
@@ -30,7 +30,7 @@ def test_start_up_applies_the_full_image_once_and_no_delta(
 ) -> None:
     assert len(fake_core.images) == 1
     assert fake_core.deltas == []
-    assert fake_core.last_image == to_core_image(controller.image)
+    assert fake_core.last_image == controller.core_image()
 
 
 def test_creating_a_topic_sends_only_that_topic(
@@ -43,7 +43,7 @@ def test_creating_a_topic_sends_only_that_topic(
     assert delta["brokers"] is None and delta["deleted_topic_ids"] == []
     assert delta["metadata_offset"] == controller.image.metadata_offset
     # Deltas add up to the image a restart would apply in full.
-    assert fake_core.last_image == to_core_image(controller.image)
+    assert fake_core.last_image == controller.core_image()
 
 
 def test_new_partitions_send_only_the_new_ones(
@@ -52,7 +52,7 @@ def test_new_partitions_send_only_the_new_ones(
     create(run, controller, topic("t", 2))
     create_partitions(run, controller, {"name": "t", "count": 4, "assignments": None})
     assert partitions_of(fake_core.deltas[-1]) == {"t": [2, 3]}
-    assert fake_core.last_image == to_core_image(controller.image)
+    assert fake_core.last_image == controller.core_image()
 
 
 def test_deleting_a_topic_sends_only_its_id(
@@ -64,7 +64,7 @@ def test_deleting_a_topic_sends_only_its_id(
     delta = fake_core.deltas[-1]
     assert delta["deleted_topic_ids"] == [gone.bytes]
     assert delta["topics"] == []
-    assert fake_core.last_image == to_core_image(controller.image)
+    assert fake_core.last_image == controller.core_image()
 
 
 def test_a_config_change_sends_the_topic_without_partitions(
@@ -89,4 +89,4 @@ def test_a_topic_becoming_internal_is_sent_alone(
     delta = fake_core.deltas[-1]
     assert partitions_of(delta) == {"mine": []}
     assert delta["topics"][0]["internal"] is True
-    assert fake_core.last_image == to_core_image(controller.image)
+    assert fake_core.last_image == controller.core_image()

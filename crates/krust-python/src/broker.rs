@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::bridge_request::run_bridge_thread;
-use crate::conversions::{broker_settings, metadata_delta, metadata_image};
+use crate::conversions::{broker_settings, log_defaults, metadata_delta, metadata_image};
 
 /// A record as Python passes it: (key, value), either may be None.
 type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
@@ -85,10 +85,16 @@ impl PyBroker {
     }
 
     fn apply_metadata(&self, py: Python<'_>, image: &Bound<'_, PyAny>) -> PyResult<()> {
+        let defaults = log_defaults(image)?;
         let image = metadata_image(image)?;
         let broker = self.inner.clone();
-        py.detach(|| broker.apply_metadata(image))
-            .map_err(runtime_error)
+        py.detach(|| {
+            if let Some(defaults) = &defaults {
+                broker.set_log_defaults(defaults);
+            }
+            broker.apply_metadata(image)
+        })
+        .map_err(runtime_error)
     }
 
     fn apply_metadata_delta(&self, py: Python<'_>, delta: &Bound<'_, PyAny>) -> PyResult<()> {

@@ -117,6 +117,16 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "connections.max.idle.ms",
         &mut s.connections_max_idle_ms,
     )?;
+    set(
+        mapping,
+        "socket.send.buffer.bytes",
+        &mut s.socket_send_buffer_bytes,
+    )?;
+    set(
+        mapping,
+        "socket.receive.buffer.bytes",
+        &mut s.socket_receive_buffer_bytes,
+    )?;
     set_long(
         mapping,
         "log.flush.scheduler.interval.ms",
@@ -229,7 +239,13 @@ pub fn metadata_delta(delta: &Bound<'_, PyAny>) -> PyResult<MetadataDelta> {
             .map(|id| uuid(&id?))
             .collect::<PyResult<_>>()?,
         finalized_features: required(delta, "finalized_features")?.extract()?,
+        log_defaults: log_defaults(delta)?,
     })
+}
+
+/// The optional `log_defaults` of an image or delta: topic key names to broker defaults.
+pub fn log_defaults(mapping: &Bound<'_, PyAny>) -> PyResult<Option<HashMap<String, String>>> {
+    get(mapping, "log_defaults")
 }
 
 fn brokers(list: &Bound<'_, PyAny>) -> PyResult<Vec<BrokerEndpoint>> {

@@ -1,6 +1,7 @@
 //! The broker core as the bindings see it: storage opened at construction, metadata pushed in
 //! by the controller, internal logs for the controller and coordinators, and `serve`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -101,6 +102,12 @@ impl Broker {
     /// `BrokerMetrics::set_cleaner_backlog`.
     pub fn metrics(&self) -> &Arc<BrokerMetrics> {
         &self.metrics
+    }
+
+    /// Sets the broker defaults of the topic configs (topic key names, from the static and
+    /// dynamic broker configs) used by the next `apply_metadata`.
+    pub fn set_log_defaults(&self, defaults: &HashMap<String, String>) {
+        self.replicas.set_log_defaults(defaults);
     }
 
     /// Installs the full metadata image (at start-up) and reconciles the hosted partitions.

@@ -51,3 +51,25 @@ impl ConnectionCounter {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_connections_per_ip_and_in_total_are_enforced_and_released() {
+        let counter = Arc::new(ConnectionCounter::default());
+        let a: IpAddr = [127, 0, 0, 1].into();
+        let b: IpAddr = [127, 0, 0, 2].into();
+        let first = counter.try_acquire(a, 2, 3).unwrap();
+        let _second = counter.try_acquire(a, 2, 3).unwrap();
+        assert!(
+            counter.try_acquire(a, 2, 3).is_none(),
+            "max.connections.per.ip"
+        );
+        let _third = counter.try_acquire(b, 2, 3).unwrap();
+        assert!(counter.try_acquire(b, 2, 3).is_none(), "max.connections");
+        drop(first);
+        assert!(counter.try_acquire(b, 2, 3).is_some());
+    }
+}

@@ -72,6 +72,9 @@ pub struct MetadataDelta {
     pub deleted_topic_ids: Vec<Uuid>,
     /// Every finalized feature level, when a FeatureLevelRecord changed any of them.
     pub finalized_features: Option<BTreeMap<String, i16>>,
+    /// When a dynamic broker config changed: every topic config's broker default, by topic key
+    /// name; hosted partitions without an override take them.
+    pub log_defaults: Option<HashMap<String, String>>,
 }
 
 /// A feature's version range this broker supports (Kafka's SupportedVersionRange).

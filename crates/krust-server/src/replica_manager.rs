@@ -32,7 +32,10 @@ type HostedTopics = HashMap<String, HashMap<i32, Arc<Partition>>>;
 pub struct ReplicaManager {
     node_id: i32,
     log_manager: LogManager,
-    log_defaults: LogConfig,
+    /// The static broker defaults (the config file's), under `log_defaults`.
+    static_log_defaults: LogConfig,
+    /// The broker defaults in force: static ones with the dynamic broker configs applied.
+    log_defaults: RwLock<LogConfig>,
     partitions: RwLock<HostedTopics>,
     /// Partitions whose log dir failed (Kafka's HostedPartition.Offline).
     offline: RwLock<HashSet<TopicPartition>>,
@@ -74,7 +77,8 @@ impl ReplicaManager {
         ReplicaManager {
             node_id,
             log_manager,
-            log_defaults,
+            static_log_defaults: log_defaults.clone(),
+            log_defaults: RwLock::new(log_defaults),
             partitions: RwLock::default(),
             offline: RwLock::default(),
         }
@@ -132,6 +136,16 @@ impl ReplicaManager {
         Ok(hosted)
     }
 
+    /// Sets the broker defaults of the topic configs (by topic key name) from the static and
+    /// dynamic broker configs; true when they changed. Callers then re-apply every topic.
+    pub fn set_log_defaults(&self, defaults: &HashMap<String, String>) -> bool {
+        let config = topic_log_config(&self.static_log_defaults, defaults);
+        let mut current = self.log_defaults.write();
+        let changed = *current != config;
+        *current = config;
+        changed
+    }
+
     /// Start-up: creates or updates every partition the image places here and drops hosted
     /// partitions it no longer has.
     pub fn apply_image(&self, image: &MetadataImage) -> Result<(), ApplyError> {
@@ -170,11 +184,25 @@ impl ReplicaManager {
                 self.delete_topic(&topic.name, &mut outcome);
             }
         }
+        let defaults_changed = delta
+            .log_defaults
+            .as_ref()
+            .is_some_and(|defaults| self.set_log_defaults(defaults));
         for topic in &delta.topics {
-            let configs_changed = before
-                .topic(&topic.name)
-                .is_none_or(|t| t.configs != topic.configs);
+            let configs_changed = defaults_changed
+                || before
+                    .topic(&topic.name)
+                    .is_none_or(|t| t.configs != topic.configs);
             self.apply_topic(topic, &topic.partitions, configs_changed, &mut outcome);
+        }
+        if defaults_changed {
+            let named: HashSet<&str> = delta.topics.iter().map(|t| t.name.as_str()).collect();
+            let deleted: HashSet<&Uuid> = delta.deleted_topic_ids.iter().collect();
+            for topic in before.topics.values() {
+                if !named.contains(topic.name.as_str()) && !deleted.contains(&topic.topic_id) {
+                    self.apply_topic(topic, &[], true, &mut outcome);
+                }
+            }
         }
         outcome.into_result()
     }
@@ -188,7 +216,7 @@ impl ReplicaManager {
         configs_changed: bool,
         outcome: &mut ApplyOutcome,
     ) {
-        let config = topic_log_config(&self.log_defaults, &topic.configs);
+        let config = topic_log_config(&self.log_defaults.read(), &topic.configs);
         if configs_changed {
             let hosted: Vec<TopicPartition> = self
                 .partitions
@@ -457,7 +485,7 @@ impl ReplicaManager {
         LogConfig {
             retention_ms: -1,
             retention_bytes: -1,
-            ..self.log_defaults.clone()
+            ..self.log_defaults.read().clone()
         }
     }
 

@@ -59,6 +59,7 @@ fn delta(offset: i64, topics: Vec<TopicMetadata>, deleted: &[u128]) -> MetadataD
         topics,
         deleted_topic_ids: deleted.iter().map(|id| Uuid::from_u128(*id)).collect(),
         finalized_features: None,
+        log_defaults: None,
     }
 }
 
@@ -337,4 +338,66 @@ fn retention_never_trims_the_metadata_log() {
     assert!(!manager.read_internal(&tp, 0, 1 << 20).unwrap().is_empty());
     let log = manager.log_manager().get(&tp).unwrap();
     assert_eq!(log.lock().log_start_offset(), 0);
+}
+
+#[test]
+fn a_changed_broker_default_reaches_every_topic_without_an_override_live() {
+    let (_dir, manager) = one_dir();
+    let created = delta(
+        1,
+        vec![
+            topic("plain", 1, &[], vec![placement(0, LOCAL, 0, &[LOCAL])]),
+            topic(
+                "pinned",
+                2,
+                &[("max.message.bytes", "5000")],
+                vec![placement(0, LOCAL, 0, &[LOCAL])],
+            ),
+        ],
+        &[],
+    );
+    let mut image = MetadataImage::default();
+    manager.apply_delta(&image, &created).unwrap();
+    image.apply_delta(&created);
+    let max_message_bytes = |topic: &str| {
+        let log = manager
+            .log_manager
+            .get(&TopicPartition::new(topic, 0))
+            .unwrap();
+        let bytes = log.lock().config().max_message_bytes;
+        bytes
+    };
+    assert_eq!(max_message_bytes("plain"), 1_048_588);
+
+    let defaults = HashMap::from([
+        ("max.message.bytes".to_string(), "1000".to_string()),
+        ("segment.bytes".to_string(), "2000000".to_string()),
+    ]);
+    let changed = MetadataDelta {
+        log_defaults: Some(defaults),
+        ..delta(2, vec![], &[])
+    };
+    manager.apply_delta(&image, &changed).unwrap();
+    image.apply_delta(&changed);
+    assert_eq!(max_message_bytes("plain"), 1000);
+    assert_eq!(max_message_bytes("pinned"), 5000);
+    let plain = manager
+        .log_manager
+        .get(&TopicPartition::new("pinned", 0))
+        .unwrap();
+    assert_eq!(plain.lock().config().segment_bytes, 2_000_000);
+
+    // A topic created later takes the dynamic default too.
+    let later = delta(
+        3,
+        vec![topic(
+            "later",
+            3,
+            &[],
+            vec![placement(0, LOCAL, 0, &[LOCAL])],
+        )],
+        &[],
+    );
+    manager.apply_delta(&image, &later).unwrap();
+    assert_eq!(max_message_bytes("later"), 1000);
 }

@@ -44,6 +44,10 @@ pub struct BrokerSettings {
     pub max_connections: usize,
     /// connections.max.idle.ms
     pub connections_max_idle_ms: u64,
+    /// socket.send.buffer.bytes (-1: the OS default)
+    pub socket_send_buffer_bytes: i32,
+    /// socket.receive.buffer.bytes (-1: the OS default)
+    pub socket_receive_buffer_bytes: i32,
     /// log.flush.scheduler.interval.ms
     pub log_flush_scheduler_interval_ms: u64,
     /// log.retention.check.interval.ms
@@ -76,6 +80,8 @@ impl Default for BrokerSettings {
             max_connections_per_ip: i32::MAX as usize,
             max_connections: i32::MAX as usize,
             connections_max_idle_ms: 600_000,
+            socket_send_buffer_bytes: 102_400,
+            socket_receive_buffer_bytes: 102_400,
             log_flush_scheduler_interval_ms: u64::MAX,
             log_retention_check_interval_ms: 300_000,
             metrics_port: None,

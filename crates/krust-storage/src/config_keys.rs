@@ -69,6 +69,10 @@ pub struct ConfigKey {
     pub synonyms: Vec<String>,
     #[serde(default)]
     pub internal: bool,
+    /// The test that shows the key acts (docs/config.md, "No setting is silently ignored").
+    pub honoured_by: Option<String>,
+    /// Why only the default is accepted; the Python layer refuses any other value.
+    pub refused: Option<String>,
     pub doc: String,
 }
 
@@ -78,6 +82,8 @@ pub struct ConfigKey {
 pub struct ConfigTable {
     pub broker: Vec<ConfigKey>,
     pub topic: Vec<ConfigKey>,
+    /// Kafka 4's group configs (GroupConfig); only the Python layer serves them.
+    pub group: Vec<ConfigKey>,
 }
 
 /// A config value the table refuses; names the key as Kafka's InvalidConfigurationException does.

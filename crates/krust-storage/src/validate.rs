@@ -180,6 +180,26 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_outside_the_topics_before_and_after_bounds_are_refused() {
+        let config = LogConfig {
+            message_timestamp_before_max_ms: 60_000,
+            message_timestamp_after_max_ms: 1_000,
+            ..LogConfig::default()
+        };
+        let old = TestBatch::simple(1, NOW - 120_000).encode();
+        let new = TestBatch::simple(1, NOW + 5_000).encode();
+        assert_eq!(code(&old, &config), 32);
+        assert_eq!(code(&new, &config), 32);
+        let lax = LogConfig::default();
+        assert!(validate_records(&old, &lax, AppendOrigin::Client, NOW).is_ok());
+        let lax_future = LogConfig {
+            message_timestamp_after_max_ms: 10_000,
+            ..LogConfig::default()
+        };
+        assert!(validate_records(&new, &lax_future, AppendOrigin::Client, NOW).is_ok());
+    }
+
+    #[test]
     fn accepts_a_normal_batch_and_reports_its_max_timestamp() {
         let bytes = TestBatch::simple(3, NOW).encode();
         let v = validate_records(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();

@@ -10,14 +10,16 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from krust.bridge import RequestContext
 from krust.context import BrokerContext, CoreBroker
+from krust.controller import configs
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
+from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.image import ImageBuilder, MetadataImage, TopicImage, to_core_image
 from krust.controller.metadata_log import MetadataLog
 from krust.controller.records import MetadataRecord, ProducerIdsRecord
@@ -29,6 +31,9 @@ from krust.controller.topics import (
     plan_delete_topics,
 )
 from krust.protocol import make_response
+
+if TYPE_CHECKING:
+    from krust import _core
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -74,8 +79,29 @@ class Controller:
         # Kafka's broker epoch is the offset of the registration record.
         records.append(registration_record(config, broker_epoch=end + len(records)))
         controller._append(records)
-        core.apply_metadata(to_core_image(controller.image))
+        core.apply_metadata(controller.core_image())
         return controller
+
+    def core_image(self) -> _core.MetadataImage:
+        """The whole image as the core takes it, with the broker defaults of topic configs."""
+        core_image = to_core_image(self.image)
+        core_image["log_defaults"] = self.broker_config().topic_defaults()
+        return core_image
+
+    def broker_config(self) -> EffectiveBrokerConfig:
+        """This broker's config in force: static values under its dynamic broker configs."""
+        dynamic = self.image.broker_configs
+        node = str(self.image.node_id)
+        return EffectiveBrokerConfig(self._config, dynamic.get(node), dynamic.get(""))
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held while a change is planned against the image and committed."""
+        return self._lock
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        """Append records (durable) and apply them to the image and the core; hold `lock`."""
+        await self._commit(records)
 
     def _append(self, records: Sequence[MetadataRecord]) -> ImageBuilder:
         """Append the records and move the image on; the builder knows what changed (an
@@ -90,7 +116,10 @@ class Controller:
     def _commit_now(self, records: Sequence[MetadataRecord]) -> None:
         """Append the records, then send the core only what they changed."""
         builder = self._append(records)
-        self._core.apply_metadata_delta(builder.core_delta(self.image))
+        delta = builder.core_delta(self.image)
+        if builder.broker_configs_changed:
+            delta["log_defaults"] = self.broker_config().topic_defaults()
+        self._core.apply_metadata_delta(delta)
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         # The append fsyncs: keep the event loop free for other requests meanwhile.
@@ -116,7 +145,7 @@ class Controller:
             if existing is not None:
                 return existing
             spec = TopicSpec(name, num_partitions, replication_factor, (), tuple(configs.items()))
-            plan = plan_create_topics(self.image, self._config, [spec])
+            plan = plan_create_topics(self.image, self.broker_config(), [spec])
             result = plan.results[0]
             if result["error_code"] != ErrorCode.none:
                 raise TopicCreationError(name, result["error_code"], result["error_message"])
@@ -137,7 +166,7 @@ class Controller:
             for topic in request.topics
         ]
         async with self._lock:
-            plan = plan_create_topics(self.image, self._config, specs)
+            plan = plan_create_topics(self.image, self.broker_config(), specs)
             if plan.records and not request.validate_only:
                 await self._commit(plan.records)
         return make_response(CREATE_TOPICS, context.api_version, {"topics": plan.results})
@@ -241,4 +270,5 @@ def install(ctx: BrokerContext) -> Controller:
     ctx.dispatcher.register(
         ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
     )
+    configs.install(controller, ctx.dispatcher.register)
     return controller

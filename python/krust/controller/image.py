@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
+    BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     ConfigRecord,
@@ -78,6 +79,8 @@ class MetadataImage:
     topics: Mapping[str, TopicImage]
     features: Mapping[str, int] = field(default_factory=lambda: EMPTY)
     next_producer_id: int = 0
+    # Dynamic broker configs by resource name: a broker id, or "" for the cluster-wide default.
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
 
     @cached_property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
@@ -113,6 +116,8 @@ class ImageBuilder:
         self._topics: dict[uuid.UUID, TopicImage | _TopicState] = dict(image.topics_by_id)
         self._ids_by_name = {topic.name: topic.topic_id for topic in image.topics.values()}
         self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
+        self._broker_configs = {name: dict(c) for name, c in image.broker_configs.items()}
+        self.broker_configs_changed = False
         # What changed, for `core_delta`.
         self._changed_partitions: dict[uuid.UUID, set[int]] = {}
         self._changed_topic_names: set[str] = set()
@@ -204,6 +209,9 @@ class ImageBuilder:
             topics=MappingProxyType(topics),
             features=MappingProxyType(dict(self._features)),
             next_producer_id=self._next_producer_id,
+            broker_configs=MappingProxyType(
+                {name: MappingProxyType(dict(c)) for name, c in self._broker_configs.items() if c}
+            ),
         )
 
     def _register_broker(self, record: RegisterBrokerRecord) -> None:
@@ -245,11 +253,14 @@ class ImageBuilder:
         )
 
     def _set_config(self, record: ConfigRecord) -> None:
-        # Only topic configs shape the image; broker-level dynamic configs are not modeled.
-        if record.resource_type != TOPIC_RESOURCE:
+        if record.resource_type == BROKER_RESOURCE:
+            self.broker_configs_changed = True
+            configs = self._broker_configs.setdefault(record.resource_name, {})
+        elif record.resource_type == TOPIC_RESOURCE:
+            self._changed_topic_names.add(record.resource_name)
+            configs = self._configs.setdefault(record.resource_name, {})
+        else:
             return
-        self._changed_topic_names.add(record.resource_name)
-        configs = self._configs.setdefault(record.resource_name, {})
         if record.value is None:
             configs.pop(record.name, None)
         else:

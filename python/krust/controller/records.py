@@ -123,6 +123,7 @@ class PartitionChangeRecord:
 
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
+BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

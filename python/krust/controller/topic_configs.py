@@ -11,12 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from krust.config import TOPIC_KEYS, ConfigKey, ConfigSource
-
-# Kafka's DescribeConfigsResponse.ConfigSource ids, used by CreateTopics v5+ too.
-TOPIC_CONFIG_SOURCE = 1
-STATIC_BROKER_CONFIG_SOURCE = 4
-DEFAULT_CONFIG_SOURCE = 5
+from krust.config import TOPIC_KEYS, ConfigKey
+from krust.controller.broker_configs import EffectiveBrokerConfig, Source, Synonym, config_string
 
 
 class TopicConfigError(ValueError):
@@ -58,32 +54,34 @@ def validate_topic_configs(
 class EffectiveConfig:
     name: str
     value: str
-    source: int
+    source: Source
+    synonyms: tuple[Synonym, ...] = ()
 
 
 def effective_topic_configs(
     overrides: Mapping[str, str], broker_config: Mapping[str, Any]
 ) -> list[EffectiveConfig]:
-    """Every topic config with the value a topic with these overrides gets, sorted by name."""
-    source_of = getattr(broker_config, "source", lambda _key: ConfigSource.DEFAULT)
+    """Every topic config with the value a topic with these overrides gets, sorted by name,
+    with its synonyms: the override, then its broker default's family by precedence (Kafka's
+    ConfigHelper.createTopicConfigEntry); the first one is the value's source."""
+    broker = (
+        broker_config
+        if isinstance(broker_config, EffectiveBrokerConfig)
+        else EffectiveBrokerConfig(broker_config)
+    )
     effective = []
     for name in sorted(TOPIC_CONFIG_KEYS):
         key = TOPIC_CONFIG_KEYS[name]
+        if key.internal and name not in overrides:
+            continue
+        synonyms = broker.synonyms(key.synonyms[0]) if key.synonyms else []
         if name in overrides:
-            effective.append(EffectiveConfig(name, overrides[name], TOPIC_CONFIG_SOURCE))
+            value = overrides[name]
+            synonyms.insert(0, Synonym(name, value, Source.DYNAMIC_TOPIC_CONFIG))
         elif key.synonyms:
-            explicit = any(source_of(s) is not ConfigSource.DEFAULT for s in key.synonyms)
-            value = _as_config_string(broker_config[key.synonyms[0]])
-            source = STATIC_BROKER_CONFIG_SOURCE if explicit else DEFAULT_CONFIG_SOURCE
-            effective.append(EffectiveConfig(name, value, source))
-        elif not key.internal:
-            effective.append(EffectiveConfig(name, key.default or "", DEFAULT_CONFIG_SOURCE))
+            value = config_string(broker[key.synonyms[0]])
+        else:
+            value = key.default or ""
+        source = synonyms[0].source if synonyms else Source.DEFAULT_CONFIG
+        effective.append(EffectiveConfig(name, value, source, tuple(synonyms)))
     return effective
-
-
-def _as_config_string(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(str(item) for item in value)
-    return str(value)

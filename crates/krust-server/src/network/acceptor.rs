@@ -56,10 +56,68 @@ fn admit(
         return;
     };
     let _ = stream.set_nodelay(true);
+    if let Err(error) = set_socket_buffers(
+        &stream,
+        settings.socket_send_buffer_bytes,
+        settings.socket_receive_buffer_bytes,
+    ) {
+        tracing::warn!("cannot size the socket buffers of {peer}: {error}");
+    }
     let context = context.clone();
     let shutdown = shutdown.clone();
     connections.spawn(async move {
         serve_connection(stream, session, context, shutdown).await;
         drop(slot);
     });
+}
+
+/// socket.send.buffer.bytes and socket.receive.buffer.bytes on an accepted socket, as Kafka's
+/// SocketServer sets them; -1 keeps the OS default.
+fn set_socket_buffers(
+    stream: &tokio::net::TcpStream,
+    send_bytes: i32,
+    receive_bytes: i32,
+) -> rustix::io::Result<()> {
+    use rustix::net::sockopt;
+    if let Ok(bytes) = usize::try_from(send_bytes) {
+        sockopt::set_socket_send_buffer_size(stream, bytes)?;
+    }
+    if let Ok(bytes) = usize::try_from(receive_bytes) {
+        sockopt::set_socket_recv_buffer_size(stream, bytes)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rustix::net::sockopt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::set_socket_buffers;
+
+    async fn accepted() -> TcpStream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (_client, accepted) = tokio::join!(TcpStream::connect(address), listener.accept());
+        accepted.unwrap().0
+    }
+
+    #[tokio::test]
+    async fn socket_buffer_sizes_are_applied_and_minus_one_keeps_the_os_default() {
+        let stream = accepted().await;
+        let (send, receive) = (
+            sockopt::socket_send_buffer_size(&stream).unwrap(),
+            sockopt::socket_recv_buffer_size(&stream).unwrap(),
+        );
+        set_socket_buffers(&stream, -1, -1).unwrap();
+        assert_eq!(sockopt::socket_send_buffer_size(&stream).unwrap(), send);
+        assert_eq!(sockopt::socket_recv_buffer_size(&stream).unwrap(), receive);
+        for bytes in [16_384, 32_768] {
+            set_socket_buffers(&stream, bytes, bytes).unwrap();
+            // Linux reports twice the size asked for (its bookkeeping overhead).
+            let expected = 2 * bytes as usize;
+            assert_eq!(sockopt::socket_send_buffer_size(&stream).unwrap(), expected);
+            assert_eq!(sockopt::socket_recv_buffer_size(&stream).unwrap(), expected);
+        }
+    }
 }

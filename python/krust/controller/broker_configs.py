@@ -1,0 +1,181 @@
+"""Dynamic broker configs (Kafka's DynamicBrokerConfig): the static config file's values
+overridden by ConfigRecords of the BROKER resource, per broker ("1") or cluster-wide ("").
+
+Precedence is Kafka's: dynamic per-broker > dynamic cluster-wide default > static > default.
+krust applies a broker key live only when it is the broker default of a topic config (e.g.
+log.segment.bytes for segment.bytes): the core re-applies every topic's effective config when
+such a default changes. Any other dynamic key is refused (INVALID_CONFIG) rather than stored
+and ignored.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from krust.config import (
+    KEYS,
+    TOPIC_KEYS,
+    ConfigKey,
+    ConfigSource,
+    DynamicUpdateMode,
+)
+
+
+class Source(enum.IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigSource ids."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: Source
+
+
+class BrokerConfigChangeError(ValueError):
+    """A broker config change Kafka or krust refuses; `invalid_config` tells INVALID_CONFIG
+    (krust cannot honour it) from INVALID_REQUEST (Kafka's answer, KAFKA-13609)."""
+
+    def __init__(self, message: str, invalid_config: bool = False) -> None:
+        super().__init__(message)
+        self.invalid_config = invalid_config
+
+
+# The broker keys that are a topic config's default: the core re-applies them live.
+LIVE_KEYS = frozenset(
+    key.synonyms[0]
+    for key in TOPIC_KEYS
+    if key.synonyms and KEYS[key.synonyms[0]].dynamic is not DynamicUpdateMode.READ_ONLY
+)
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key's derived-key family.
+_FAMILIES = {name: key.synonyms for key in TOPIC_KEYS for name in key.synonyms}
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    return _FAMILIES.get(name, (name,))
+
+
+def config_string(value: object) -> str:
+    """A typed config value as Kafka writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ",".join(f"{name}:{item}" for name, item in value.items())
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+class EffectiveBrokerConfig(Mapping[str, Any]):
+    """The broker config in force: static values with the dynamic overrides applied; typed
+    values by Kafka name, like `krust.config.BrokerConfig`."""
+
+    def __init__(
+        self,
+        static: Mapping[str, Any],
+        per_broker: Mapping[str, str] | None = None,
+        cluster_default: Mapping[str, str] | None = None,
+    ) -> None:
+        self.static = static
+        self.per_broker = dict(per_broker or {})
+        self.cluster_default = dict(cluster_default or {})
+
+    def __getitem__(self, name: str) -> Any:
+        for dynamic in (self.per_broker, self.cluster_default):
+            if name in dynamic:
+                return KEYS[name].parse(dynamic[name])
+        return self.static[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.static)
+
+    def __len__(self) -> int:
+        return len(self.static)
+
+    def _static_explicit(self, name: str) -> bool:
+        source = getattr(self.static, "source", None)
+        return source is not None and source(name) is not ConfigSource.DEFAULT
+
+    def synonyms(self, name: str) -> list[Synonym]:
+        """Every value set for `name`'s family, highest precedence first (Kafka's
+        ConfigHelper.configSynonyms, before it drops the entries of other family members)."""
+        family = broker_synonyms(name)
+        found: list[Synonym] = []
+        for source, values in (
+            (Source.DYNAMIC_BROKER_CONFIG, self.per_broker),
+            (Source.DYNAMIC_DEFAULT_BROKER_CONFIG, self.cluster_default),
+        ):
+            found += [Synonym(n, values[n], source) for n in family if n in values]
+        found += [
+            Synonym(n, config_string(self.static[n]), Source.STATIC_BROKER_CONFIG)
+            for n in family
+            if self._static_explicit(n)
+        ]
+        found += [
+            Synonym(n, KEYS[n].default, Source.DEFAULT_CONFIG)
+            for n in family
+            if KEYS[n].default is not None
+        ]
+        return found
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Every topic key's broker default, by topic key name, as the core's log defaults."""
+        return {
+            key.name: config_string(self[key.synonyms[0]]) for key in TOPIC_KEYS if key.synonyms
+        }
+
+
+def validate_broker_change(
+    resource_name: str, new_configs: Mapping[str, str], changed: set[str]
+) -> None:
+    """Check the resulting dynamic configs of one BROKER resource (`""`: cluster-wide) whose
+    keys in `changed` were altered; raises BrokerConfigChangeError naming the keys."""
+    unknown = sorted(name for name in changed if name not in KEYS)
+    if unknown:
+        raise BrokerConfigChangeError(
+            f"Unknown broker config name: {', '.join(unknown)}", invalid_config=True
+        )
+    read_only = sorted(n for n in changed if KEYS[n].dynamic is DynamicUpdateMode.READ_ONLY)
+    if read_only:
+        raise BrokerConfigChangeError(
+            f"Cannot update these configs dynamically: Set({', '.join(read_only)})"
+        )
+    per_broker = sorted(n for n in changed if KEYS[n].dynamic is DynamicUpdateMode.PER_BROKER)
+    if not resource_name and per_broker:
+        raise BrokerConfigChangeError(
+            "Cannot update these configs at default cluster level, broker id must be "
+            f"specified: Set({', '.join(per_broker)})"
+        )
+    for name in sorted(changed):
+        if name in new_configs:
+            _check_value(KEYS[name], new_configs[name])
+    not_live = sorted(changed - LIVE_KEYS)
+    if not_live:
+        raise BrokerConfigChangeError(
+            f"krust cannot apply a change of {', '.join(not_live)} while running: set it in "
+            "the broker's config file and restart",
+            invalid_config=True,
+        )
+
+
+def _check_value(key: ConfigKey, raw: str) -> None:
+    _value, problem = key.problem(raw)
+    if problem:
+        # Kafka answers a bad value with INVALID_REQUEST; a value krust refuses is its own.
+        raise BrokerConfigChangeError(
+            f"Invalid value {raw} for configuration {key.name}: {problem}",
+            invalid_config=key.refused is not None,
+        )

@@ -1,0 +1,358 @@
+"""The config APIs' logic: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs against the
+controller with an in-memory core (errors, sources, operations, dynamic broker configs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+from krust.config import BrokerConfig
+from krust.controller import Controller
+from krust.controller.configs import ConfigAdmin, OpType, ResourceType
+from krust.protocol import build_entity
+
+from .conftest import FakeCore, LoopRunner
+from .test_controller import context, create, make_config, topic
+
+TOPIC, BROKER, BROKER_LOGGER, GROUP = (
+    ResourceType.TOPIC,
+    ResourceType.BROKER,
+    ResourceType.BROKER_LOGGER,
+    ResourceType.GROUP,
+)
+SET, DELETE, APPEND, SUBTRACT = OpType.SET, OpType.DELETE, OpType.APPEND, OpType.SUBTRACT
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> BrokerConfig:
+    return make_config([tmp_path / "d1"], "log.roll.hours=2")
+
+
+@pytest.fixture
+def controller(config: BrokerConfig, fake_core: FakeCore) -> Controller:
+    return Controller.open(config, fake_core)
+
+
+@pytest.fixture
+def admin(controller: Controller) -> ConfigAdmin:
+    return ConfigAdmin(controller)
+
+
+def describe(
+    run: LoopRunner,
+    admin: ConfigAdmin,
+    resource_type: int,
+    name: str,
+    keys: list[str] | None = None,
+    version: int = 4,
+) -> Any:
+    request = build_entity(
+        load_request_schema(32, version),
+        {
+            "resources": [
+                {"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}
+            ],
+            "include_synonyms": True,
+            "include_documentation": True,
+        },
+    )
+    (result,) = run(admin.describe_configs(request, context(32, version))).results
+    return result
+
+
+def incremental(
+    run: LoopRunner,
+    admin: ConfigAdmin,
+    resource_type: int,
+    name: str,
+    *ops: tuple[str, str | None, OpType],
+    validate_only: bool = False,
+) -> tuple[ErrorCode, str | None]:
+    configs = [{"name": n, "value": v, "config_operation": op} for n, v, op in ops]
+    request = build_entity(
+        load_request_schema(44, 1),
+        {
+            "resources": [
+                {"resource_type": resource_type, "resource_name": name, "configs": configs}
+            ],
+            "validate_only": validate_only,
+        },
+    )
+    (response,) = run(admin.incremental_alter_configs(request, context(44, 1))).responses
+    return response.error_code, response.error_message
+
+
+def alter(
+    run: LoopRunner, admin: ConfigAdmin, resource_type: int, name: str, configs: dict[str, Any]
+) -> tuple[ErrorCode, str | None]:
+    request = build_entity(
+        load_request_schema(33, 2),
+        {
+            "resources": [
+                {
+                    "resource_type": resource_type,
+                    "resource_name": name,
+                    "configs": [{"name": n, "value": v} for n, v in configs.items()],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
+    (response,) = run(admin.alter_configs(request, context(33, 2))).responses
+    return response.error_code, response.error_message
+
+
+def entries(result: Any) -> dict[str, Any]:
+    return {config.name: config for config in result.configs}
+
+
+def test_a_topic_is_described_with_kafkas_sources_types_synonyms_and_docs(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin
+) -> None:
+    create(run, controller, topic("t", configs=[{"name": "retention.ms", "value": "1000"}]))
+    result = describe(run, admin, TOPIC, "t")
+    configs = entries(result)
+    assert result.error_code is ErrorCode.none
+    retention = configs["retention.ms"]
+    assert (retention.value, retention.config_source, retention.config_type) == ("1000", 1, 5)
+    assert retention.documentation and not retention.read_only and not retention.is_sensitive
+    assert [(s.name, s.value, s.source) for s in configs["segment.ms"].synonyms] == [
+        ("log.roll.hours", "2", 4),
+        ("log.roll.hours", "168", 5),
+    ]
+    assert (configs["segment.ms"].value, configs["segment.ms"].config_source) == ("7200000", 4)
+    assert configs["cleanup.policy"].config_type == 7
+    only = describe(run, admin, TOPIC, "t", ["segment.ms"])
+    assert [c.name for c in only.configs] == ["segment.ms"]
+
+
+def test_describing_bad_resources_answers_as_kafka_does(
+    run: LoopRunner, admin: ConfigAdmin
+) -> None:
+    missing = describe(run, admin, TOPIC, "absent")
+    assert (missing.error_code, missing.configs) == (ErrorCode.unknown_topic_or_partition, ())
+    assert describe(run, admin, TOPIC, "bad/name").error_code is ErrorCode.invalid_topic_exception
+    other = describe(run, admin, BROKER, "2")
+    assert other.error_code is ErrorCode.invalid_request
+    assert other.error_message == "Unexpected broker id, expected 1 or empty string, but received 2"
+    assert describe(run, admin, BROKER, "x").error_code is ErrorCode.invalid_request
+    logger = describe(run, admin, BROKER_LOGGER, "1")
+    assert logger.error_code is ErrorCode.invalid_request
+    assert logger.error_message == "Unsupported resource type: BROKER_LOGGER"
+
+
+def test_a_broker_is_described_with_read_only_flags_and_kafkas_null_derived_keys(
+    run: LoopRunner, admin: ConfigAdmin
+) -> None:
+    configs = entries(describe(run, admin, BROKER, "1"))
+    hours = configs["log.roll.hours"]
+    assert (hours.value, hours.config_source, hours.read_only) == ("2", 4, True)
+    # Kafka reports log.roll.ms itself unset (its family's log.roll.hours is dropped).
+    roll = configs["log.roll.ms"]
+    assert (roll.value, roll.config_source, roll.synonyms, roll.read_only) == (None, 5, (), False)
+    assert configs["node.id"].read_only
+    assert configs["listeners"].value == "PLAINTEXT://127.0.0.1:19092"
+    # The default resource lists only what was set cluster-wide.
+    assert describe(run, admin, BROKER, "").configs == ()
+
+
+def test_incremental_operations_append_and_subtract_list_items(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin
+) -> None:
+    create(run, controller, topic("t"))
+    assert incremental(run, admin, TOPIC, "t", ("cleanup.policy", "compact", APPEND))[0] == 0
+    assert controller.image.topics["t"].configs["cleanup.policy"] == "delete,compact"
+    assert incremental(run, admin, TOPIC, "t", ("cleanup.policy", "delete", SUBTRACT))[0] == 0
+    assert controller.image.topics["t"].configs["cleanup.policy"] == "compact"
+    assert incremental(run, admin, TOPIC, "t", ("cleanup.policy", None, DELETE))[0] == 0
+    assert "cleanup.policy" not in controller.image.topics["t"].configs
+    error, message = incremental(run, admin, TOPIC, "t", ("segment.ms", "1", APPEND))
+    assert (error, message) == (
+        ErrorCode.invalid_config,
+        "Can't APPEND to key segment.ms because its type is not LIST.",
+    )
+
+
+def test_malformed_changes_are_invalid_requests(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin
+) -> None:
+    create(run, controller, topic("t"))
+    error, message = incremental(
+        run, admin, TOPIC, "t", ("segment.ms", "1", SET), ("segment.ms", "2", SET)
+    )
+    assert (error, message) == (ErrorCode.invalid_request, "Error due to duplicate config keys")
+    error, message = incremental(run, admin, TOPIC, "t", ("segment.ms", None, SET))
+    assert (error, message) == (
+        ErrorCode.invalid_request,
+        "Null value not supported for : segment.ms",
+    )
+    error, message = incremental(run, admin, TOPIC, "t", ("segment.ms", "1", 7))  # type: ignore[arg-type]
+    assert (error, message) == (ErrorCode.invalid_request, "Unknown operations type 7")
+    error, _ = incremental(run, admin, TOPIC, "", ("segment.ms", "1", SET))
+    assert error is ErrorCode.invalid_request
+    error, message = incremental(run, admin, BROKER_LOGGER, "1", ("root", "DEBUG", SET))
+    assert (error, message) == (ErrorCode.invalid_request, "Unknown resource type 8")
+
+
+def test_validate_only_and_failed_resources_write_nothing(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin, fake_core: FakeCore
+) -> None:
+    create(run, controller, topic("t"))
+    offset = controller.image.metadata_offset
+    assert incremental(run, admin, TOPIC, "t", ("segment.ms", "1000", SET), validate_only=True)[
+        0
+    ] is (ErrorCode.none)
+    error, message = incremental(run, admin, TOPIC, "t", ("segment.ms", "0", SET))
+    assert error is ErrorCode.invalid_config and "segment.ms" in (message or "")
+    error, message = incremental(run, admin, TOPIC, "gone", ("segment.ms", "1000", SET))
+    assert (error, message) == (
+        ErrorCode.unknown_topic_or_partition,
+        "The topic 'gone' does not exist.",
+    )
+    assert controller.image.metadata_offset == offset
+
+
+def test_legacy_alter_replaces_the_whole_set_of_overrides(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin
+) -> None:
+    create(run, controller, topic("t", configs=[{"name": "segment.ms", "value": "60000"}]))
+    assert alter(run, admin, TOPIC, "t", {"flush.ms": "1000"}) == (ErrorCode.none, None)
+    assert dict(controller.image.topics["t"].configs) == {"flush.ms": "1000"}
+    error, message = alter(run, admin, TOPIC, "t", {"flush.ms": None})
+    assert (error, message) == (
+        ErrorCode.invalid_request,
+        "Null value not supported for : flush.ms",
+    )
+
+
+def test_dynamic_broker_configs_reach_the_core_and_survive_a_restart(
+    run: LoopRunner,
+    controller: Controller,
+    admin: ConfigAdmin,
+    config: BrokerConfig,
+    fake_core: FakeCore,
+) -> None:
+    create(run, controller, topic("t"))
+    assert incremental(run, admin, BROKER, "", ("log.segment.bytes", "2097152", SET))[0] == 0
+    assert fake_core.deltas[-1]["log_defaults"]["segment.bytes"] == "2097152"
+    assert incremental(run, admin, BROKER, "1", ("log.segment.bytes", "3145728", SET))[0] == 0
+    assert fake_core.deltas[-1]["log_defaults"]["segment.bytes"] == "3145728"
+    # A topic-only change does not resend the broker defaults.
+    assert incremental(run, admin, TOPIC, "t", ("segment.ms", "60000", SET))[0] == 0
+    assert "log_defaults" not in fake_core.deltas[-1]
+    segment = entries(describe(run, admin, TOPIC, "t"))["segment.bytes"]
+    assert (segment.value, segment.config_source) == ("3145728", 2)
+    assert [(s.name, s.value, s.source) for s in segment.synonyms] == [
+        ("log.segment.bytes", "3145728", 2),
+        ("log.segment.bytes", "2097152", 3),
+        ("log.segment.bytes", "1073741824", 5),
+    ]
+    assert [c.value for c in describe(run, admin, BROKER, "").configs] == ["2097152"]
+
+    restarted = Controller.open(config, fake_core.reopen())
+    assert restarted.image.broker_configs == {
+        "": {"log.segment.bytes": "2097152"},
+        "1": {"log.segment.bytes": "3145728"},
+    }
+    assert restarted.core_image()["log_defaults"]["segment.bytes"] == "3145728"
+    assert incremental(
+        run, ConfigAdmin(restarted), BROKER, "1", ("log.segment.bytes", None, DELETE)
+    )[0] is (ErrorCode.none)
+    assert restarted.broker_config()["log.segment.bytes"] == 2097152
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value", "error", "message"),
+    [
+        (
+            "1",
+            "num.partitions",
+            "3",
+            ErrorCode.invalid_request,
+            "Cannot update these configs dynamically: Set(num.partitions)",
+        ),
+        (
+            "",
+            "listeners",
+            "PLAINTEXT://:1",
+            ErrorCode.invalid_request,
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            "Set(listeners)",
+        ),
+        (
+            "1",
+            "log.segment.bytes",
+            "10",
+            ErrorCode.invalid_request,
+            "Invalid value 10 for configuration log.segment.bytes: value must be at least 1048576",
+        ),
+        (
+            "1",
+            "max.connections",
+            "10",
+            ErrorCode.invalid_config,
+            "krust cannot apply a change of max.connections while running: set it in the "
+            "broker's config file and restart",
+        ),
+        (
+            "1",
+            "log.preallocate",
+            "true",
+            ErrorCode.invalid_config,
+            "Invalid value true for configuration log.preallocate: krust accepts only the default "
+            "(false): krust does not preallocate segment files",
+        ),
+        (
+            "1",
+            "no.such.key",
+            "1",
+            ErrorCode.invalid_config,
+            "Unknown broker config name: no.such.key",
+        ),
+        (
+            "2",
+            "log.segment.bytes",
+            "2097152",
+            ErrorCode.invalid_request,
+            "Unexpected broker id, expected 1, but received 2",
+        ),
+        (
+            "x",
+            "log.segment.bytes",
+            "2097152",
+            ErrorCode.invalid_request,
+            "Node id must be an integer, but it is: x",
+        ),
+    ],
+)
+def test_broker_changes_krust_cannot_honour_are_refused_naming_the_key(
+    run: LoopRunner,
+    admin: ConfigAdmin,
+    name: str,
+    key: str,
+    value: str,
+    error: ErrorCode,
+    message: str,
+) -> None:
+    assert incremental(run, admin, BROKER, name, (key, value, SET)) == (error, message)
+
+
+def test_group_configs_are_described_with_defaults_and_never_stored(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin
+) -> None:
+    configs = entries(describe(run, admin, GROUP, "g"))
+    timeout = configs["consumer.session.timeout.ms"]
+    assert (timeout.value, timeout.config_source, timeout.config_type) == ("45000", 5, 3)
+    error, message = incremental(
+        run, admin, GROUP, "g", ("consumer.session.timeout.ms", "50000", SET)
+    )
+    assert error is ErrorCode.invalid_config
+    assert message is not None and message.startswith(
+        "krust does not honour group config consumer.session.timeout.ms"
+    )
+    error, message = incremental(run, admin, GROUP, "g", ("no.such.key", "1", SET))
+    assert (error, message) == (ErrorCode.invalid_config, "Unknown group config name: no.such.key")
+    assert describe(run, admin, GROUP, "").error_code is ErrorCode.invalid_request
