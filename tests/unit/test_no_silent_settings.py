@@ -37,10 +37,6 @@ REPO = Path(__file__).resolve().parents[2]
 # empties this set when merging them.
 BEING_IMPLEMENTED_ON_OTHER_BRANCHES = frozenset(
     {
-        "retention.ms",
-        "retention.bytes",
-        "file.delete.delay.ms",
-        "log.retention.check.interval.ms",
         "cleanup.policy",
         "delete.retention.ms",
         "min.compaction.lag.ms",
@@ -50,7 +46,6 @@ BEING_IMPLEMENTED_ON_OTHER_BRANCHES = frozenset(
         "compression.gzip.level",
         "compression.lz4.level",
         "compression.zstd.level",
-        "min.insync.replicas",
     }
 )
 
