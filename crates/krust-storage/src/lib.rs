@@ -21,6 +21,7 @@
 
 pub mod append_origin;
 pub mod batch;
+mod batch_builder;
 pub mod checkpoint;
 mod compression;
 pub mod config;
@@ -38,6 +39,7 @@ pub mod offset_index;
 pub mod partition_metadata;
 pub mod producer_snapshot;
 pub mod producer_state;
+mod recompress;
 pub mod records;
 mod recovery;
 pub mod scheduler;
@@ -58,7 +60,12 @@ pub mod fuzzing {
         config: &LogConfig,
         now_ms: i64,
     ) -> Result<usize, AppendError> {
-        crate::validate::validate_records(records, config, AppendOrigin::Client, now_ms)
+        let topic_partition = crate::TopicPartition::new("fuzz", 0);
+        let target = crate::validate::Target {
+            topic_partition: &topic_partition,
+            config,
+        };
+        crate::validate::validate_records(records, &target, AppendOrigin::Client, now_ms)
             .map(|batches| batches.len())
     }
 }
@@ -71,8 +78,8 @@ mod log_tests;
 mod recovery_tests;
 
 pub use append_origin::AppendOrigin;
-pub use config::{CleanupPolicy, LogConfig, TimestampType};
-pub use error::{AppendError, BatchError, ReadError, StorageError};
+pub use config::{CleanupPolicy, CompressionType, LogConfig, TimestampType};
+pub use error::{AppendError, BatchError, ReadError, RecordError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
