@@ -24,6 +24,10 @@ const GZIP_DEFAULT_LEVEL: u32 = 6;
 
 const COMPRESSION_MASK: i16 = 0x07;
 
+/// The most one batch may expand to when the broker decompresses it to rewrite it: what Kafka
+/// would hold in memory too, bounded so a small batch cannot claim gigabytes.
+pub(crate) const MAX_DECOMPRESSED_BYTES: usize = 128 << 20;
+
 /// A codec with the level a topic configures for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Codec {
@@ -32,6 +36,12 @@ pub struct Codec {
 }
 
 impl Codec {
+    /// No compression.
+    pub const NONE: Self = Self {
+        compression: Compression::None,
+        level: 0,
+    };
+
     /// `compression` at the level `config` sets for it (`compression.<codec>.level`).
     pub fn with_topic_level(compression: Compression, config: &LogConfig) -> Self {
         let level = match compression {

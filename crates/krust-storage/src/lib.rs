@@ -13,6 +13,8 @@
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
 //! - [`scheduler`]: the background thread that flushes rolled segments.
+//! - [`cleaner`]: the log cleaner, compacting logs whose `cleanup.policy` has `compact`;
+//!   [`batch_builder`] writes the batches it (and `compression.type`'s recompression) rebuilds.
 //! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`];
 //!   [`log_dir_failure`]: the dirs that failed.
 //! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
@@ -23,6 +25,7 @@ pub mod append_origin;
 pub mod batch;
 mod batch_builder;
 pub mod checkpoint;
+pub mod cleaner;
 mod compression;
 pub mod config;
 pub mod config_keys;
@@ -78,6 +81,7 @@ mod log_tests;
 mod recovery_tests;
 
 pub use append_origin::AppendOrigin;
+pub use cleaner::{CleanStats, CleanerConfig, CleanerStatus};
 pub use config::{CleanupPolicy, CompressionType, LogConfig, TimestampType};
 pub use error::{AppendError, BatchError, ReadError, RecordError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};

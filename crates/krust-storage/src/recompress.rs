@@ -4,14 +4,10 @@
 //! topic's codec, the produced bytes are stored as they came.
 
 use crate::batch::{self, BatchHeader};
-use crate::batch_builder::{build_batch, records_area, Codec};
+use crate::batch_builder::{build_batch, records_area, Codec, MAX_DECOMPRESSED_BYTES};
 use crate::config::LogConfig;
 use crate::error::AppendError;
 use crate::validate::ValidatedBatch;
-
-/// The most a produced batch may expand to when it is recompressed; what Kafka would hold in
-/// memory too, bounded so a small batch cannot claim gigabytes.
-const MAX_DECOMPRESSED_BYTES: usize = 128 << 20;
 
 /// The record set to store: `records` itself, or with each batch whose codec differs from
 /// the topic's rebuilt in the topic's codec (and the batches' ranges and headers updated).

@@ -204,10 +204,17 @@ pub(crate) struct RecordView<'a> {
     pub timestamp_delta: i64,
     pub offset_delta: i32,
     pub key: Option<&'a [u8]>,
-    /// A null value: a tombstone.
-    pub is_tombstone: bool,
+    /// `None` for a tombstone.
+    pub value: Option<&'a [u8]>,
     /// The record's bytes after its offset delta (key, value, headers), as stored.
     pub tail: &'a [u8],
+}
+
+impl RecordView<'_> {
+    /// A record with a null value.
+    pub fn is_tombstone(&self) -> bool {
+        self.value.is_none()
+    }
 }
 
 /// The records of an uncompressed records area (a batch's, already validated on append).
@@ -241,13 +248,13 @@ fn next_view<'a>(rest: &mut SliceSource<'a>) -> Result<RecordView<'a>, BatchErro
     let offset_delta = zigzag_i32(unsigned(5, || body.next_byte(), "offset delta")?)?;
     let tail = body.buf;
     let key = bytes_field(&mut body)?;
-    let is_tombstone = bytes_field(&mut body)?.is_none();
+    let value = bytes_field(&mut body)?;
     Ok(RecordView {
         attributes,
         timestamp_delta,
         offset_delta,
         key,
-        is_tombstone,
+        value,
         tail,
     })
 }
@@ -368,7 +375,7 @@ mod tests {
             .unwrap();
         assert_eq!(views.len(), 3);
         assert_eq!(views[0].key, Some(&b"k0"[..]));
-        assert!(!views[0].is_tombstone && views[1].is_tombstone);
+        assert!(!views[0].is_tombstone() && views[1].is_tombstone());
         assert_eq!((views[2].key, views[2].offset_delta), (None, 2));
         assert_eq!(views[2].timestamp_delta, 2);
         assert!(record_views(&bytes[RECORD_BATCH_OVERHEAD..bytes.len() - 1]).any(|v| v.is_err()));

@@ -49,6 +49,7 @@ pub(crate) fn load_segments(
     params: &LoadParams,
     now_ms: i64,
 ) -> Result<LoadedSegments, StorageError> {
+    crate::cleaner::swap::complete_interrupted_swaps(dir).map_err(StorageError::io(dir))?;
     let bases = segment_base_offsets(dir)?;
     let Some(&last_base) = bases.last() else {
         let base = params.log_start_offset.max(0);
@@ -167,9 +168,9 @@ pub(crate) fn recover_segment(
         let Ok(header) = check_integrity(&bytes) else {
             break;
         };
-        // Offsets are contiguous (no compaction yet): a batch whose base offset (outside the
+        // Offsets only grow (the cleaner leaves gaps): a batch whose base offset (outside the
         // CRC) does not follow its predecessor is as corrupt as a CRC mismatch.
-        let in_order = header.base_offset == previous_last_offset + 1
+        let in_order = header.base_offset > previous_last_offset
             && header.last_offset_delta >= 0
             && header.last_offset() - base_offset <= i64::from(i32::MAX);
         if !in_order {
