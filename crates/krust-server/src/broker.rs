@@ -70,6 +70,12 @@ impl Broker {
                 dirs: joined_log_dirs(&settings),
                 source,
             })?;
+        log_manager
+            .start_cleaner(&settings.cleaner)
+            .map_err(|source| OpenError::Logs {
+                dirs: joined_log_dirs(&settings),
+                source,
+            })?;
         let replicas = Arc::new(ReplicaManager::new(
             settings.node_id,
             log_manager,

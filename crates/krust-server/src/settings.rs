@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use krust_storage::LogConfig;
+use krust_storage::{CleanerConfig, LogConfig};
 
 use crate::session::SecurityProtocol;
 
@@ -48,6 +48,8 @@ pub struct BrokerSettings {
     pub log_flush_scheduler_interval_ms: u64,
     /// The broker-wide defaults of every topic-level log setting (message.max.bytes, log.segment.bytes, ...).
     pub log_defaults: LogConfig,
+    /// log.cleaner.enable, log.cleaner.threads, log.cleaner.dedupe.buffer.size, ...
+    pub cleaner: CleanerConfig,
 }
 
 impl Default for BrokerSettings {
@@ -73,6 +75,7 @@ impl Default for BrokerSettings {
             connections_max_idle_ms: 600_000,
             log_flush_scheduler_interval_ms: u64::MAX,
             log_defaults: LogConfig::default(),
+            cleaner: CleanerConfig::default(),
         }
     }
 }

@@ -93,7 +93,7 @@ impl LogManager {
     /// Starts the log cleaner (`log.cleaner.enable`) over this manager's logs.
     pub fn start_cleaner(&self, config: &CleanerConfig) -> Result<(), StorageError> {
         let mut cleaner = self.cleaner.lock();
-        if !config.enable || cleaner.is_some() {
+        if !config.enable || config.threads == 0 || cleaner.is_some() {
             return Ok(());
         }
         *cleaner = Some(
