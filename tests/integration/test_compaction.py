@@ -1,4 +1,4 @@
-"""The log cleaner, keyless records on compacted topics and `compression.type`, with real clients."""
+"""The log cleaner, keyless records on compacted topics and `compression.type`, via clients."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import struct
 import time
 from pathlib import Path
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from .broker_process import BrokerProcess
 from .clients.confluent import assigned_consumer, create_topic, watermarks
@@ -110,9 +110,7 @@ def is_compacted(seen: list[tuple[int, bytes, bytes | None]]) -> bool:
     return len(keys) == len(set(keys)) and not DELETED & set(keys)
 
 
-def wait_until_compacted(
-    bootstrap: str, topic: str
-) -> list[tuple[int, bytes, bytes | None]]:
+def wait_until_compacted(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
     deadline = time.monotonic() + CLEAN_TIMEOUT_S
     seen = read_from_start(bootstrap, topic)
     while not is_compacted(seen) and time.monotonic() < deadline:
@@ -152,9 +150,7 @@ def partition_files(broker: BrokerProcess, topic: str, suffix: str) -> list[Path
 
 def test_kill_9_mid_clean_then_restart_gives_the_same_result(broker_factory) -> None:
     # A slow cleaner (Kafka's io.max.bytes.per.second throttle) so the kill lands mid-clean.
-    broker = broker_factory(
-        {**CLEANER_OVERRIDES, "log.cleaner.io.max.bytes.per.second": "20000"}
-    )
+    broker = broker_factory({**CLEANER_OVERRIDES, "log.cleaner.io.max.bytes.per.second": "20000"})
     create_topic(broker.bootstrap, "crashed", config=COMPACTED)
     latest = produce_versions(broker.bootstrap, "crashed")
     deadline = time.monotonic() + CLEAN_TIMEOUT_S
@@ -254,3 +250,52 @@ def test_a_gzip_topic_stores_gzip_batches_whatever_the_producer_sends(broker) ->
     finally:
         consumer.close()
     assert values == [b"v" * 100] * 200
+
+
+def test_consumer_offsets_is_cleaned_and_the_group_coordinator_reloads_it(broker_factory) -> None:
+    broker = broker_factory(
+        {
+            **CLEANER_OVERRIDES,
+            "offsets.topic.num.partitions": "1",
+            "offsets.topic.segment.bytes": "1048576",
+        }
+    )
+    partitions = 100
+    create_topic(broker.bootstrap, "tracked", partitions=partitions)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "committer",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        # ~80 bytes a committed offset: a few MiB, so __consumer_offsets rolls 1 MiB segments.
+        for round_ in range(400):
+            offsets = [TopicPartition("tracked", p, round_ * 10 + p) for p in range(partitions)]
+            consumer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        consumer.close()
+    final = {p: 399 * 10 + p for p in range(partitions)}
+
+    def cleaned() -> bool:
+        checkpoint = broker.data_dir / "cleaner-offset-checkpoint"
+        return checkpoint.exists() and "__consumer_offsets 0 " in checkpoint.read_text()
+
+    deadline = time.monotonic() + CLEAN_TIMEOUT_S
+    while not cleaned() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cleaned(), "__consumer_offsets-0 was never cleaned"
+    log_files = partition_files(broker, "__consumer_offsets", ".log")
+    log_bytes = sum(f.stat().st_size for f in log_files)
+    assert log_bytes < 1048576 * 2, f"{log_bytes} bytes left after cleaning"
+
+    broker.kill9()
+    broker.restart()
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer"})
+    try:
+        asked = [TopicPartition("tracked", p) for p in range(partitions)]
+        committed = reader.committed(asked, timeout=30)
+    finally:
+        reader.close()
+    assert {tp.partition: tp.offset for tp in committed} == final

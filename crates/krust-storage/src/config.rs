@@ -366,6 +366,46 @@ mod tests {
     }
 
     #[test]
+    fn the_cleaner_and_compression_keys_have_kafkas_defaults_and_bounds() {
+        let c = LogConfig::default();
+        assert_eq!(c.delete_retention_ms, 86_400_000);
+        assert_eq!(c.min_compaction_lag_ms, 0);
+        assert_eq!(c.max_compaction_lag_ms, i64::MAX);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.5);
+        assert_eq!(c.compression_type, CompressionType::Producer);
+        assert_eq!(
+            (
+                c.compression_gzip_level,
+                c.compression_lz4_level,
+                c.compression_zstd_level
+            ),
+            (-1, 9, 3)
+        );
+        let mut c = LogConfig::default();
+        c.apply_override("compression.type", "zstd").unwrap();
+        c.apply_override("compression.gzip.level", "9").unwrap();
+        c.apply_override("min.cleanable.dirty.ratio", "0.01").unwrap();
+        assert_eq!(c.compression_type, CompressionType::Zstd);
+        assert_eq!(c.compression_gzip_level, 9);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.01);
+        for (key, bad) in [
+            ("compression.gzip.level", "0"),
+            ("compression.gzip.level", "10"),
+            ("compression.lz4.level", "18"),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("compression.type", "brotli"),
+        ] {
+            let error = c.apply_override(key, bad).unwrap_err().to_string();
+            assert!(error.contains(key), "{error}");
+        }
+        let bad_ratio = LogConfig {
+            min_cleanable_dirty_ratio: -0.1,
+            ..LogConfig::default()
+        };
+        assert!(bad_ratio.validate().is_err());
+    }
+
+    #[test]
     fn rejects_what_the_table_rejects() {
         let c = LogConfig {
             segment_bytes: 0,
