@@ -201,9 +201,8 @@ fn log_cleaner_settings(mapping: &Bound<'_, PyAny>, s: &mut BrokerSettings) -> P
         "log.cleaner.min.cleanable.ratio",
         &mut log.min_cleanable_dirty_ratio,
     )?;
-    let invalid = |e: krust_storage::config_keys::ConfigValueError| {
-        PyValueError::new_err(e.to_string())
-    };
+    let invalid =
+        |e: krust_storage::config_keys::ConfigValueError| PyValueError::new_err(e.to_string());
     if let Some(codec) = get::<String>(mapping, "compression.type")? {
         log.apply_override("compression.type", &codec)
             .map_err(invalid)?;

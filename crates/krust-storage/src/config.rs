@@ -384,7 +384,8 @@ mod tests {
         let mut c = LogConfig::default();
         c.apply_override("compression.type", "zstd").unwrap();
         c.apply_override("compression.gzip.level", "9").unwrap();
-        c.apply_override("min.cleanable.dirty.ratio", "0.01").unwrap();
+        c.apply_override("min.cleanable.dirty.ratio", "0.01")
+            .unwrap();
         assert_eq!(c.compression_type, CompressionType::Zstd);
         assert_eq!(c.compression_gzip_level, 9);
         assert_eq!(c.min_cleanable_dirty_ratio, 0.01);

@@ -15,6 +15,7 @@ use std::path::Path;
 use tracing::warn;
 
 use crate::batch::{check_integrity, declared_size, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
+use crate::cleaner::swap;
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::file_records::{read_at, BatchScanner};
@@ -49,7 +50,6 @@ pub(crate) fn load_segments(
     params: &LoadParams,
     now_ms: i64,
 ) -> Result<LoadedSegments, StorageError> {
-    crate::cleaner::swap::complete_interrupted_swaps(dir).map_err(StorageError::io(dir))?;
     let bases = segment_base_offsets(dir)?;
     let Some(&last_base) = bases.last() else {
         let base = params.log_start_offset.max(0);
@@ -118,7 +118,8 @@ pub(crate) fn load_segments(
     })
 }
 
-/// Base offsets of the `.log` files; index files without a `.log` file are deleted.
+/// Base offsets of the `.log` files; index files without a `.log` file are deleted. A segment
+/// replacement the log cleaner left unfinished is completed or undone first.
 fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
     let mut bases = Vec::new();
     let mut index_files = Vec::new();
@@ -126,6 +127,10 @@ fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
         let entry = entry.map_err(StorageError::io(dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        if swap::is_interrupted_swap_file(name) {
+            swap::complete_interrupted_swaps(dir).map_err(StorageError::io(dir))?;
+            return segment_base_offsets(dir);
+        }
         if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
             bases.push(base);
         } else if let Some(base) = parse_offset_file_name(name, INDEX_FILE_SUFFIX)

@@ -209,6 +209,9 @@ pub(crate) struct Cleaned {
     pub stats: CleanStats,
 }
 
+/// How often a throttled cleaner checks whether it must stop.
+const THROTTLE_POLL: Duration = Duration::from_millis(100);
+
 /// Paces the cleaner's reads and writes to `log.cleaner.io.max.bytes.per.second`.
 pub(crate) struct Throttler<'a> {
     bytes_per_second: f64,
@@ -235,11 +238,13 @@ impl<'a> Throttler<'a> {
             if self.abort.load(Ordering::Acquire) {
                 return Err(CleanError::Aborted);
             }
-            let due = Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_second);
+            // A rate of 0 never lets the I/O through, as Kafka's throttler would.
+            let due = Duration::try_from_secs_f64(self.bytes as f64 / self.bytes_per_second)
+                .unwrap_or(Duration::MAX);
             let Some(wait) = due.checked_sub(self.started.elapsed()) else {
                 return Ok(());
             };
-            std::thread::sleep(wait.min(Duration::from_millis(100)));
+            std::thread::sleep(wait.min(THROTTLE_POLL));
         }
     }
 }

@@ -58,6 +58,11 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// A `.cleaned` or `.swap` file: a replacement a crash interrupted.
+pub(crate) fn is_interrupted_swap_file(name: &str) -> bool {
+    name.ends_with(CLEANED_FILE_SUFFIX) || name.ends_with(SWAP_FILE_SUFFIX)
+}
+
 /// Finishes or undoes a replacement a crash interrupted, before the log's segments load.
 pub(crate) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
     let mut swaps = Vec::new();
