@@ -74,21 +74,28 @@ pub(crate) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
         if name.ends_with(CLEANED_FILE_SUFFIX) {
             info!(file = %entry.path().display(), "deleting an unfinished cleaned segment");
             fs::remove_file(entry.path())?;
-        } else if let Some(base) =
-            parse_offset_file_name(name, &format!("{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}"))
+        } else if let Some(base) = SEGMENT_FILE_SUFFIXES
+            .iter()
+            .find_map(|suffix| parse_offset_file_name(name, &format!("{suffix}{SWAP_FILE_SUFFIX}")))
         {
             swaps.push(base);
         } else if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
             bases.push(base);
         }
     }
+    swaps.sort_unstable();
+    swaps.dedup();
     for &base in &swaps {
         let swap_path =
             offset_file_path(dir, base, &format!("{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}"));
-        let end = next_offset(&swap_path, base)?;
-        for &old in bases.iter().filter(|old| (base..end).contains(*old)) {
-            for suffix in SEGMENT_FILE_SUFFIXES {
-                remove_if_present(&offset_file_path(dir, old, suffix))?;
+        // Without a `.log.swap` the log file was renamed already: the old segments are gone
+        // and only the indexes' renames are left.
+        if swap_path.exists() {
+            let end = next_offset(&swap_path, base)?;
+            for &old in bases.iter().filter(|old| (base..end).contains(*old)) {
+                for suffix in SEGMENT_FILE_SUFFIXES {
+                    remove_if_present(&offset_file_path(dir, old, suffix))?;
+                }
             }
         }
         for suffix in SEGMENT_FILE_SUFFIXES {

@@ -327,6 +327,24 @@ fn loading_completes_a_swap_and_discards_a_cleaned_segment_a_crash_left() {
     assert_eq!(read_all(&reopened), cleaned);
     assert!(!swap.exists());
 
+    // A crash after the log file's final rename, before its indexes': they are renamed too.
+    let crashed = tempfile::tempdir().unwrap();
+    let crashed_partition = crashed.path().join("t-0");
+    copy_dir(&partition, &crashed_partition);
+    for kind in ["index", "timeindex"] {
+        let path =
+            |suffix: &str| crashed_partition.join(format!("00000000000000000000.{kind}{suffix}"));
+        fs::rename(path(""), path(".swap")).unwrap();
+    }
+    let reopened = open_log(crashed.path(), compacted(100_000));
+    assert_eq!(read_all(&reopened), cleaned);
+    let names: Vec<String> = fs::read_dir(&crashed_partition)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".swap")), "{names:?}");
+    assert!(names.contains(&"00000000000000000000.index".to_string()));
+
     // A crash before it: the `.cleaned` files go, the log is as it was.
     let crashed = tempfile::tempdir().unwrap();
     copy_dir(&pristine.path().join("t-0"), &crashed.path().join("t-0"));
