@@ -357,6 +357,8 @@ fn loading_completes_a_swap_and_discards_a_cleaned_segment_a_crash_left() {
         [0; 8],
     )
     .unwrap();
+    // A file that only looks like a swap is left alone.
+    fs::write(crashed.path().join("t-0/notes.swap"), b"not a segment").unwrap();
     let reopened = open_log(crashed.path(), compacted(100_000));
     assert_eq!(read_all(&reopened), original);
     assert!(!leftover.exists());
