@@ -389,3 +389,69 @@ fn a_log_that_changed_meanwhile_is_left_alone() {
         .count();
     assert_eq!(leftovers, 0);
 }
+
+fn shared_log(root: &Path, topic: &str, config: LogConfig) -> SharedLog {
+    let tp = crate::TopicPartition::new(topic, 0);
+    let log = Log::open(
+        &root.join(tp.dir_name()),
+        tp,
+        None,
+        config,
+        crate::LoadParams::default(),
+        NOW,
+    )
+    .unwrap();
+    Arc::new(Mutex::new(log))
+}
+
+#[test]
+fn the_manager_picks_a_due_compacted_log_checkpoints_its_clean_and_returns_for_tombstones() {
+    use crate::cleaner::manager::{CleanerManager, CLEANER_OFFSET_CHECKPOINT_FILE};
+    use parking_lot::RwLock;
+
+    let root = tempfile::tempdir().unwrap();
+    let mut young = compacted(300);
+    young.min_compaction_lag_ms = i64::MAX / 2;
+    let plain = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let logs: BTreeMap<_, _> = [
+        ("plain", plain),
+        ("compacted", compacted(300)),
+        ("young", young),
+    ]
+    .into_iter()
+    .map(|(topic, config)| {
+        let log = shared_log(root.path(), topic, config);
+        write_versions(&mut log.lock(), Compression::None);
+        (crate::TopicPartition::new(topic, 0), log)
+    })
+    .collect();
+    let manager = CleanerManager::new(&[root.path().to_path_buf()], Arc::new(RwLock::new(logs)));
+    let (log, to_clean) = manager.grab_filthiest(NOW).unwrap();
+    // "plain" is not compacted; all of "young" is within min.compaction.lag.ms.
+    assert_eq!(to_clean.topic_partition.topic, "compacted");
+    assert_eq!(to_clean.dirty_ratio(), 1.0);
+    assert_eq!(manager.status().max_dirty_percent, 100.0);
+    assert!(manager.grab_filthiest(NOW).is_none(), "it is being cleaned");
+
+    let abort = AtomicBool::new(false);
+    let mut throttler = Throttler::new(f64::MAX, &abort);
+    let mut map = OffsetMap::new(1 << 20);
+    let result = clean_log(&log, &to_clean, &mut map, &mut throttler, NOW);
+    manager.done(&to_clean, result);
+    let checkpoint = fs::read_to_string(root.path().join(CLEANER_OFFSET_CHECKPOINT_FILE)).unwrap();
+    assert_eq!(checkpoint, "0\n1\ncompacted 0 32\n");
+    let status = manager.status();
+    assert_eq!(status.cleans_completed, 1);
+    assert_eq!(status.last_clean.unwrap().records_retained, 4);
+
+    // Clean now; due again only once the kept tombstone's delete horizon has passed.
+    assert!(manager.grab_filthiest(NOW + 1).is_none());
+    assert_eq!(manager.status().dirty_bytes, 0);
+    let horizon = NOW + LogConfig::default().delete_retention_ms;
+    let (_, again) = manager.grab_filthiest(horizon).unwrap();
+    assert_eq!(again.topic_partition.topic, "compacted");
+    assert_eq!(again.first_dirty_offset, 32);
+}
