@@ -320,3 +320,15 @@ def test_consumer_offsets_is_cleaned_and_the_group_coordinator_reloads_it(broker
     finally:
         reader.close()
     assert {tp.partition: tp.offset for tp in committed} == final
+
+
+def test_a_broker_wide_compact_policy_leaves_the_metadata_log_alone(broker_factory) -> None:
+    broker = broker_factory({**CLEANER_OVERRIDES, "log.cleanup.policy": "compact"})
+    create_topic(broker.bootstrap, "inherits", config={"internal.segment.bytes": "4096"})
+    latest = produce_versions(broker.bootstrap, "inherits")
+    for _ in range(2):
+        # Its keyless metadata records survive the cleaner and every reload.
+        broker.kill9()
+        broker.restart()
+        assert watermarks(broker.bootstrap, "inherits", 0)[1] == KEYS * VERSIONS + KEYS + 1
+    assert replayed(read_from_start(broker.bootstrap, "inherits")) == live(latest)

@@ -12,8 +12,8 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, ReadError, SharedLog,
-    StorageError, TopicPartition,
+    AppendError, AppendOrigin, CleanupPolicy, LogAppendInfo, LogConfig, LogManager, ReadError,
+    SharedLog, StorageError, TopicPartition,
 };
 use parking_lot::RwLock;
 use uuid::Uuid;
@@ -21,6 +21,9 @@ use uuid::Uuid;
 use crate::metadata_cache::{MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata};
 use crate::partition::{log_dir_of, Partition, PartitionError};
 use crate::settings::topic_log_config;
+
+/// KRaft's metadata log, written and read by the controller through the internal-log calls.
+const METADATA_LOG_TOPIC: &str = "__cluster_metadata";
 
 /// Why a partition operation failed, as a Kafka error code.
 pub type ErrorCode = i16;
@@ -404,11 +407,27 @@ impl ReplicaManager {
     }
 
     fn internal_log(&self, tp: &TopicPartition) -> Result<SharedLog, StorageError> {
+        let config = if tp.topic == METADATA_LOG_TOPIC {
+            // KRaft's metadata log is bounded by snapshots, never compacted: its records have
+            // no keys, whatever log.cleanup.policy says.
+            LogConfig {
+                cleanup_policy: CleanupPolicy::default(),
+                ..self.log_defaults.clone()
+            }
+        } else {
+            self.log_defaults.clone()
+        };
         match self.log_manager.get(tp) {
-            Some(log) => Ok(log),
-            None => self
-                .log_manager
-                .get_or_create(tp, None, self.log_defaults.clone()),
+            Some(log) => {
+                let mut guard = log.lock();
+                if tp.topic == METADATA_LOG_TOPIC && guard.config() != &config {
+                    // Loaded with the broker defaults at start-up.
+                    guard.update_config(config)?;
+                }
+                drop(guard);
+                Ok(log)
+            }
+            None => self.log_manager.get_or_create(tp, None, config),
         }
     }
 

@@ -280,3 +280,65 @@ fn internal_appends_are_coordinator_appends_that_may_write_control_batches() {
     let info = manager.append_internal(&tp, &batch, 0).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 0));
 }
+
+#[test]
+fn the_metadata_log_is_never_compacted_whatever_log_cleanup_policy_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_path_buf()];
+    let mut compacting = LogConfig::default();
+    compacting
+        .apply_override("cleanup.policy", "compact")
+        .unwrap();
+    let keyless = keyless_batch();
+    let tp = TopicPartition::new("__cluster_metadata", 0);
+    {
+        let log_manager = LogManager::open(&dirs, compacting.clone()).unwrap();
+        let manager = ReplicaManager::new(LOCAL, log_manager, compacting.clone());
+        let info = manager.append_internal(&tp, &keyless, 0).unwrap();
+        assert_eq!(info.first_offset, 0);
+        // A topic's internal log takes the broker default as before.
+        let other = TopicPartition::new("__consumer_offsets", 0);
+        assert!(manager.append_internal(&other, &keyless, 0).is_err());
+        manager.shutdown().unwrap();
+    }
+    // Loaded at start-up with the broker defaults, it is set back on first use.
+    let log_manager = LogManager::open(&dirs, compacting.clone()).unwrap();
+    let manager = ReplicaManager::new(LOCAL, log_manager, compacting);
+    assert_eq!(
+        manager
+            .append_internal(&tp, &keyless, 0)
+            .unwrap()
+            .first_offset,
+        1
+    );
+    let log = manager.log_manager().get(&tp).unwrap();
+    assert!(!log.lock().config().cleanup_policy.compact);
+}
+
+fn keyless_batch() -> bytes::BytesMut {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 0,
+        key: None,
+        value: Some(bytes::Bytes::from_static(b"metadata")),
+        headers: Default::default(),
+    };
+    let mut batch = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut batch, [&record], &options).unwrap();
+    batch
+}
