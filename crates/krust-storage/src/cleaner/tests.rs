@@ -455,3 +455,39 @@ fn the_manager_picks_a_due_compacted_log_checkpoints_its_clean_and_returns_for_t
     assert_eq!(again.topic_partition.topic, "compacted");
     assert_eq!(again.first_dirty_offset, 32);
 }
+
+#[test]
+fn max_compaction_lag_makes_a_log_due_below_its_dirty_ratio() {
+    use crate::cleaner::manager::{CleanerManager, CLEANER_OFFSET_CHECKPOINT_FILE};
+    use parking_lot::RwLock;
+
+    let root = tempfile::tempdir().unwrap();
+    let mut lagging = compacted(300);
+    lagging.min_cleanable_dirty_ratio = 1.0;
+    lagging.max_compaction_lag_ms = 10_000;
+    let mut prompt = lagging.clone();
+    prompt.max_compaction_lag_ms = i64::MAX;
+    let logs: BTreeMap<_, _> = [("lagging", lagging), ("prompt", prompt)]
+        .into_iter()
+        .map(|(topic, config)| {
+            let log = shared_log(root.path(), topic, config);
+            write_versions(&mut log.lock(), Compression::None);
+            (crate::TopicPartition::new(topic, 0), log)
+        })
+        .collect();
+    // The first two segments count as clean: the dirty ratio stays below 1.0.
+    let clean_end = logs.values().next().unwrap().lock().segment_base_offsets()[2];
+    fs::write(
+        root.path().join(CLEANER_OFFSET_CHECKPOINT_FILE),
+        format!("0\n2\nlagging 0 {clean_end}\nprompt 0 {clean_end}\n"),
+    )
+    .unwrap();
+    let manager = CleanerManager::new(&[root.path().to_path_buf()], Arc::new(RwLock::new(logs)));
+    // The oldest dirty record is NOW + a few ms: overdue only after 10 s more.
+    assert!(manager.grab_filthiest(NOW + 10_000).is_none());
+    let (_, due) = manager.grab_filthiest(NOW + 10_010).unwrap();
+    assert_eq!(due.topic_partition.topic, "lagging");
+    assert_eq!(due.first_dirty_offset, clean_end);
+    assert!(due.dirty_ratio() < 1.0);
+    assert!(manager.grab_filthiest(NOW + 10_010).is_none());
+}
