@@ -186,9 +186,62 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     }
     // Python checked every key against the config table; the core checks its own copy again so
     // that no caller can start it with defaults its logs would refuse.
-    log.validate()
+    log_cleaner_settings(mapping, &mut s)?;
+    s.log_defaults
+        .validate()
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(s)
+}
+
+/// The cleaner's broker keys and the broker defaults of the topic keys it and recompression
+/// obey.
+fn log_cleaner_settings(mapping: &Bound<'_, PyAny>, s: &mut BrokerSettings) -> PyResult<()> {
+    let cleaner = &mut s.cleaner;
+    set(mapping, "log.cleaner.enable", &mut cleaner.enable)?;
+    set(mapping, "log.cleaner.threads", &mut cleaner.threads)?;
+    set(
+        mapping,
+        "log.cleaner.dedupe.buffer.size",
+        &mut cleaner.dedupe_buffer_size,
+    )?;
+    set(mapping, "log.cleaner.backoff.ms", &mut cleaner.backoff_ms)?;
+    set(
+        mapping,
+        "log.cleaner.io.max.bytes.per.second",
+        &mut cleaner.io_max_bytes_per_second,
+    )?;
+    let log = &mut s.log_defaults;
+    set(
+        mapping,
+        "log.cleaner.delete.retention.ms",
+        &mut log.delete_retention_ms,
+    )?;
+    set(
+        mapping,
+        "log.cleaner.min.compaction.lag.ms",
+        &mut log.min_compaction_lag_ms,
+    )?;
+    set(
+        mapping,
+        "log.cleaner.max.compaction.lag.ms",
+        &mut log.max_compaction_lag_ms,
+    )?;
+    set(
+        mapping,
+        "log.cleaner.min.cleanable.ratio",
+        &mut log.min_cleanable_dirty_ratio,
+    )?;
+    let invalid =
+        |e: krust_storage::config_keys::ConfigValueError| PyValueError::new_err(e.to_string());
+    if let Some(codec) = get::<String>(mapping, "compression.type")? {
+        log.apply_override("compression.type", &codec)
+            .map_err(invalid)?;
+    }
+    if let Some(policy) = get::<Vec<String>>(mapping, "log.cleanup.policy")? {
+        log.apply_override("cleanup.policy", &policy.join(","))
+            .map_err(invalid)?;
+    }
+    Ok(())
 }
 
 fn required<'py>(mapping: &Bound<'py, PyAny>, key: &str) -> PyResult<Bound<'py, PyAny>> {

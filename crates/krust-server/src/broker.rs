@@ -115,6 +115,15 @@ impl Broker {
     pub fn apply_metadata(&self, image: MetadataImage) -> Result<(), ApplyError> {
         let applied = self.replicas.apply_image(&image);
         self.metadata.replace(image);
+        // As Kafka's broker starts its LogManager once metadata has caught up: only now do
+        // the loaded logs carry their topics' cleanup.policy.
+        if let Err(error) = self
+            .replicas
+            .log_manager()
+            .start_cleaner(&self.settings.cleaner)
+        {
+            tracing::error!("the log cleaner did not start: {error}");
+        }
         applied
     }
 

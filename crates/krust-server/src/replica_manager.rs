@@ -12,8 +12,8 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, LogSpec, ReadError, SharedLog,
-    StorageError, TopicPartition,
+    AppendError, AppendOrigin, CleanupPolicy, LogAppendInfo, LogConfig, LogManager, LogSpec,
+    ReadError, SharedLog, StorageError, TopicPartition,
 };
 use parking_lot::RwLock;
 use uuid::Uuid;
@@ -21,6 +21,9 @@ use uuid::Uuid;
 use crate::metadata_cache::{MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata};
 use crate::partition::{log_dir_of, Partition, PartitionError};
 use crate::settings::topic_log_config;
+
+/// KRaft's metadata log, written and read by the controller through the internal-log calls.
+const METADATA_LOG_TOPIC: &str = "__cluster_metadata";
 
 /// Why a partition operation failed, as a Kafka error code.
 pub type ErrorCode = i16;
@@ -456,35 +459,41 @@ impl ReplicaManager {
         Ok(self.internal_log(tp)?.lock().log_end_offset())
     }
 
-    /// A hosted partition's log keeps its topic's config; any other internal log (the
-    /// metadata log) is the broker's own and takes `unhosted_log_config`, also when it was
-    /// loaded at start-up with the broker defaults.
+    /// A topic's internal log keeps its topic's config; the metadata log is the broker's own
+    /// and takes `metadata_log_config`, also when it was loaded at start-up with the broker
+    /// defaults.
     fn internal_log(&self, tp: &TopicPartition) -> Result<SharedLog, StorageError> {
-        let hosted = self.partition(&tp.topic, tp.partition).is_some();
         match self.log_manager.get(tp) {
-            Some(log) if hosted => Ok(log),
+            Some(log) if tp.topic != METADATA_LOG_TOPIC => Ok(log),
             Some(log) => {
-                let wanted = self.unhosted_log_config();
+                let wanted = self.metadata_log_config();
                 let mut guard = log.lock();
                 if guard.config() != &wanted {
+                    // Loaded with the broker defaults at start-up.
                     guard.update_config(wanted)?;
                 }
                 drop(guard);
                 Ok(log)
             }
+            None if tp.topic == METADATA_LOG_TOPIC => {
+                self.log_manager
+                    .get_or_create(tp, None, self.metadata_log_config())
+            }
             None => self
                 .log_manager
-                .get_or_create(tp, None, self.unhosted_log_config()),
+                .get_or_create(tp, None, self.log_defaults.read().clone()),
         }
     }
 
-    /// The broker defaults without time or size retention: the metadata log has no snapshots
-    /// yet to stand in for deleted segments (Kafka trims `__cluster_metadata` only behind
-    /// one), so retention would lose topics at the next start.
-    fn unhosted_log_config(&self) -> LogConfig {
+    /// The broker defaults as KRaft's metadata log needs them: no time or size retention (it
+    /// has no snapshots yet to stand in for deleted segments; Kafka trims `__cluster_metadata`
+    /// only behind one) and never compacted (its records have no keys), whatever the broker's
+    /// log.retention.* and log.cleanup.policy say.
+    fn metadata_log_config(&self) -> LogConfig {
         LogConfig {
             retention_ms: -1,
             retention_bytes: -1,
+            cleanup_policy: CleanupPolicy::default(),
             ..self.log_defaults.read().clone()
         }
     }

@@ -284,8 +284,42 @@ fn internal_appends_are_coordinator_appends_that_may_write_control_batches() {
     assert_eq!((info.first_offset, info.last_offset), (0, 0));
 }
 
-/// A plain batch of one record stamped at time 0.
-fn old_record() -> Vec<u8> {
+#[test]
+fn the_metadata_log_is_never_compacted_whatever_log_cleanup_policy_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_path_buf()];
+    let mut compacting = LogConfig::default();
+    compacting
+        .apply_override("cleanup.policy", "compact")
+        .unwrap();
+    let keyless = keyless_batch();
+    let tp = TopicPartition::new("__cluster_metadata", 0);
+    {
+        let log_manager = LogManager::open(&dirs, compacting.clone()).unwrap();
+        let manager = ReplicaManager::new(LOCAL, log_manager, compacting.clone());
+        let info = manager.append_internal(&tp, &keyless, 0).unwrap();
+        assert_eq!(info.first_offset, 0);
+        // A topic's internal log takes the broker default as before.
+        let other = TopicPartition::new("__consumer_offsets", 0);
+        assert!(manager.append_internal(&other, &keyless, 0).is_err());
+        manager.shutdown().unwrap();
+    }
+    // Loaded at start-up with the broker defaults, it is set back on first use.
+    let log_manager = LogManager::open(&dirs, compacting.clone()).unwrap();
+    let manager = ReplicaManager::new(LOCAL, log_manager, compacting);
+    assert_eq!(
+        manager
+            .append_internal(&tp, &keyless, 0)
+            .unwrap()
+            .first_offset,
+        1
+    );
+    let log = manager.log_manager().get(&tp).unwrap();
+    assert!(!log.lock().config().cleanup_policy.compact);
+}
+
+/// A keyless batch of one record stamped at time 0.
+fn keyless_batch() -> bytes::BytesMut {
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
@@ -293,7 +327,7 @@ fn old_record() -> Vec<u8> {
         transactional: false,
         control: false,
         delete_horizon: false,
-        partition_leader_epoch: -1,
+        partition_leader_epoch: 0,
         producer_id: -1,
         producer_epoch: -1,
         timestamp_type: TimestampType::Creation,
@@ -310,7 +344,7 @@ fn old_record() -> Vec<u8> {
         compression: Compression::None,
     };
     RecordBatchEncoder::encode(&mut batch, [&record], &options).unwrap();
-    batch.to_vec()
+    batch
 }
 
 #[test]
@@ -326,7 +360,7 @@ fn retention_never_trims_the_metadata_log() {
         let log_manager = LogManager::open(&[dir.path().to_path_buf()], expiring.clone()).unwrap();
         let manager = ReplicaManager::new(LOCAL, log_manager, expiring.clone());
         for _ in 0..2 {
-            manager.append_internal(&tp, &old_record(), 0).unwrap();
+            manager.append_internal(&tp, &keyless_batch(), 0).unwrap();
         }
         manager.shutdown().unwrap();
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use krust_storage::LogConfig;
+use krust_storage::{CleanerConfig, LogConfig};
 
 use crate::session::SecurityProtocol;
 
@@ -57,6 +57,8 @@ pub struct BrokerSettings {
     pub metrics_port: Option<u16>,
     /// The broker-wide defaults of every topic-level log setting (message.max.bytes, log.segment.bytes, ...).
     pub log_defaults: LogConfig,
+    /// log.cleaner.enable, log.cleaner.threads, log.cleaner.dedupe.buffer.size, ...
+    pub cleaner: CleanerConfig,
 }
 
 impl Default for BrokerSettings {
@@ -86,6 +88,7 @@ impl Default for BrokerSettings {
             log_retention_check_interval_ms: 300_000,
             metrics_port: None,
             log_defaults: LogConfig::default(),
+            cleaner: CleanerConfig::default(),
         }
     }
 }

@@ -42,8 +42,49 @@ impl CleanupPolicy {
     }
 }
 
+/// `compression.type`: the codec stored batches use; `Producer` keeps the producer's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CompressionType {
+    #[default]
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionType {
+    fn parse(raw: &str) -> Result<Self, ConfigValueError> {
+        Ok(match topic_key(COMPRESSION_TYPE)?.parse_choice(raw)? {
+            "uncompressed" => Self::Uncompressed,
+            "gzip" => Self::Gzip,
+            "snappy" => Self::Snappy,
+            "lz4" => Self::Lz4,
+            "zstd" => Self::Zstd,
+            _ => Self::Producer,
+        })
+    }
+}
+
+/// `compression.gzip.level`: -1 (the codec's default) or 1..9, as Kafka's `GzipCompression`.
+fn parse_gzip_level(raw: &str) -> Result<i32, ConfigValueError> {
+    let key = topic_key(GZIP_LEVEL)?;
+    let level = key.parse_int(raw)?;
+    if level == -1 || (1..=9).contains(&level) {
+        Ok(level as i32)
+    } else {
+        Err(ConfigValueError::Invalid {
+            key: GZIP_LEVEL.to_string(),
+            value: raw.to_string(),
+            problem: "value must be -1 or in [1, 9]".to_string(),
+        })
+    }
+}
+
 /// Topic-level log settings (Kafka topic-config semantics; the names map 1:1 to Kafka keys).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `PartialEq` only: `min.cleanable.dirty.ratio` is a DOUBLE.
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when a segment would grow past this size.
     pub segment_bytes: i32,
@@ -78,6 +119,22 @@ pub struct LogConfig {
     pub file_delete_delay_ms: i64,
     /// `segment.jitter.ms`: the most a segment's time-based roll is brought forward by chance.
     pub segment_jitter_ms: i64,
+    /// `delete.retention.ms`: how long the cleaner keeps a tombstone after its first clean.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records younger than this are never compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this makes its log due for cleaning.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: the dirty share of a log at which the cleaner picks it.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `compression.type`.
+    pub compression_type: CompressionType,
+    /// `compression.gzip.level`.
+    pub compression_gzip_level: i32,
+    /// `compression.lz4.level`.
+    pub compression_lz4_level: i32,
+    /// `compression.zstd.level`.
+    pub compression_zstd_level: i32,
 }
 
 /// The topic keys `LogConfig` holds, with the integer fields they set. `segment.bytes` and Kafka's
@@ -121,10 +178,28 @@ const INTEGER_FIELDS: &[(&str, FieldOf)] = &[
     ("segment.jitter.ms", |c| {
         IntegerField::Long(&mut c.segment_jitter_ms)
     }),
+    ("delete.retention.ms", |c| {
+        IntegerField::Long(&mut c.delete_retention_ms)
+    }),
+    ("min.compaction.lag.ms", |c| {
+        IntegerField::Long(&mut c.min_compaction_lag_ms)
+    }),
+    ("max.compaction.lag.ms", |c| {
+        IntegerField::Long(&mut c.max_compaction_lag_ms)
+    }),
+    ("compression.lz4.level", |c| {
+        IntegerField::Int(&mut c.compression_lz4_level)
+    }),
+    ("compression.zstd.level", |c| {
+        IntegerField::Int(&mut c.compression_zstd_level)
+    }),
 ];
 
 const TIMESTAMP_TYPE: &str = "message.timestamp.type";
 const CLEANUP_POLICY: &str = "cleanup.policy";
+const COMPRESSION_TYPE: &str = "compression.type";
+const GZIP_LEVEL: &str = "compression.gzip.level";
+const DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
 
 /// Selects one integer field of a `LogConfig`.
 type FieldOf = fn(&mut LogConfig) -> IntegerField<'_>;
@@ -180,6 +255,14 @@ impl Default for LogConfig {
             retention_bytes: 0,
             file_delete_delay_ms: 0,
             segment_jitter_ms: 0,
+            delete_retention_ms: 0,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: 0,
+            min_cleanable_dirty_ratio: 0.0,
+            compression_type: CompressionType::Producer,
+            compression_gzip_level: 0,
+            compression_lz4_level: 0,
+            compression_zstd_level: 0,
         };
         for &(name, field) in INTEGER_FIELDS {
             // The internal key has no default: the segment size comes from segment.bytes.
@@ -203,6 +286,13 @@ impl Default for LogConfig {
             config.cleanup_policy =
                 CleanupPolicy::parse(default).expect("the table's default is valid");
         }
+        for name in [COMPRESSION_TYPE, GZIP_LEVEL, DIRTY_RATIO] {
+            if let Some(default) = topic_key(name).ok().and_then(|k| k.default.as_deref()) {
+                config
+                    .apply_override(name, default)
+                    .expect("the table's default is valid");
+            }
+        }
         config
     }
 }
@@ -217,6 +307,13 @@ impl LogConfig {
             self.message_timestamp_type = TimestampType::parse(raw)?;
         } else if name == CLEANUP_POLICY {
             self.cleanup_policy = CleanupPolicy::parse(raw)?;
+        } else if name == COMPRESSION_TYPE {
+            self.compression_type = CompressionType::parse(raw)?;
+        } else if name == GZIP_LEVEL {
+            self.compression_gzip_level = parse_gzip_level(raw)?;
+        } else if name == DIRTY_RATIO {
+            self.min_cleanable_dirty_ratio =
+                raw.trim().parse().expect("validated as a DOUBLE above");
         } else if let Some((_, field)) = INTEGER_FIELDS.iter().find(|(field, _)| *field == name) {
             field(self).set(key.parse_int(raw)?);
         }
@@ -232,6 +329,8 @@ impl LogConfig {
             }
             topic_key(name)?.check_bounds(field(&mut copy).get())?;
         }
+        topic_key(DIRTY_RATIO)?.validate(&self.min_cleanable_dirty_ratio.to_string())?;
+        parse_gzip_level(&self.compression_gzip_level.to_string())?;
         Ok(())
     }
 
@@ -298,6 +397,47 @@ mod tests {
         }
         let timestamp_type = topic_key(TIMESTAMP_TYPE).unwrap();
         assert!(timestamp_type.check.is_none() && !timestamp_type.choices.is_empty());
+    }
+
+    #[test]
+    fn the_cleaner_and_compression_keys_have_kafkas_defaults_and_bounds() {
+        let c = LogConfig::default();
+        assert_eq!(c.delete_retention_ms, 86_400_000);
+        assert_eq!(c.min_compaction_lag_ms, 0);
+        assert_eq!(c.max_compaction_lag_ms, i64::MAX);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.5);
+        assert_eq!(c.compression_type, CompressionType::Producer);
+        assert_eq!(
+            (
+                c.compression_gzip_level,
+                c.compression_lz4_level,
+                c.compression_zstd_level
+            ),
+            (-1, 9, 3)
+        );
+        let mut c = LogConfig::default();
+        c.apply_override("compression.type", "zstd").unwrap();
+        c.apply_override("compression.gzip.level", "9").unwrap();
+        c.apply_override("min.cleanable.dirty.ratio", "0.01")
+            .unwrap();
+        assert_eq!(c.compression_type, CompressionType::Zstd);
+        assert_eq!(c.compression_gzip_level, 9);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.01);
+        for (key, bad) in [
+            ("compression.gzip.level", "0"),
+            ("compression.gzip.level", "10"),
+            ("compression.lz4.level", "18"),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("compression.type", "brotli"),
+        ] {
+            let error = c.apply_override(key, bad).unwrap_err().to_string();
+            assert!(error.contains(key), "{error}");
+        }
+        let bad_ratio = LogConfig {
+            min_cleanable_dirty_ratio: -0.1,
+            ..LogConfig::default()
+        };
+        assert!(bad_ratio.validate().is_err());
     }
 
     #[test]

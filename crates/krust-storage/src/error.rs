@@ -48,6 +48,25 @@ impl BatchError {
     }
 }
 
+/// One refused record of a produced batch (Kafka's `ProduceResponse.RecordError`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The record's index in its batch.
+    pub batch_index: i32,
+    pub message: String,
+}
+
+impl std::fmt::Display for RecordError {
+    /// As Java prints it, since Kafka's Produce `error_message` lists them that way.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RecordError(batchIndex={}, message='{}')",
+            self.batch_index, self.message
+        )
+    }
+}
+
 /// Why `Log::append_as_leader` refused (or failed to store) a produced record set.
 #[derive(Debug, Error)]
 pub enum AppendError {
@@ -74,6 +93,12 @@ pub enum AppendError {
         current: i16,
         found: i16,
     },
+    /// Kafka's `RecordValidationException`: records refused one by one (INVALID_RECORD).
+    #[error("{message}")]
+    InvalidRecords {
+        record_errors: Vec<RecordError>,
+        message: String,
+    },
     #[error("the log is closed or was deleted")]
     LogClosed,
     #[error(
@@ -85,6 +110,25 @@ pub enum AppendError {
 }
 
 impl AppendError {
+    /// Kafka's `processRecordErrors`: every refused record, and a message listing at most three.
+    pub fn invalid_records(record_errors: Vec<RecordError>) -> Self {
+        let shown: Vec<String> = record_errors
+            .iter()
+            .take(3)
+            .map(ToString::to_string)
+            .collect();
+        let message = format!(
+            "One or more records have been rejected due to {} record errors in total, and only \
+             showing the first three errors at most: [{}]",
+            record_errors.len(),
+            shown.join(", ")
+        );
+        Self::InvalidRecords {
+            record_errors,
+            message,
+        }
+    }
+
     /// The Kafka error code for the Produce response.
     pub fn kafka_error_code(&self) -> i16 {
         self.response_error().code()
@@ -97,6 +141,7 @@ impl AppendError {
             Self::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
             Self::RecordListTooLarge { .. } => ResponseError::RecordListTooLarge,
             Self::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
+            Self::InvalidRecords { .. } => ResponseError::InvalidRecord,
             Self::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             Self::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             Self::LogClosed | Self::Storage(_) => ResponseError::KafkaStorageError,

@@ -231,6 +231,15 @@ impl IndexFile {
         low
     }
 
+    /// Renames the file (a deferred one not created yet only changes its future name).
+    pub(crate) fn rename_to(&mut self, path: &Path) -> io::Result<()> {
+        if self.pending_bytes.is_none() {
+            std::fs::rename(&self.path, path)?;
+        }
+        self.path = path.to_path_buf();
+        Ok(())
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }

@@ -16,6 +16,8 @@
 //!   log start offset (which DeleteRecords moves).
 //! - [`scheduler`]: the background thread that flushes rolled segments and removes deleted
 //!   segments' files after `file.delete.delay.ms`.
+//! - [`cleaner`]: the log cleaner, compacting logs whose `cleanup.policy` has `compact`;
+//!   [`batch_builder`] writes the batches it (and `compression.type`'s recompression) rebuilds.
 //! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`];
 //!   [`log_dir_failure`]: the dirs that failed.
 //! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
@@ -24,7 +26,9 @@
 
 pub mod append_origin;
 pub mod batch;
+mod batch_builder;
 pub mod checkpoint;
+pub mod cleaner;
 mod compression;
 pub mod config;
 pub mod config_keys;
@@ -41,6 +45,7 @@ pub mod offset_index;
 pub mod partition_metadata;
 pub mod producer_snapshot;
 pub mod producer_state;
+mod recompress;
 pub mod records;
 mod recovery;
 pub mod retention;
@@ -62,7 +67,12 @@ pub mod fuzzing {
         config: &LogConfig,
         now_ms: i64,
     ) -> Result<usize, AppendError> {
-        crate::validate::validate_records(records, config, AppendOrigin::Client, now_ms)
+        let topic_partition = crate::TopicPartition::new("fuzz", 0);
+        let target = crate::validate::Target {
+            topic_partition: &topic_partition,
+            config,
+        };
+        crate::validate::validate_records(records, &target, AppendOrigin::Client, now_ms)
             .map(|batches| batches.len())
     }
 }
@@ -77,8 +87,9 @@ mod recovery_tests;
 mod retention_tests;
 
 pub use append_origin::AppendOrigin;
-pub use config::{CleanupPolicy, LogConfig, TimestampType};
-pub use error::{AppendError, BatchError, ReadError, StorageError};
+pub use cleaner::{CleanStats, CleanerConfig, CleanerStatus};
+pub use config::{CleanupPolicy, CompressionType, LogConfig, TimestampType};
+pub use error::{AppendError, BatchError, ReadError, RecordError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};

@@ -16,11 +16,12 @@ use crate::error::{AppendError, StorageError};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::partition_metadata::PartitionMetadataFile;
 use crate::producer_state::{BatchMetadata, ProducerAppend, ProducerStateManager};
+use crate::recompress;
 use crate::recovery::{self, RecoveryStats};
 use crate::scheduler::Scheduler;
 use crate::segment::{AppendedBatch, IncomingAppend, LogSegment};
 use crate::topic_partition::TopicPartition;
-use crate::validate::validate_records;
+use crate::validate::{validate_records, Target};
 use tracing::warn;
 
 pub use crate::fetch::{FetchDataInfo, ReadPlan};
@@ -336,7 +337,12 @@ impl Log {
         if origin == AppendOrigin::Replication {
             return Err(AppendError::ReplicationAsLeader);
         }
-        let batches = validate_records(records, &self.config, origin, now_ms)?;
+        let target = Target {
+            topic_partition: &self.topic_partition,
+            config: &self.config,
+        };
+        let batches = validate_records(records, &target, origin, now_ms)?;
+        let (mut buffer, batches) = recompress::to_topic_codec(records, batches, &self.config)?;
         // Like Kafka, the first retried batch answers the whole request.
         for validated in batches.iter().filter(|b| b.header.has_producer_id()) {
             if let Some(duplicate) = self.producer_state.find_duplicate(&validated.header) {
@@ -357,7 +363,6 @@ impl Log {
             TimestampType::LogAppendTime => now_ms,
             TimestampType::CreateTime => NO_TIMESTAMP,
         };
-        let mut buffer = records.to_vec();
         let mut appended = Vec::with_capacity(batches.len());
         let mut offset = self.log_end_offset;
         for validated in &batches {

@@ -14,6 +14,7 @@ use crate::checkpoint::{
     write_atomically, OffsetCheckpointFile, LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
 };
+use crate::cleaner::{CleanerConfig, CleanerStatus, LogCleaner};
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
@@ -38,7 +39,7 @@ struct DirCheckpoints {
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
-    logs: RwLock<BTreeMap<TopicPartition, SharedLog>>,
+    logs: Arc<RwLock<BTreeMap<TopicPartition, SharedLog>>>,
     /// How many logs each log dir holds, for placing new ones without visiting every log.
     logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
     failures: Arc<LogDirFailureChannel>,
@@ -49,6 +50,7 @@ pub struct LogManager {
     checkpoint_writer: Mutex<()>,
     /// Held while new logs are created.
     creator: Mutex<()>,
+    cleaner: Mutex<Option<LogCleaner>>,
 }
 
 /// A partition whose log `get_or_create_all` returns, created with these settings if missing.
@@ -97,14 +99,33 @@ impl LogManager {
         Ok(Self {
             log_dirs: log_dirs.to_vec(),
             default_config,
-            logs: RwLock::new(logs),
+            logs: Arc::new(RwLock::new(logs)),
             logs_per_dir: Mutex::new(logs_per_dir),
             failures: Arc::default(),
             locks: Mutex::new(locks),
             scheduler,
             checkpoint_writer: Mutex::new(()),
             creator: Mutex::new(()),
+            cleaner: Mutex::new(None),
         })
+    }
+
+    /// Starts the log cleaner (`log.cleaner.enable`) over this manager's logs.
+    pub fn start_cleaner(&self, config: &CleanerConfig) -> Result<(), StorageError> {
+        let mut cleaner = self.cleaner.lock();
+        if !config.enable || config.threads == 0 || cleaner.is_some() {
+            return Ok(());
+        }
+        *cleaner = Some(
+            LogCleaner::start(config, &self.log_dirs, Arc::clone(&self.logs))
+                .map_err(StorageError::io("kafka-log-cleaner-thread"))?,
+        );
+        Ok(())
+    }
+
+    /// The cleaner's backlog and last clean; `None` when it does not run.
+    pub fn cleaner_status(&self) -> Option<CleanerStatus> {
+        self.cleaner.lock().as_ref().map(LogCleaner::status)
     }
 
     pub fn log_dirs(&self) -> &[PathBuf] {
@@ -355,6 +376,9 @@ impl LogManager {
     /// Flushes and closes every log (writing producer snapshots), checkpoints, and marks each
     /// log dir as cleanly shut down. The logs refuse further appends and reads.
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        if let Some(mut cleaner) = self.cleaner.lock().take() {
+            cleaner.shutdown();
+        }
         self.scheduler.shutdown();
         let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
         in_parallel(&logs, |log| log.lock().close())?;

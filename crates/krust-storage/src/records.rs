@@ -18,6 +18,8 @@ use crate::error::BatchError;
 pub struct RecordInfo {
     pub timestamp_delta: i64,
     pub offset_delta: i32,
+    /// A non-null key (a compacted topic refuses records without one).
+    pub has_key: bool,
 }
 
 /// Where a walk reads record bytes from.
@@ -152,7 +154,7 @@ impl<S: ByteSource> RecordWalk<S> {
         body.take(1)?;
         let timestamp_delta = body.varlong()?;
         let offset_delta = body.varint()?;
-        body.skip_bytes_field()?;
+        let has_key = body.skip_bytes_field()?;
         body.skip_bytes_field()?;
         let headers = body.varint()?;
         if headers < 0 {
@@ -172,6 +174,7 @@ impl<S: ByteSource> RecordWalk<S> {
         Ok(RecordInfo {
             timestamp_delta,
             offset_delta,
+            has_key,
         })
     }
 }
@@ -191,6 +194,84 @@ impl<S: ByteSource> Iterator for RecordWalk<S> {
         self.failed = item.is_err();
         Some(item)
     }
+}
+
+/// One record of an uncompressed records area, borrowed from it: what the log cleaner needs
+/// to keep or drop it and to write it again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecordView<'a> {
+    pub attributes: u8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub key: Option<&'a [u8]>,
+    /// `None` for a tombstone.
+    pub value: Option<&'a [u8]>,
+    /// The record's bytes after its offset delta (key, value, headers), as stored.
+    pub tail: &'a [u8],
+}
+
+impl RecordView<'_> {
+    /// A record with a null value.
+    pub fn is_tombstone(&self) -> bool {
+        self.value.is_none()
+    }
+}
+
+/// The records of an uncompressed records area (a batch's, already validated on append).
+pub(crate) fn record_views(
+    area: &[u8],
+) -> impl Iterator<Item = Result<RecordView<'_>, BatchError>> {
+    let mut rest = SliceSource { buf: area };
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed || rest.buf.is_empty() {
+            return None;
+        }
+        let view = next_view(&mut rest);
+        failed = view.is_err();
+        Some(view)
+    })
+}
+
+fn next_view<'a>(rest: &mut SliceSource<'a>) -> Result<RecordView<'a>, BatchError> {
+    let length = zigzag_i32(unsigned(5, || rest.next_byte(), "record length")?)?;
+    let length = usize::try_from(length).map_err(|_| invalid("negative record length"))?;
+    if length > rest.buf.len() {
+        return Err(invalid("record runs past the batch"));
+    }
+    let (body, after) = rest.buf.split_at(length);
+    rest.buf = after;
+    let mut body = SliceSource { buf: body };
+    let attributes = body.next_byte()?.ok_or_else(|| invalid("empty record"))?;
+    let raw = unsigned(10, || body.next_byte(), "timestamp delta")?;
+    let timestamp_delta = ((raw >> 1) as i64) ^ -((raw & 1) as i64);
+    let offset_delta = zigzag_i32(unsigned(5, || body.next_byte(), "offset delta")?)?;
+    let tail = body.buf;
+    let key = bytes_field(&mut body)?;
+    let value = bytes_field(&mut body)?;
+    Ok(RecordView {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        tail,
+    })
+}
+
+/// A varint-length-prefixed byte field of a record in a slice; -1 is null.
+fn bytes_field<'a>(source: &mut SliceSource<'a>) -> Result<Option<&'a [u8]>, BatchError> {
+    let length = zigzag_i32(unsigned(5, || source.next_byte(), "field length")?)?;
+    if length == -1 {
+        return Ok(None);
+    }
+    let length = usize::try_from(length).map_err(|_| invalid("negative field length"))?;
+    if length > source.buf.len() {
+        return Err(invalid("record field runs past the record"));
+    }
+    let (field, rest) = source.buf.split_at(length);
+    source.buf = rest;
+    Ok(Some(field))
 }
 
 fn invalid(reason: &str) -> BatchError {
@@ -250,12 +331,12 @@ impl<S: ByteSource> Bounded<'_, S> {
         Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
 
-    /// Skips a varint-length-prefixed byte field; -1 means null.
-    fn skip_bytes_field(&mut self) -> Result<(), BatchError> {
+    /// Skips a varint-length-prefixed byte field (-1 means null); whether it was not null.
+    fn skip_bytes_field(&mut self) -> Result<bool, BatchError> {
         match self.varint()? {
-            -1 => Ok(()),
+            -1 => Ok(false),
             n if n < 0 => Err(invalid("negative field length")),
-            n => self.take(n as usize),
+            n => self.take(n as usize).map(|()| true),
         }
     }
 }
@@ -277,9 +358,27 @@ mod tests {
             infos[3],
             RecordInfo {
                 timestamp_delta: 3,
-                offset_delta: 3
+                offset_delta: 3,
+                has_key: true,
             }
         );
+    }
+
+    #[test]
+    fn views_borrow_keys_values_and_tails() {
+        let mut batch = TestBatch::simple(3, 100);
+        batch.records[1].value = None;
+        batch.records[2].key = None;
+        let bytes = batch.encode();
+        let views: Vec<_> = record_views(&bytes[RECORD_BATCH_OVERHEAD..])
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(views.len(), 3);
+        assert_eq!(views[0].key, Some(&b"k0"[..]));
+        assert!(!views[0].is_tombstone() && views[1].is_tombstone());
+        assert_eq!((views[2].key, views[2].offset_delta), (None, 2));
+        assert_eq!(views[2].timestamp_delta, 2);
+        assert!(record_views(&bytes[RECORD_BATCH_OVERHEAD..bytes.len() - 1]).any(|v| v.is_err()));
     }
 
     #[test]

@@ -10,11 +10,12 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
 use crate::batch::{check_integrity, declared_size, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
+use crate::cleaner::swap;
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::file_records::{read_at, BatchScanner};
@@ -118,27 +119,19 @@ pub(crate) fn load_segments(
 }
 
 /// Base offsets of the `.log` files; index files without a `.log` file and `*.deleted` files
-/// are deleted.
+/// are deleted. A segment replacement the log cleaner left unfinished is completed or undone
+/// first.
 fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
-    let mut bases = Vec::new();
-    let mut index_files = Vec::new();
-    for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
-        let entry = entry.map_err(StorageError::io(dir))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.ends_with(DELETED_FILE_SUFFIX) {
-            // Left by a retention pass whose delayed removal the stop cut short (Kafka's
-            // LogLoader removes them too).
-            let path = entry.path();
-            fs::remove_file(&path).map_err(StorageError::io(&path))?;
-        } else if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
-            bases.push(base);
-        } else if let Some(base) = parse_offset_file_name(name, INDEX_FILE_SUFFIX)
-            .or_else(|| parse_offset_file_name(name, TIME_INDEX_FILE_SUFFIX))
-        {
-            index_files.push((base, entry.path()));
-        }
+    let mut listing = list_segment_files(dir)?;
+    if listing.interrupted_swap {
+        swap::complete_interrupted_swaps(dir).map_err(StorageError::io(dir))?;
+        listing = list_segment_files(dir)?;
     }
+    let SegmentFiles {
+        mut bases,
+        index_files,
+        ..
+    } = listing;
     bases.sort_unstable();
     for (base, path) in index_files {
         if bases.binary_search(&base).is_err() {
@@ -146,6 +139,41 @@ fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
         }
     }
     Ok(bases)
+}
+
+/// A partition directory's segment files, as one `readdir` found them.
+struct SegmentFiles {
+    bases: Vec<i64>,
+    index_files: Vec<(i64, PathBuf)>,
+    /// A `.cleaned` or `.swap` file is present.
+    interrupted_swap: bool,
+}
+
+fn list_segment_files(dir: &Path) -> Result<SegmentFiles, StorageError> {
+    let mut listing = SegmentFiles {
+        bases: Vec::new(),
+        index_files: Vec::new(),
+        interrupted_swap: false,
+    };
+    for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
+        let entry = entry.map_err(StorageError::io(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        listing.interrupted_swap |= swap::is_interrupted_swap_file(name);
+        if name.ends_with(DELETED_FILE_SUFFIX) {
+            // Left by a retention pass whose delayed removal the stop cut short (Kafka's
+            // LogLoader removes them too).
+            let path = entry.path();
+            fs::remove_file(&path).map_err(StorageError::io(&path))?;
+        } else if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
+            listing.bases.push(base);
+        } else if let Some(base) = parse_offset_file_name(name, INDEX_FILE_SUFFIX)
+            .or_else(|| parse_offset_file_name(name, TIME_INDEX_FILE_SUFFIX))
+        {
+            listing.index_files.push((base, entry.path()));
+        }
+    }
+    Ok(listing)
 }
 
 /// Re-validates a segment from its first byte, rebuilding its indexes; cuts the file at the
@@ -173,9 +201,9 @@ pub(crate) fn recover_segment(
         let Ok(header) = check_integrity(&bytes) else {
             break;
         };
-        // Offsets are contiguous (no compaction yet): a batch whose base offset (outside the
+        // Offsets only grow (the cleaner leaves gaps): a batch whose base offset (outside the
         // CRC) does not follow its predecessor is as corrupt as a CRC mismatch.
-        let in_order = header.base_offset == previous_last_offset + 1
+        let in_order = header.base_offset > previous_last_offset
             && header.last_offset_delta >= 0
             && header.last_offset() - base_offset <= i64::from(i32::MAX);
         if !in_order {

@@ -118,7 +118,7 @@ impl LogSegment {
         } else {
             let max_index = config.max_index_bytes();
             Self::assemble(
-                dir,
+                offset_file_path(dir, base_offset, LOG_FILE_SUFFIX),
                 base_offset,
                 OffsetIndex::deferred(&index_path, base_offset, max_index),
                 TimeIndex::deferred(&time_index_path, base_offset, max_index),
@@ -151,7 +151,7 @@ impl LogSegment {
         let offset_index = OffsetIndex::open(&index_path, base_offset, max_index)?;
         let time_index = TimeIndex::open(&time_index_path, base_offset, max_index)?;
         Self::assemble(
-            dir,
+            offset_file_path(dir, base_offset, LOG_FILE_SUFFIX),
             base_offset,
             offset_index,
             time_index,
@@ -163,7 +163,7 @@ impl LogSegment {
 
     /// Opens (creating if absent) the `.log` file and puts the segment together.
     fn assemble(
-        dir: &Path,
+        log_path: PathBuf,
         base_offset: i64,
         offset_index: OffsetIndex,
         time_index: TimeIndex,
@@ -171,7 +171,6 @@ impl LogSegment {
         config: &LogConfig,
         now_ms: i64,
     ) -> io::Result<Self> {
-        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
         let log = OpenOptions::new()
             .read(true)
             .write(true)
@@ -201,6 +200,56 @@ impl LogSegment {
             segment.rolling_based_timestamp = scanner.next_header()?.map(|(_, h)| h.max_timestamp);
         }
         Ok(segment)
+    }
+
+    /// A new, empty segment whose files carry `suffix` after Kafka's names (the log
+    /// cleaner's `.cleaned`); files left there by an earlier attempt are replaced.
+    pub(crate) fn create_suffixed(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        suffix: &str,
+        now_ms: i64,
+    ) -> io::Result<Self> {
+        let path = |kind: &str| offset_file_path(dir, base_offset, &format!("{kind}{suffix}"));
+        let paths = [
+            path(LOG_FILE_SUFFIX),
+            path(INDEX_FILE_SUFFIX),
+            path(TIME_INDEX_FILE_SUFFIX),
+        ];
+        for leftover in &paths {
+            remove_if_present(leftover)?;
+        }
+        let max_index = config.max_index_bytes();
+        let [log_path, index_path, time_index_path] = paths;
+        Self::assemble(
+            log_path,
+            base_offset,
+            OffsetIndex::deferred(&index_path, base_offset, max_index),
+            TimeIndex::deferred(&time_index_path, base_offset, max_index),
+            false,
+            config,
+            now_ms,
+        )
+    }
+
+    /// Renames the segment's files from `<name><old>` to `<name><new>` (Kafka's
+    /// `changeFileSuffixes`); open descriptors and mappings stay valid.
+    pub(crate) fn change_file_suffixes(&mut self, old: &str, new: &str) -> io::Result<()> {
+        let renamed = |path: &Path| -> io::Result<PathBuf> {
+            let text = path.to_string_lossy();
+            let stem = text.strip_suffix(old).ok_or_else(|| {
+                io::Error::other(format!("{} does not end with {old:?}", path.display()))
+            })?;
+            Ok(PathBuf::from(format!("{stem}{new}")))
+        };
+        let log_path = renamed(&self.log_path)?;
+        std::fs::rename(&self.log_path, &log_path)?;
+        self.log_path = log_path;
+        let index_path = renamed(self.offset_index.path())?;
+        self.offset_index.file().rename_to(&index_path)?;
+        let time_index_path = renamed(self.time_index.path())?;
+        self.time_index.file().rename_to(&time_index_path)
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -459,11 +508,16 @@ impl LogSegment {
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
         ] {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
+            remove_if_present(&path)?;
         }
         Ok(())
+    }
+}
+
+/// Removes a file; one already gone is fine.
+pub(crate) fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }

@@ -10,8 +10,9 @@ use std::ops::Range;
 use crate::append_origin::AppendOrigin;
 use crate::batch::{self, BatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::config::{LogConfig, TimestampType};
-use crate::error::{AppendError, BatchError};
+use crate::error::{AppendError, BatchError, RecordError};
 use crate::records::{self, RecordInfo};
+use crate::topic_partition::TopicPartition;
 
 /// One batch of a produced record set that passed validation.
 #[derive(Clone, Debug)]
@@ -22,13 +23,20 @@ pub(crate) struct ValidatedBatch {
     pub max_timestamp: i64,
 }
 
+/// What the checks need to know about the log appended to.
+pub(crate) struct Target<'a> {
+    pub topic_partition: &'a TopicPartition,
+    pub config: &'a LogConfig,
+}
+
 /// Validates a record set a leader is about to append for `origin`.
 pub(crate) fn validate_records(
     records: &[u8],
-    config: &LogConfig,
+    target: &Target<'_>,
     origin: AppendOrigin,
     now_ms: i64,
 ) -> Result<Vec<ValidatedBatch>, AppendError> {
+    let config = target.config;
     if records.is_empty() {
         return Err(invalid("the record set holds no record batch").into());
     }
@@ -43,7 +51,7 @@ pub(crate) fn validate_records(
     ranges
         .into_iter()
         .map(|range| {
-            validate_batch(&records[range.clone()], config, origin, now_ms).map(
+            validate_batch(&records[range.clone()], target, origin, now_ms).map(
                 |(header, max_timestamp)| ValidatedBatch {
                     range,
                     header,
@@ -60,10 +68,11 @@ fn invalid(reason: &str) -> BatchError {
 
 fn validate_batch(
     bytes: &[u8],
-    config: &LogConfig,
+    target: &Target<'_>,
     origin: AppendOrigin,
     now_ms: i64,
 ) -> Result<(BatchHeader, i64), AppendError> {
+    let config = target.config;
     let header = BatchHeader::parse(bytes).ok_or(BatchError::Truncated {
         available: bytes.len(),
         needed: RECORD_BATCH_OVERHEAD,
@@ -79,7 +88,7 @@ fn validate_batch(
     }
     batch::check_integrity(bytes)?;
     check_header_fields(&header, origin)?;
-    let max_timestamp = walk_records(bytes, &header, config, now_ms)?;
+    let max_timestamp = walk_records(bytes, &header, target, now_ms)?;
     Ok((header, max_timestamp))
 }
 
@@ -111,13 +120,13 @@ fn check_header_fields(header: &BatchHeader, origin: AppendOrigin) -> Result<(),
 fn walk_records(
     bytes: &[u8],
     header: &BatchHeader,
-    config: &LogConfig,
+    target: &Target<'_>,
     now_ms: i64,
 ) -> Result<i64, AppendError> {
     check_records(
         records::batch_records(bytes, header)?,
         header,
-        config,
+        target,
         now_ms,
     )
 }
@@ -125,9 +134,13 @@ fn walk_records(
 fn check_records(
     records: impl Iterator<Item = Result<RecordInfo, BatchError>>,
     header: &BatchHeader,
-    config: &LogConfig,
+    target: &Target<'_>,
     now_ms: i64,
 ) -> Result<i64, AppendError> {
+    let config = target.config;
+    // Kafka's validateKey; control batches (transaction markers) carry keys of their own kind.
+    let keys_required = config.cleanup_policy.compact && !header.is_control();
+    let mut record_errors = Vec::new();
     let mut count = 0i32;
     let mut max_timestamp = batch::NO_TIMESTAMP;
     for record in records {
@@ -141,11 +154,23 @@ fn check_records(
         }
         let timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
         check_timestamp(timestamp, config, now_ms)?;
+        if keys_required && !record.has_key {
+            record_errors.push(RecordError {
+                batch_index: count,
+                message: format!(
+                    "Compacted topic cannot accept message without key in topic partition {}",
+                    target.topic_partition
+                ),
+            });
+        }
         max_timestamp = max_timestamp.max(timestamp);
         count += 1;
     }
     if count != header.records_count {
         return Err(invalid("record count does not match the records in the batch").into());
+    }
+    if !record_errors.is_empty() {
+        return Err(AppendError::invalid_records(record_errors));
     }
     Ok(max_timestamp)
 }
@@ -173,8 +198,56 @@ mod tests {
 
     const NOW: i64 = 1_700_000_000_000;
 
+    fn validate(
+        records: &[u8],
+        config: &LogConfig,
+        origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<Vec<ValidatedBatch>, AppendError> {
+        let topic_partition = TopicPartition::new("t", 0);
+        let target = Target {
+            topic_partition: &topic_partition,
+            config,
+        };
+        validate_records(records, &target, origin, now_ms)
+    }
+
+    #[test]
+    fn a_compacted_topic_refuses_each_keyless_record_as_kafka_does() {
+        let mut batch = TestBatch::simple(4, NOW);
+        batch.records[1].key = None;
+        batch.records[3].key = None;
+        let mut compacted = LogConfig::default();
+        compacted
+            .apply_override("cleanup.policy", "compact")
+            .unwrap();
+        for codec in [Compression::None, Compression::Zstd] {
+            let bytes = batch.clone().compressed(codec).encode();
+            assert!(validate(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).is_ok());
+            let error = validate(&bytes, &compacted, AppendOrigin::Client, NOW).unwrap_err();
+            assert_eq!(error.kafka_error_code(), 87);
+            let AppendError::InvalidRecords {
+                record_errors,
+                message,
+            } = error
+            else {
+                panic!("not a record error: {error}");
+            };
+            let indexes: Vec<i32> = record_errors.iter().map(|e| e.batch_index).collect();
+            assert_eq!(indexes, vec![1, 3]);
+            assert_eq!(
+                record_errors[0].message,
+                "Compacted topic cannot accept message without key in topic partition t-0"
+            );
+            assert!(message.starts_with(
+                "One or more records have been rejected due to 2 record errors in total"
+            ));
+            assert!(message.contains("RecordError(batchIndex=3, message='Compacted topic"));
+        }
+    }
+
     fn code(records: &[u8], config: &LogConfig) -> i16 {
-        validate_records(records, config, AppendOrigin::Client, NOW)
+        validate(records, config, AppendOrigin::Client, NOW)
             .unwrap_err()
             .kafka_error_code()
     }
@@ -191,18 +264,18 @@ mod tests {
         assert_eq!(code(&old, &config), 32);
         assert_eq!(code(&new, &config), 32);
         let lax = LogConfig::default();
-        assert!(validate_records(&old, &lax, AppendOrigin::Client, NOW).is_ok());
+        assert!(validate(&old, &lax, AppendOrigin::Client, NOW).is_ok());
         let lax_future = LogConfig {
             message_timestamp_after_max_ms: 10_000,
             ..LogConfig::default()
         };
-        assert!(validate_records(&new, &lax_future, AppendOrigin::Client, NOW).is_ok());
+        assert!(validate(&new, &lax_future, AppendOrigin::Client, NOW).is_ok());
     }
 
     #[test]
     fn accepts_a_normal_batch_and_reports_its_max_timestamp() {
         let bytes = TestBatch::simple(3, NOW).encode();
-        let v = validate_records(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
+        let v = validate(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].max_timestamp, NOW + 2);
     }
@@ -235,7 +308,7 @@ mod tests {
             message_timestamp_type: TimestampType::LogAppendTime,
             ..LogConfig::default()
         };
-        assert!(validate_records(&future, &append_time, AppendOrigin::Client, NOW).is_ok());
+        assert!(validate(&future, &append_time, AppendOrigin::Client, NOW).is_ok());
     }
 
     #[test]
@@ -260,7 +333,7 @@ mod tests {
         let bytes = control.encode();
         assert_eq!(code(&bytes, &LogConfig::default()), 87);
         let config = LogConfig::default();
-        assert!(validate_records(&bytes, &config, AppendOrigin::Coordinator, NOW).is_ok());
+        assert!(validate(&bytes, &config, AppendOrigin::Coordinator, NOW).is_ok());
     }
 
     const CODECS: [Compression; 4] = [
@@ -284,8 +357,7 @@ mod tests {
             let mut bytes = TestBatch::simple(40, NOW).compressed(codec).encode();
             // A producer's wrong max timestamp is corrected from the records.
             crate::batch::set_max_timestamp(&mut bytes, TimestampType::CreateTime, NOW);
-            let v =
-                validate_records(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
+            let v = validate(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
             assert_eq!(v[0].max_timestamp, NOW + 39, "{codec:?}");
             assert_eq!(v[0].header.compression(), codec);
         }
@@ -314,7 +386,7 @@ mod tests {
             .compress_vec(&plain[RECORD_BATCH_OVERHEAD..])
             .unwrap();
         let bytes = with_area(&plain, &area, Compression::Snappy);
-        let v = validate_records(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
+        let v = validate(&bytes, &LogConfig::default(), AppendOrigin::Client, NOW).unwrap();
         assert_eq!(v[0].max_timestamp, NOW + 4);
     }
 

@@ -4,9 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use krust_storage::AppendError;
 
 use crate::clock::now_ms;
 use crate::partition::{Partition, PartitionError};
@@ -93,14 +96,7 @@ pub async fn handle(
                     Err(error) => {
                         tracing::debug!("produce to {name}-{} rejected: {error}", data.index);
                         topic_metrics.record_produce(error.kafka_error_code(), 0, 0);
-                        let response = error_code_response(data.index, error.kafka_error_code());
-                        if version >= 8 && matches!(error, PartitionError::NotEnoughReplicas { .. })
-                        {
-                            response
-                                .with_error_message(Some(StrBytes::from_string(error.to_string())))
-                        } else {
-                            response
-                        }
+                        rejected_response(data.index, &error, version)
                     }
                 }
             })
@@ -151,6 +147,35 @@ fn error_code_response(index: i32, error_code: i16) -> PartitionProduceResponse 
         .with_base_offset(-1)
         .with_log_append_time_ms(-1)
         .with_log_start_offset(-1)
+}
+
+/// A refused append; records refused one by one are listed as Kafka lists them (Produce v8+).
+fn rejected_response(index: i32, error: &PartitionError, version: i16) -> PartitionProduceResponse {
+    let response = error_code_response(index, error.kafka_error_code());
+    if version >= 8 && matches!(error, PartitionError::NotEnoughReplicas { .. }) {
+        return response.with_error_message(Some(StrBytes::from_string(error.to_string())));
+    }
+    let PartitionError::Append(AppendError::InvalidRecords {
+        record_errors,
+        message,
+    }) = error
+    else {
+        return response;
+    };
+    if version < 8 {
+        return response;
+    }
+    let record_errors = record_errors
+        .iter()
+        .map(|e| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(e.batch_index)
+                .with_batch_index_error_message(Some(StrBytes::from_string(e.message.clone())))
+        })
+        .collect();
+    response
+        .with_record_errors(record_errors)
+        .with_error_message(Some(StrBytes::from_string(message.clone())))
 }
 
 /// Partitions whose high watermark did not reach the append in time answer REQUEST_TIMED_OUT.

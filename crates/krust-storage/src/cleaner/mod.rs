@@ -1,0 +1,169 @@
+//! The log cleaner (Kafka's `LogCleaner`): background threads that compact logs whose
+//! `cleanup.policy` includes `compact`, keeping the latest record of each key and removing
+//! tombstones once `delete.retention.ms` has passed (docs/log-cleaner.md).
+//!
+//! - [`manager`]: which log to clean next, and the `cleaner-offset-checkpoint` files.
+//! - [`clean`]: one clean: the offset map over the dirty section, then the rewrite.
+//! - [`offset_map`]: the bounded key-hash to offset map (`log.cleaner.dedupe.buffer.size`).
+//! - [`filter`]: what one batch keeps.
+//! - [`swap`]: the crash-safe `.cleaned` / `.swap` replacement, and its recovery at load.
+
+pub(crate) mod clean;
+pub(crate) mod filter;
+pub(crate) mod manager;
+pub mod offset_map;
+pub(crate) mod swap;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+pub use clean::{CleanError, CleanStats};
+pub use manager::{CleanerStatus, CLEANER_OFFSET_CHECKPOINT_FILE};
+
+use crate::cleaner::clean::{clean_log, Throttler};
+use crate::cleaner::manager::CleanerManager;
+use crate::cleaner::offset_map::OffsetMap;
+use crate::log::wall_clock_ms;
+use crate::log_manager::SharedLog;
+use crate::topic_partition::TopicPartition;
+
+/// The broker's `log.cleaner.*` settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CleanerConfig {
+    /// `log.cleaner.enable`.
+    pub enable: bool,
+    /// `log.cleaner.threads`.
+    pub threads: usize,
+    /// `log.cleaner.dedupe.buffer.size`: the offset maps' memory, shared by the threads.
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.backoff.ms`: the pause when no log needs cleaning.
+    pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second`: the cleaner's read plus write rate.
+    pub io_max_bytes_per_second: f64,
+}
+
+impl Default for CleanerConfig {
+    /// Kafka's defaults.
+    fn default() -> Self {
+        Self {
+            enable: true,
+            threads: 1,
+            dedupe_buffer_size: 128 << 20,
+            backoff_ms: 15_000,
+            io_max_bytes_per_second: f64::MAX,
+        }
+    }
+}
+
+/// The running cleaner threads.
+pub struct LogCleaner {
+    manager: Arc<CleanerManager>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    abort: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl LogCleaner {
+    /// Starts `config.threads` threads cleaning the logs in `logs`.
+    pub(crate) fn start(
+        config: &CleanerConfig,
+        log_dirs: &[PathBuf],
+        logs: Arc<RwLock<BTreeMap<TopicPartition, SharedLog>>>,
+    ) -> std::io::Result<Self> {
+        let manager = Arc::new(CleanerManager::new(log_dirs, logs));
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let abort = Arc::new(AtomicBool::new(false));
+        let threads = config.threads.max(1);
+        let map_bytes = usize::try_from(config.dedupe_buffer_size / threads as u64)
+            .unwrap_or(usize::MAX)
+            .min(i32::MAX as usize);
+        let handles = (0..threads)
+            .map(|i| {
+                let worker = Worker {
+                    manager: Arc::clone(&manager),
+                    stop: Arc::clone(&stop),
+                    abort: Arc::clone(&abort),
+                    map_bytes,
+                    backoff: Duration::from_millis(config.backoff_ms),
+                    io_max_bytes_per_second: config.io_max_bytes_per_second,
+                };
+                std::thread::Builder::new()
+                    .name(format!("kafka-log-cleaner-thread-{i}"))
+                    .spawn(move || worker.run())
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Self {
+            manager,
+            stop,
+            abort,
+            threads: handles,
+        })
+    }
+
+    /// The backlog and the last clean.
+    pub fn status(&self) -> CleanerStatus {
+        self.manager.status()
+    }
+
+    /// Stops the threads; a clean in progress is abandoned, leaving the log as it was.
+    pub fn shutdown(&mut self) {
+        self.abort.store(true, Ordering::Release);
+        let (stopped, wake) = &*self.stop;
+        *stopped.lock() = true;
+        wake.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for LogCleaner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct Worker {
+    manager: Arc<CleanerManager>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    abort: Arc<AtomicBool>,
+    map_bytes: usize,
+    backoff: Duration,
+    io_max_bytes_per_second: f64,
+}
+
+impl Worker {
+    fn run(self) {
+        loop {
+            let now_ms = wall_clock_ms();
+            match self.manager.grab_filthiest(now_ms) {
+                Some((log, to_clean)) => {
+                    // Zeroed memory: only the pages the map reaches become resident.
+                    let mut map = OffsetMap::new(self.map_bytes);
+                    let mut throttler = Throttler::new(self.io_max_bytes_per_second, &self.abort);
+                    let result = clean_log(&log, &to_clean, &mut map, &mut throttler, now_ms);
+                    self.manager.done(&to_clean, result);
+                }
+                None => {
+                    let (stopped, wake) = &*self.stop;
+                    let mut stopped = stopped.lock();
+                    if !*stopped {
+                        wake.wait_for(&mut stopped, self.backoff);
+                    }
+                }
+            }
+            if *self.stop.0.lock() {
+                return;
+            }
+        }
+    }
+}
