@@ -6,6 +6,7 @@ import struct
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from .broker_process import BrokerProcess
@@ -332,3 +333,25 @@ def test_a_broker_wide_compact_policy_leaves_the_metadata_log_alone(broker_facto
         broker.restart()
         assert watermarks(broker.bootstrap, "inherits", 0)[1] == KEYS * VERSIONS + KEYS + 1
     assert replayed(read_from_start(broker.bootstrap, "inherits")) == live(latest)
+
+
+def cleaner_threads(pid: int) -> int:
+    """The broker's threads named by Kafka's `kafka-log-cleaner-thread-N` (a thread's name is
+    cut to 15 characters in /proc)."""
+    names = (task.read_text().strip() for task in Path(f"/proc/{pid}/task").glob("*/comm"))
+    return sum(1 for name in names if name.startswith("kafka-log-clean"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "threads"),
+    [
+        ({"log.cleaner.threads": "2"}, 2),
+        ({"log.cleaner.threads": "0"}, 0),
+        ({"log.cleaner.enable": "false"}, 0),
+    ],
+)
+def test_log_cleaner_threads_and_enable_decide_the_cleaner_threads(
+    broker_factory, overrides: dict[str, str], threads: int
+) -> None:
+    broker = broker_factory(overrides)
+    assert cleaner_threads(broker.pid) == threads

@@ -127,6 +127,8 @@ def test_counters_move_by_what_a_client_produced_and_consumed(broker_factory) ->
 
     partitions, gauges = partitions_and_gauges(broker.bootstrap, metrics_port)
     assert gauges == (partitions, partitions)
+    # The log cleaner runs by default and reports its backlog (dirty bytes of compacted logs).
+    assert ("kafka_log_logcleanermanager_backlog_bytes", frozenset()) in after
 
 
 def test_a_deleted_topic_leaves_the_scrape(broker_factory) -> None:

@@ -32,23 +32,6 @@ from .test_controller import make_config
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Keys being implemented on other branches (retention, the log cleaner and recompression,
-# min.insync.replicas): each of those branches adds the key's `honoured_by`. The integrator
-# empties this set when merging them.
-BEING_IMPLEMENTED_ON_OTHER_BRANCHES = frozenset(
-    {
-        "cleanup.policy",
-        "delete.retention.ms",
-        "min.compaction.lag.ms",
-        "max.compaction.lag.ms",
-        "min.cleanable.dirty.ratio",
-        "compression.type",
-        "compression.gzip.level",
-        "compression.lz4.level",
-        "compression.zstd.level",
-    }
-)
-
 # A broker key that is a topic key's default acts through that topic key: the core re-applies
 # it to every topic without an override (test_a_broker_default_becomes_its_topic_keys_default).
 TOPIC_KEY_OF_BROKER_DEFAULT = {name: key for key in TOPIC_KEYS for name in key.synonyms}
@@ -97,15 +80,12 @@ def test_every_key_is_honoured_refused_or_being_implemented() -> None:
         elif (
             key.honoured_by
             or key.refused
-            or key.name in BEING_IMPLEMENTED_ON_OTHER_BRANCHES
             or (kind == "broker" and key.name in TOPIC_KEY_OF_BROKER_DEFAULT)
         ):
             continue
         else:
             unproven.append(f"{kind} {key.name}: neither honoured_by nor refused")
     assert unproven == []
-    table = {key.name for _, key in all_keys()}
-    assert table >= BEING_IMPLEMENTED_ON_OTHER_BRANCHES
 
 
 def test_a_broker_default_is_refused_when_its_topic_key_is() -> None:

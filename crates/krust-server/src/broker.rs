@@ -123,6 +123,14 @@ impl Broker {
             .start_cleaner(&self.settings.cleaner)
         {
             tracing::error!("the log cleaner did not start: {error}");
+        } else if self.replicas.log_manager().cleaner_status().is_some() {
+            let replicas = Arc::downgrade(&self.replicas);
+            self.metrics.set_cleaner_backlog(Box::new(move || {
+                replicas
+                    .upgrade()
+                    .and_then(|r| r.log_manager().cleaner_status())
+                    .map_or(0, |status| status.dirty_bytes)
+            }));
         }
         applied
     }

@@ -208,21 +208,20 @@ mod tests {
         let original = TestBatch::simple(500, 1_000).encode();
         let header = check_integrity(&original).unwrap();
         let area = records_area(&original, &header, 1 << 20).unwrap();
-        let mut fast = LogConfig::default();
-        fast.apply_override("compression.zstd.level", "1").unwrap();
-        let mut best = LogConfig::default();
-        best.apply_override("compression.zstd.level", "19").unwrap();
-        let fast = build_batch(
-            &header,
-            &area,
-            Codec::with_topic_level(Compression::Zstd, &fast),
-        );
-        let best = build_batch(
-            &header,
-            &area,
-            Codec::with_topic_level(Compression::Zstd, &best),
-        );
-        assert_ne!(fast.unwrap(), best.unwrap());
+        let levels = [
+            (Compression::Gzip, "compression.gzip.level", "1", "9"),
+            (Compression::Lz4, "compression.lz4.level", "1", "17"),
+            (Compression::Zstd, "compression.zstd.level", "1", "19"),
+        ];
+        for (compression, key, low, high) in levels {
+            let built = |level: &str| {
+                let mut config = LogConfig::default();
+                config.apply_override(key, level).unwrap();
+                let codec = Codec::with_topic_level(compression, &config);
+                build_batch(&header, &area, codec).unwrap()
+            };
+            assert_ne!(built(low), built(high), "{key}");
+        }
         let gzip = TestBatch::simple(500, 1_000)
             .compressed(Compression::Gzip)
             .encode();
