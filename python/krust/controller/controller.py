@@ -18,8 +18,8 @@ from krust.bridge import RequestContext
 from krust.context import BrokerContext, CoreBroker
 from krust.controller import configs
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
-from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
 from krust.controller.broker_configs import EffectiveBrokerConfig
+from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
 from krust.controller.image import ImageBuilder, MetadataImage, TopicImage, to_core_image
 from krust.controller.metadata_log import MetadataLog
 from krust.controller.records import MetadataRecord, ProducerIdsRecord
