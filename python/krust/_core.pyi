@@ -108,13 +108,13 @@ class BridgeRequest:
     def close_connection(self) -> None:
         """Answer nothing and close the client's connection (Kafka's reaction to a bad request)."""
 
-@final
 def configure_logging(levels: str, format: str) -> None:
     """Send the core's log lines to stderr, filtered by `levels` (a tracing EnvFilter such as
     "info,krust_server::network=debug") in `format` "text" or "json". The first call in a
     process installs the logger; ValueError for a filter or format that does not parse.
     Without a call, opening a Broker installs KRUST_LOG (default info) as text."""
 
+@final
 class Broker:
     """One broker's Rust core. `settings` holds validated values under Kafka's config names."""
 
