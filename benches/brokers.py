@@ -52,6 +52,10 @@ class BrokerSettings:
     data_root: Path
     segment_bytes: int
     default_partitions: int = 1
+    # How often both brokers look for segments to delete and logs to clean (Kafka's defaults,
+    # 5 min and 15 s, would leave the background-work workload's window idle).
+    retention_check_interval_ms: int = 1000
+    cleaner_backoff_ms: int = 1000
 
 
 def free_port() -> int:
@@ -165,6 +169,8 @@ class KafkaBroker(BrokerProcess):
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            "log.retention.check.interval.ms": str(self.settings.retention_check_interval_ms),
+            "log.cleaner.backoff.ms": str(self.settings.cleaner_backoff_ms),
         }
         config = home / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
@@ -223,6 +229,10 @@ class KrustBroker(BrokerProcess):
             f"num.partitions={self.settings.default_partitions}",
             "--override",
             "group.initial.rebalance.delay.ms=0",
+            "--override",
+            f"log.retention.check.interval.ms={self.settings.retention_check_interval_ms}",
+            "--override",
+            f"log.cleaner.backoff.ms={self.settings.cleaner_backoff_ms}",
         ]
 
 

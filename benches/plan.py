@@ -10,7 +10,14 @@ from workloads.produce import ProduceCase
 _MB = 1_000_000
 _MIB = 1024 * 1024
 
-WORKLOADS = ("produce", "consume", "latency", "loaded-start", "many-partitions")
+WORKLOADS = (
+    "produce",
+    "consume",
+    "latency",
+    "background-work",
+    "loaded-start",
+    "many-partitions",
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,9 @@ class Plan:
     latency_seconds: float
     ceiling_bytes: int
     segment_bytes: int
+    # Per measured run of the background-work workload (two runs of each kind).
+    background_produce_bytes: int = 200 * _MB
+    background_compacted_bytes: int = 128 * _MIB
     # Full mode only: start-up with data, and the 10,000-partition workload.
     loaded_start_partitions: int = 0
     loaded_start_records: int = 0

@@ -6,10 +6,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from brokers import BrokerProcess
+from brokers import BrokerProcess, KrustBroker
 from measure import PeakRssSampler, cpu_seconds, rss_bytes
 from plan import Plan
 from report import Better, Metric, Results
+from workloads.background_work import (
+    produce_with_and_without_background_work,
+    produce_with_metrics_on_and_off,
+)
 from workloads.consume import consume_with_java, consume_with_librdkafka
 from workloads.java_tools import JavaTools
 from workloads.latency import measure_end_to_end
@@ -74,6 +78,7 @@ class Session:
                 ("produce", self._produce),
                 ("consume", self._consume),
                 ("latency", lambda: self._latency(last_repetition)),
+                ("background-work", self._background_work),
             ]
             if self.plan.loaded_start_partitions:
                 workloads.append(("loaded-start", self._loaded_start))
@@ -159,6 +164,37 @@ class Session:
             )
         if keep_samples:
             self.results.latency_samples_ms[self.broker.name] = result.samples_ms
+
+    def _background_work(self) -> None:
+        group = "Background work (produce 1 KiB acks=1 p8, librdkafka)"
+        result = produce_with_and_without_background_work(
+            self.broker,
+            self.plan.background_produce_bytes,
+            self.plan.background_compacted_bytes,
+            repetitions=2,
+        )
+        for label, value in (
+            ("MB/s, nothing to delete or clean", result.idle_mb_per_s),
+            ("MB/s, retention deleting and the cleaner compacting", result.busy_mb_per_s),
+        ):
+            self.results.add(Metric(group, label, "MB/s", Better.HIGHER), self.broker.name, value)
+        self.results.add(
+            Metric(group, "busy / idle (target for krust: >= 0.95)", "x", Better.HIGHER),
+            self.broker.name,
+            result.busy_mb_per_s / result.idle_mb_per_s,
+        )
+        if not isinstance(self.broker, KrustBroker):
+            return
+        metrics = produce_with_metrics_on_and_off(
+            self.broker, self.plan.background_produce_bytes, repetitions=2
+        )
+        for label, value in (
+            ("MB/s, metrics endpoint off", metrics.off_mb_per_s),
+            ("MB/s, metrics endpoint on, scraped every 1 s", metrics.on_mb_per_s),
+            ("metrics on / off (target: >= 0.97)", metrics.on_mb_per_s / metrics.off_mb_per_s),
+        ):
+            unit = "x" if "/" in label else "MB/s"
+            self.results.add(Metric(group, label, unit, Better.HIGHER), self.broker.name, value)
 
     def _restart_empty(self) -> None:
         """Full-mode workloads start from an empty broker so earlier data does not count."""

@@ -5,10 +5,17 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 120.0) -> None:
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    timeout_s: float = 120.0,
+    configs: dict[str, str] | None = None,
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=configs or {})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        [topic],
         operation_timeout=timeout_s,
         request_timeout=timeout_s,
     )
