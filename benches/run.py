@@ -94,6 +94,19 @@ def write_report(
     return table
 
 
+def report_stem(today: str, plan: Plan, args: argparse.Namespace) -> str:
+    """`<date>-<mode>`, then the workloads when a subset ran; never an earlier run's name."""
+    stem = f"{today}-{plan.name}"
+    if set(plan.workloads) != set(WORKLOADS):
+        stem += "-" + "-".join(plan.workloads)
+    taken = {path.stem for path in args.results_dir.glob(f"{stem}*.md")}
+    suffix = 2
+    unique = stem
+    while unique in taken:
+        unique, suffix = f"{stem}-{suffix}", suffix + 1
+    return unique
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -174,8 +187,7 @@ def main() -> int:
         f"(librdkafka {confluent_kafka.libversion()[0]})",
         "wall time": f"{time.monotonic() - started:.0f} s",
     }
-    stem = today if plan is FULL else f"{today}-{plan.name}"
-    table = write_report(results, plan, header, args.results_dir, stem)
+    table = write_report(results, plan, header, args.results_dir, report_stem(today, plan, args))
     print(table.read_text())
     print(f"written: {table}")
     return 0

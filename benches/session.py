@@ -193,7 +193,7 @@ class Session:
             ("MB/s, metrics endpoint on, scraped every 1 s", metrics.on_mb_per_s),
             ("metrics on / off (target: >= 0.97)", metrics.on_mb_per_s / metrics.off_mb_per_s),
         ):
-            unit = "x" if "/" in label else "MB/s"
+            unit = "MB/s" if label.startswith("MB/s") else "x"
             self.results.add(Metric(group, label, unit, Better.HIGHER), self.broker.name, value)
 
     def _restart_empty(self) -> None:
