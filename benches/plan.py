@@ -32,8 +32,9 @@ class Plan:
     latency_seconds: float
     ceiling_bytes: int
     segment_bytes: int
-    # Per measured run of the background-work workload (two runs of each kind).
-    background_produce_bytes: int = 200 * _MB
+    # Per measured run of the background-work workload (three runs of each kind); a few
+    # seconds each, so a scrape or a cleaner pass is a fair share of the run.
+    background_produce_bytes: int = 1000 * _MB
     background_compacted_bytes: int = 128 * _MIB
     # Full mode only: start-up with data, and the 10,000-partition workload.
     loaded_start_partitions: int = 0

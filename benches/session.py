@@ -171,7 +171,7 @@ class Session:
             self.broker,
             self.plan.background_produce_bytes,
             self.plan.background_compacted_bytes,
-            repetitions=2,
+            repetitions=3,
         )
         for label, value in (
             ("MB/s, nothing to delete or clean", result.idle_mb_per_s),
@@ -186,7 +186,7 @@ class Session:
         if not isinstance(self.broker, KrustBroker):
             return
         metrics = produce_with_metrics_on_and_off(
-            self.broker, self.plan.background_produce_bytes, repetitions=2
+            self.broker, self.plan.background_produce_bytes, repetitions=3
         )
         for label, value in (
             ("MB/s, metrics endpoint off", metrics.off_mb_per_s),
