@@ -126,7 +126,10 @@ class Broker:
         partitions that could not be applied for another reason (the rest is applied)."""
     def apply_metadata_delta(self, delta: MetadataDelta) -> None:
         """Apply one committed change: touch only the topics and partitions it names (become
-        leader or follower, config changes, deletions). Failures as for `apply_metadata`."""
+        leader or follower, config changes, deletions), in the order of the changes. A change
+        that only adds topics returns before their logs exist (they are created next, as
+        Kafka's brokers do after its controller answered); any other change returns once
+        applied, with failures as for `apply_metadata`."""
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
     ) -> int:

@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use krust_storage::scheduler::Scheduler;
 use krust_storage::{LogManager, StorageError, TopicPartition};
 use tokio::sync::watch;
 
@@ -36,6 +37,8 @@ pub enum OpenError {
     Logs { dirs: String, source: StorageError },
     #[error("cannot start the log dir failure handler: {0}")]
     FailureHandler(#[source] std::io::Error),
+    #[error("cannot start the metadata applier thread: {0}")]
+    MetadataApplier(#[source] std::io::Error),
 }
 
 /// Why serving stopped with an error.
@@ -62,6 +65,10 @@ pub struct Broker {
     replicas: Arc<ReplicaManager>,
     metrics: Arc<BrokerMetrics>,
     stop: Arc<watch::Sender<bool>>,
+    /// Applies metadata deltas to the hosted partitions, one after another, off the
+    /// controller's path (Kafka's metadata publisher): a topic's logs are created after the
+    /// controller has answered.
+    applier: Scheduler,
 }
 
 impl Broker {
@@ -85,12 +92,15 @@ impl Broker {
                 halt.send_replace(true);
             })
             .map_err(OpenError::FailureHandler)?;
+        let applier =
+            Scheduler::start("krust-metadata-applier").map_err(OpenError::MetadataApplier)?;
         Ok(Broker {
             settings,
             metadata: Arc::default(),
             replicas,
             metrics: Arc::default(),
             stop,
+            applier,
         })
     }
 
@@ -135,11 +145,40 @@ impl Broker {
         applied
     }
 
-    /// Applies one committed change to the hosted partitions it names, then to the cache.
+    /// Applies one committed change: to the cache at once, then to the hosted partitions in
+    /// the order of the changes. A change that only adds topics returns without waiting for
+    /// their logs, as Kafka's controller answers CreateTopics once the records are committed
+    /// and its brokers create the logs afterwards; until then a request for such a partition
+    /// gets UNKNOWN_TOPIC_OR_PARTITION, which clients retry. Any other change (deletions,
+    /// config changes, new partitions of a topic) waits until it is applied, so its effects
+    /// are in place when the controller answers; the error is returned then, and logged for
+    /// new topics.
     pub fn apply_metadata_delta(&self, delta: &MetadataDelta) -> Result<(), ApplyError> {
-        let applied = self.replicas.apply_delta(&self.metadata.image(), delta);
+        let before = self.metadata.image();
         self.metadata.apply_delta(delta);
-        applied
+        let only_new_topics = delta.deleted_topic_ids.is_empty()
+            && delta.log_defaults.is_none()
+            && delta.topics.iter().all(|t| before.topic(&t.name).is_none());
+        let (done, applied) = std::sync::mpsc::channel();
+        let replicas = Arc::clone(&self.replicas);
+        let delta = delta.clone();
+        let scheduled = self.applier.schedule(move || {
+            let result = replicas.apply_delta(&before, &delta);
+            if let Err(error) = &result {
+                tracing::error!(%error, "cannot apply a metadata change to the hosted partitions");
+            }
+            let _ = done.send(result);
+        });
+        if !scheduled || only_new_topics {
+            return Ok(());
+        }
+        applied.recv().unwrap_or(Ok(()))
+    }
+
+    /// Waits until every metadata change handed to `apply_metadata_delta` so far is applied
+    /// to the hosted partitions.
+    pub fn wait_for_metadata_applied(&self) {
+        self.applier.drain();
     }
 
     /// Appends `(key, value)` records as one uncompressed batch, flushed; returns its base offset.
@@ -218,6 +257,8 @@ impl Broker {
 
     /// Flushes all logs and writes checkpoints and the clean-shutdown marker.
     pub fn close(&self) -> Result<(), StorageError> {
+        // Logs still being created are created (and then closed cleanly).
+        self.applier.shutdown();
         self.replicas.shutdown()
     }
 }

@@ -669,3 +669,40 @@ fn a_forged_array_length_is_rejected_without_allocating_it() {
     let decoded = NativeRequest::decode(api_key, header.request_api_version, body);
     assert!(decoded.is_err(), "a truncated array must fail to decode");
 }
+
+#[tokio::test]
+async fn a_new_topics_logs_may_follow_the_answer_but_a_deletion_is_done_before_it() {
+    let b = broker_with("t", 1, false, BrokerSettings::default());
+    let topic_id = Uuid::from_u128(7);
+    let created = MetadataDelta {
+        metadata_offset: 1,
+        controller_id: 1,
+        topics: vec![TopicMetadata {
+            name: "new".into(),
+            topic_id,
+            internal: false,
+            configs: Default::default(),
+            partitions: vec![PartitionMetadata {
+                partition: 0,
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                replicas: vec![1],
+                isr: vec![1],
+            }],
+        }],
+        ..MetadataDelta::default()
+    };
+    b.broker.apply_metadata_delta(&created).unwrap();
+    b.broker.wait_for_metadata_applied();
+    let dir = b._dir.path().join("new-0");
+    assert!(dir.is_dir());
+    let deleted = MetadataDelta {
+        metadata_offset: 2,
+        controller_id: 1,
+        deleted_topic_ids: vec![topic_id],
+        ..MetadataDelta::default()
+    };
+    b.broker.apply_metadata_delta(&deleted).unwrap();
+    assert!(!dir.exists());
+}
