@@ -103,7 +103,7 @@ pub struct Log {
     pub(crate) recovery_point: Arc<AtomicI64>,
     /// Runs the flush of rolled segments; without one (a standalone log) they wait for the
     /// next full flush.
-    scheduler: Option<Arc<Scheduler>>,
+    pub(crate) scheduler: Option<Arc<Scheduler>>,
     /// What loading the log had to re-validate.
     recovered: RecoveryStats,
     producer_state: ProducerStateManager,

@@ -117,8 +117,13 @@ impl LogManager {
             return Ok(());
         }
         *cleaner = Some(
-            LogCleaner::start(config, &self.log_dirs, Arc::clone(&self.logs))
-                .map_err(StorageError::io("kafka-log-cleaner-thread"))?,
+            LogCleaner::start(
+                config,
+                &self.log_dirs,
+                Arc::clone(&self.logs),
+                Arc::clone(&self.failures),
+            )
+            .map_err(StorageError::io("kafka-log-cleaner-thread"))?,
         );
         Ok(())
     }

@@ -27,6 +27,7 @@ use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::Log;
 use crate::log_manager::LogManager;
+use crate::scheduler::Scheduler;
 use crate::topic_partition::TopicPartition;
 
 /// Why retention deletes a segment.
@@ -306,20 +307,25 @@ impl LogManager {
     /// Removes a retention pass's `*.deleted` files once its delay has passed. Files left
     /// when the broker stops first are removed at the next start.
     fn schedule_file_removal(&self, deletion: &SegmentDeletion) {
-        let files = deletion.files.clone();
-        let delay = Duration::from_millis(u64::try_from(deletion.delay_ms).unwrap_or(0));
-        self.scheduler.schedule_after(delay, move || {
-            for path in files {
-                match fs::remove_file(&path) {
-                    // The whole log may have been deleted meanwhile.
-                    Err(error) if error.kind() != io::ErrorKind::NotFound => {
-                        warn!(path = %path.display(), %error, "cannot remove a deleted segment file");
-                    }
-                    _ => {}
-                }
-            }
-        });
+        schedule_removal(&self.scheduler, deletion.files.clone(), deletion.delay_ms);
     }
+}
+
+/// Removes `*.deleted` files on `scheduler` after `delay_ms` (Kafka's `file.delete.delay.ms`),
+/// so a fetch that started reading one before it was renamed finishes first.
+pub(crate) fn schedule_removal(scheduler: &Scheduler, files: Vec<PathBuf>, delay_ms: i64) {
+    let delay = Duration::from_millis(u64::try_from(delay_ms).unwrap_or(0));
+    scheduler.schedule_after(delay, move || {
+        for path in files {
+            match fs::remove_file(&path) {
+                // The whole log may have been deleted meanwhile.
+                Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                    warn!(path = %path.display(), %error, "cannot remove a deleted segment file");
+                }
+                _ => {}
+            }
+        }
+    });
 }
 
 #[cfg(test)]

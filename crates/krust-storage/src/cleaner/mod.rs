@@ -33,6 +33,7 @@ use crate::cleaner::clean::{clean_log, Throttler};
 use crate::cleaner::manager::CleanerManager;
 use crate::cleaner::offset_map::OffsetMap;
 use crate::log::wall_clock_ms;
+use crate::log_dir_failure::LogDirFailureChannel;
 use crate::log_manager::SharedLog;
 use crate::topic_partition::TopicPartition;
 
@@ -78,6 +79,7 @@ impl LogCleaner {
         config: &CleanerConfig,
         log_dirs: &[PathBuf],
         logs: Arc<RwLock<BTreeMap<TopicPartition, SharedLog>>>,
+        failures: Arc<LogDirFailureChannel>,
     ) -> std::io::Result<Self> {
         let manager = Arc::new(CleanerManager::new(log_dirs, logs));
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
@@ -93,6 +95,7 @@ impl LogCleaner {
                     stop: Arc::clone(&stop),
                     abort: Arc::clone(&abort),
                     map_bytes,
+                    failures: Arc::clone(&failures),
                     backoff: Duration::from_millis(config.backoff_ms),
                     io_max_bytes_per_second: config.io_max_bytes_per_second,
                 };
@@ -137,6 +140,8 @@ struct Worker {
     stop: Arc<(Mutex<bool>, Condvar)>,
     abort: Arc<AtomicBool>,
     map_bytes: usize,
+    /// An I/O error while cleaning takes the log's dir offline, as in Kafka.
+    failures: Arc<LogDirFailureChannel>,
     backoff: Duration,
     io_max_bytes_per_second: f64,
 }
@@ -151,6 +156,11 @@ impl Worker {
                     let mut map = OffsetMap::new(self.map_bytes);
                     let mut throttler = Throttler::new(self.io_max_bytes_per_second, &self.abort);
                     let result = clean_log(&log, &to_clean, &mut map, &mut throttler, now_ms);
+                    if let Err(CleanError::Io { source, .. }) = &result {
+                        if let Some(log_dir) = log.lock().dir().parent() {
+                            self.failures.maybe_add_offline_log_dir(log_dir, source);
+                        }
+                    }
                     self.manager.done(&to_clean, result);
                 }
                 None => {

@@ -13,6 +13,7 @@ use tracing::info;
 
 use crate::file_records::BatchScanner;
 use crate::log::Log;
+use crate::retention::schedule_removal;
 use crate::segment::{
     offset_file_path, parse_offset_file_name, remove_if_present, LogSegment, INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
@@ -43,14 +44,25 @@ pub(crate) fn replace_segments(
     }
     cleaned.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)?;
     sync_dir(log.dir())?;
+    // As Kafka does, the replaced files are renamed `.deleted` (loading removes them) and
+    // removed after file.delete.delay.ms, so a fetch reading them finishes first.
+    let mut replaced = Vec::new();
     for (base, _) in old {
         if let Some(segment) = log.segments.remove(base) {
-            segment.delete_files()?;
+            replaced.extend(segment.rename_for_deletion()?);
         }
     }
     cleaned.change_file_suffixes(SWAP_FILE_SUFFIX, "")?;
     sync_dir(log.dir())?;
     log.segments.insert(cleaned.base_offset(), cleaned);
+    match &log.scheduler {
+        Some(scheduler) => schedule_removal(scheduler, replaced, log.config().file_delete_delay_ms),
+        None => {
+            for path in replaced {
+                remove_if_present(&path)?;
+            }
+        }
+    }
     Ok(true)
 }
 

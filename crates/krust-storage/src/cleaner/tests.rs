@@ -491,3 +491,61 @@ fn max_compaction_lag_makes_a_log_due_below_its_dirty_ratio() {
     assert!(due.dirty_ratio() < 1.0);
     assert!(manager.grab_filthiest(NOW + 10_010).is_none());
 }
+
+#[test]
+fn replaced_segments_stay_as_deleted_files_until_file_delete_delay_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), compacted(300));
+    write_versions(&mut log, Compression::None);
+    let mut bigger = compacted(100_000);
+    bigger.file_delete_delay_ms = 300;
+    log.update_config(bigger).unwrap();
+    let scheduler = Arc::new(crate::scheduler::Scheduler::start("test-cleaner-delete").unwrap());
+    log.set_scheduler(Arc::clone(&scheduler));
+    let log_dir = log.dir().to_path_buf();
+    let log: SharedLog = Arc::new(Mutex::new(log));
+    clean(&log, None, NOW).unwrap();
+    let deleted = || {
+        fs::read_dir(&log_dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_str()
+                    .unwrap()
+                    .ends_with(crate::segment::DELETED_FILE_SUFFIX)
+            })
+            .count()
+    };
+    // A fetch that opened a replaced segment before the swap can still read it.
+    assert!(deleted() > 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while deleted() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(deleted(), 0);
+    assert_eq!(latest_per_key(&read_all(&log.lock())).len(), 4);
+}
+
+#[test]
+fn an_io_error_while_cleaning_takes_the_log_dir_offline() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().to_path_buf()];
+    let manager = crate::LogManager::open(&dirs, LogConfig::default()).unwrap();
+    let tp = crate::TopicPartition::new("t", 0);
+    let log = manager.get_or_create(&tp, None, compacted(300)).unwrap();
+    write_versions(&mut log.lock(), Compression::None);
+    // The open segments still read; writing the cleaned segment next to them fails.
+    fs::remove_dir_all(log.lock().dir()).unwrap();
+    let config = crate::CleanerConfig {
+        backoff_ms: 10,
+        ..crate::CleanerConfig::default()
+    };
+    manager.start_cleaner(&config).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while manager.failure_channel().offline_dirs().is_empty()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(manager.failure_channel().offline_dirs(), dirs.to_vec());
+}
