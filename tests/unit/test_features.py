@@ -13,11 +13,12 @@ from krust.controller import Controller
 from krust.controller.features import (
     SUPPORTED_FEATURES,
     FeatureUpdate,
+    UnsupportedFeatureLevelError,
     UpgradeType,
     plan_update_features,
 )
 from krust.controller.image import to_core_image
-from krust.controller.records import FeatureLevelRecord, NoOpRecord
+from krust.controller.records import FeatureLevelRecord, NoOpRecord, encode_record
 from krust.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
@@ -193,3 +194,17 @@ def test_v0_allow_downgrade_is_a_safe_downgrade(run: LoopRunner, controller: Con
     )
     assert response.error_code is ErrorCode.invalid_update_version
     assert "Refusing to perform the requested downgrade" in response.error_message
+
+
+@pytest.mark.parametrize(("feature", "level"), [("metadata.version", 27), ("group.version", 1)])
+def test_a_finalized_level_this_broker_does_not_support_stops_start_up(
+    controller: Controller, config: BrokerConfig, fake_core: FakeCore, feature: str, level: int
+) -> None:
+    # As written by a newer broker (or Kafka) on the same log dirs.
+    fake_core.internal_append(
+        "__cluster_metadata",
+        0,
+        [(None, encode_record(FeatureLevelRecord(name=feature, feature_level=level)))],
+    )
+    with pytest.raises(UnsupportedFeatureLevelError, match=f"{feature} at level {level}"):
+        Controller.open(config, fake_core.reopen())

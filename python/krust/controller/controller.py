@@ -19,7 +19,12 @@ from krust.context import BrokerContext, CoreBroker
 from krust.controller import configs
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
-from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
+from krust.controller.features import (
+    FeatureUpdate,
+    UpgradeType,
+    check_finalized_levels,
+    plan_update_features,
+)
 from krust.controller.image import ImageBuilder, MetadataImage, TopicImage, to_core_image
 from krust.controller.metadata_log import MetadataLog
 from krust.controller.records import MetadataRecord, ProducerIdsRecord
@@ -74,6 +79,7 @@ class Controller:
         log = MetadataLog(core)
         replayed = ImageBuilder(MetadataImage.empty(cluster_id, node_id))
         controller = cls(config, core, log, replayed.replay_all(log.read_all()).build())
+        check_finalized_levels(controller.image.features)
         end = log.end_offset()
         records = initial_records() if end == 0 else []
         # Kafka's broker epoch is the offset of the registration record.

@@ -107,6 +107,22 @@ def plan_update_features(
     return FeaturesPlan(ErrorCode.none, None, tuple(records))
 
 
+class UnsupportedFeatureLevelError(Exception):
+    """The metadata log finalized a feature level this broker does not implement."""
+
+
+def check_finalized_levels(finalized: Mapping[str, int]) -> None:
+    """Refuse to start on a metadata log whose finalized levels this broker cannot serve, as
+    a Kafka broker does; level 0 (disabled) is always fine."""
+    for name, level in sorted(finalized.items()):
+        supported = SUPPORTED_FEATURES.get(name, VersionRange(0, 0))
+        if level != 0 and level not in supported:
+            raise UnsupportedFeatureLevelError(
+                f"the metadata log finalized {name} at level {level}, but this broker "
+                f"supports {name} {supported} only"
+            )
+
+
 def _invalid(update: FeatureUpdate, reason: str) -> _Refused:
     return _Refused(f"Invalid update version {update.level} for feature {update.feature}. {reason}")
 
