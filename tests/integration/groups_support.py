@@ -49,6 +49,8 @@ CONSUME_TIMEOUT_S = 30.0
 STABLE_FOR_S = 1.0
 
 FIND_COORDINATOR = 10
+OFFSET_FETCH = 9
+COORDINATOR_LOAD_IN_PROGRESS = 14
 
 RANGE = "range"
 COOPERATIVE_STICKY = "cooperative-sticky"
@@ -306,12 +308,22 @@ class RawGroupConnection:
 
 
 def wait_for_coordinator(connection: RawGroupConnection, group: str) -> None:
-    """FindCoordinator v2 until it names one (the first call creates __consumer_offsets)."""
+    """FindCoordinator v2 until it names one (the first call creates __consumer_offsets), then
+    OffsetFetch until the group's partition is loaded: as in Kafka, a coordinator answers
+    COORDINATOR_LOAD_IN_PROGRESS while it loads, and clients retry it."""
     request = {"key": group, "key_type": 0}
     wait_until(
         lambda: connection.send(FIND_COORDINATOR, 2, request).error_code == 0,
         REBALANCE_TIMEOUT_S,
         "a group coordinator",
+    )
+    fetch_all = {"group_id": group, "topics": None}
+    wait_until(
+        lambda: (
+            connection.send(OFFSET_FETCH, 2, fetch_all).error_code != COORDINATOR_LOAD_IN_PROGRESS
+        ),
+        REBALANCE_TIMEOUT_S,
+        "the group coordinator's partition to load",
     )
 
 
