@@ -5,7 +5,6 @@ DescribeLogDirs, DescribeProducers and OffsetForLeaderEpoch."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from .broker_process import BrokerProcess
 from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic
 from .clients.java import run_java
 from .kafka_api import call_broker
-from .test_kafka_tools import TOOLS_CLASSPATH
+from .kafka_cli import tool_output
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_LEADER_EPOCH = 75
@@ -32,13 +31,6 @@ def produce(bootstrap: str, topic: str, values: list[bytes], *, idempotent: bool
     for value in values:
         producer.produce(topic, value=value, partition=0)
     assert producer.flush(30) == 0, "records left undelivered"
-
-
-def run_tool(main_class: str, *args: str) -> str:
-    command = ["java", "-XX:TieredStopAtLevel=1", "-cp", TOOLS_CLASSPATH, main_class, *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_java_describe_topics_uses_describe_topic_partitions(module_broker: BrokerProcess) -> None:
@@ -72,7 +64,7 @@ def test_log_dirs_report_each_partitions_size(module_broker: BrokerProcess) -> N
     assert int(size) > 5000 and (lag, future) == ("0", "false")
 
     # Kafka's kafka-log-dirs tool prints the same as JSON.
-    output = run_tool(
+    output = tool_output(
         "org.apache.kafka.tools.LogDirsCommand",
         "--bootstrap-server",
         module_broker.bootstrap,
@@ -107,7 +99,7 @@ def test_describe_producers_shows_an_idempotent_producers_state(
 def test_offsets_tools_and_confluent_admin(module_broker: BrokerProcess) -> None:
     create_topic(module_broker.bootstrap, "listed", partitions=2)
     produce(module_broker.bootstrap, "listed", [b"1", b"2", b"3"])
-    output = run_tool(
+    output = tool_output(
         "org.apache.kafka.tools.GetOffsetShell",
         "--bootstrap-server",
         module_broker.bootstrap,

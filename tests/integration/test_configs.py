@@ -4,8 +4,6 @@ synonyms, errors naming the key, changes applied live and surviving a restart.""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
@@ -17,9 +15,8 @@ from confluent_kafka.admin import (
 )
 
 from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic
-from .clients.java import JAVA_DIR
+from .kafka_cli import CONFIG_COMMAND, TOPIC_COMMAND, run_tool
 
-TOOLS_CLASSPATH = str(JAVA_DIR / "build" / "tools-libs" / "*")
 BROKER = "1"
 # librdkafka cannot name the cluster-wide default broker resource (""): kafka-configs can.
 BROKER_DEFAULT = ("--entity-type", "brokers", "--entity-default")
@@ -145,30 +142,19 @@ def test_validate_only_changes_nothing_and_bad_values_name_the_key(broker) -> No
     )
     resource = ConfigResource(ResourceType.TOPIC, "checked")
     assert describe(broker.bootstrap, resource)["segment.ms"].value == "604800000"
-    name, message = refusal(
-        lambda: incremental(
-            broker.bootstrap, ResourceType.TOPIC, "checked", [("segment.bytes", "10", SET)]
+    # A bad value, an unknown key, APPEND to a non-list key, a refused key's other value.
+    for key, value, op in [
+        ("segment.bytes", "10", SET),
+        ("retention.mss", "1", SET),
+        ("segment.ms", "1", APPEND),
+        ("preallocate", "true", SET),
+    ]:
+        name, message = refusal(
+            lambda: incremental(
+                broker.bootstrap, ResourceType.TOPIC, "checked", [(key, value, op)]  # noqa: B023
+            )
         )
-    )
-    assert name == "INVALID_CONFIG" and "segment.bytes" in message
-    name, message = refusal(
-        lambda: incremental(
-            broker.bootstrap, ResourceType.TOPIC, "checked", [("retention.mss", "1", SET)]
-        )
-    )
-    assert name == "INVALID_CONFIG" and "retention.mss" in message
-    name, message = refusal(
-        lambda: incremental(
-            broker.bootstrap, ResourceType.TOPIC, "checked", [("segment.ms", "1", APPEND)]
-        )
-    )
-    assert name == "INVALID_CONFIG" and "segment.ms" in message
-    name, message = refusal(
-        lambda: incremental(
-            broker.bootstrap, ResourceType.TOPIC, "checked", [("preallocate", "true", SET)]
-        )
-    )
-    assert name == "INVALID_CONFIG" and "preallocate" in message
+        assert name == "INVALID_CONFIG" and key in message, key
     name, _ = refusal(
         lambda: incremental(
             broker.bootstrap, ResourceType.TOPIC, "nowhere", [("segment.ms", "60000", SET)]
@@ -290,22 +276,8 @@ def test_group_configs_are_described_and_their_changes_refused(broker) -> None:
     assert error == "INVALID_CONFIG" and "consumer.session.timeout.ms" in message
 
 
-def kafka_tool(main_class: str, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        "java",
-        "-XX:TieredStopAtLevel=1",
-        "-cp",
-        TOOLS_CLASSPATH,
-        main_class,
-        "--bootstrap-server",
-        bootstrap,
-        *args,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
-
-
 def kafka_configs(bootstrap: str, *args: str) -> str:
-    done = kafka_tool("kafka.admin.ConfigCommand", bootstrap, *args)
+    done = run_tool(CONFIG_COMMAND, bootstrap, *args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -329,8 +301,8 @@ def test_kafka_configs_alters_and_describes_topics_brokers_defaults_and_groups(b
     assert "log.roll.ms=7200000" in everything
     assert "DYNAMIC_BROKER_CONFIG:log.roll.ms=7200000" in everything
 
-    refused = kafka_tool(
-        "kafka.admin.ConfigCommand",
+    refused = run_tool(
+        CONFIG_COMMAND,
         bootstrap,
         *one,
         "--alter",
@@ -343,8 +315,8 @@ def test_kafka_configs_alters_and_describes_topics_brokers_defaults_and_groups(b
     assert "consumer.session.timeout.ms=45000" in kafka_configs(
         bootstrap, *group, "--describe", "--all"
     )
-    refused = kafka_tool(
-        "kafka.admin.ConfigCommand",
+    refused = run_tool(
+        CONFIG_COMMAND,
         bootstrap,
         *group,
         "--alter",
@@ -357,9 +329,7 @@ def test_kafka_configs_alters_and_describes_topics_brokers_defaults_and_groups(b
 
 def test_kafka_topics_describe_prints_the_topics_configs(broker) -> None:
     create_topic(broker.bootstrap, "shown", config={"segment.ms": "60000"})
-    done = kafka_tool(
-        "org.apache.kafka.tools.TopicCommand", broker.bootstrap, "--describe", "--topic", "shown"
-    )
+    done = run_tool(TOPIC_COMMAND, broker.bootstrap, "--describe", "--topic", "shown")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Topic: shown" in done.stdout
     assert "Configs: segment.ms=60000" in done.stdout

@@ -4,14 +4,13 @@ requests: the supported and finalized levels krust reports, and UpdateFeatures' 
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
 from .broker_process import BrokerProcess
 from .groups_support import RawGroupConnection
-from .kafka_cli import FEATURE_COMMAND, TOOLS_CLASSPATH, ToolRun, run_tool
+from .kafka_cli import DUMP_LOG_SEGMENTS, FEATURE_COMMAND, ToolRun, run_tool, tool_output
 
 API_VERSIONS = 18
 UPDATE_FEATURES = 57
@@ -19,7 +18,6 @@ DESCRIBE_LINE = re.compile(
     r"Feature: (\S+)\s+SupportedMinVersion: (\S+)\s+SupportedMaxVersion: (\S+)\s+"
     r"FinalizedVersionLevel: (\S+)\s+Epoch: (\S+)"
 )
-DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"
 
 
 def features(broker: BrokerProcess, *args: str) -> ToolRun:
@@ -71,11 +69,8 @@ def test_an_upgrade_is_a_durable_record_and_moves_the_epoch(broker) -> None:
 
 def dump_metadata_log(data_dir: Path) -> str:
     segments = sorted((data_dir / "__cluster_metadata-0").glob("*.log"))
-    command = ["java", "-cp", TOOLS_CLASSPATH, DUMP_LOG_SEGMENTS, "--cluster-metadata-decoder"]
-    command += ["--files", ",".join(map(str, segments))]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    files = ",".join(map(str, segments))
+    return tool_output(DUMP_LOG_SEGMENTS, "--cluster-metadata-decoder", "--files", files)
 
 
 def test_kafka_features_refusals_and_allowed_changes(broker) -> None:

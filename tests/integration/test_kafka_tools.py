@@ -4,16 +4,13 @@ across segments, and every offset and time index entry pointing at the right bat
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 from confluent_kafka import Producer
 
 from .clients.confluent import create_topic
-from .clients.java import JAVA_DIR
+from .kafka_cli import DUMP_LOG_SEGMENTS, tool_output
 
-TOOLS_CLASSPATH = str(JAVA_DIR / "build" / "tools-libs" / "*")
-DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"
 TOPIC = "dumped"
 # Kafka 4's smallest log.segment.bytes: a few MB of records make several segments.
 SEGMENT_BYTES = 1024 * 1024
@@ -32,19 +29,7 @@ def produce(bootstrap: str, first: int, count: int) -> None:
 
 
 def dump(files: list[Path], *flags: str) -> str:
-    command = [
-        "java",
-        "-XX:TieredStopAtLevel=1",
-        "-cp",
-        TOOLS_CLASSPATH,
-        DUMP_LOG_SEGMENTS,
-        "--files",
-        ",".join(str(path) for path in files),
-        *flags,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return tool_output(DUMP_LOG_SEGMENTS, "--files", ",".join(str(path) for path in files), *flags)
 
 
 def test_kafkas_dump_log_segments_verifies_krusts_segments_and_indexes(broker_factory) -> None:

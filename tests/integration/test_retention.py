@@ -6,7 +6,6 @@ restart. Driven by confluent-kafka and Kafka's own command-line tools."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +23,7 @@ from confluent_kafka import (
 from .broker_process import BrokerProcess
 from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic, watermarks
 from .groups_support import GROUP_BROKER_OVERRIDES, RawGroupConnection, wait_for_coordinator
-from .test_kafka_tools import TOOLS_CLASSPATH
+from .kafka_cli import tool_output
 
 # Retention checks every 100 ms, so each test waits for a pass, never for a period.
 BROKER_OVERRIDES = {**GROUP_BROKER_OVERRIDES, "log.retention.check.interval.ms": "100"}
@@ -302,13 +301,6 @@ def test_the_log_start_offset_survives_a_kill_and_a_clean_restart(broker) -> Non
     assert consume_offsets(broker.bootstrap, topic, 4) == [6, 7, 8, 9]
 
 
-def run_tool(main_class: str, *arguments: str) -> str:
-    command = ["java", "-XX:TieredStopAtLevel=1", "-cp", TOOLS_CLASSPATH, main_class, *arguments]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
 def test_kafkas_delete_records_and_get_offsets_tools(broker, tmp_path: Path) -> None:
     topic = "tool-trimmed"
     create_topic(broker.bootstrap, topic, config=SMALL_SEGMENTS)
@@ -318,7 +310,7 @@ def test_kafkas_delete_records_and_get_offsets_tools(broker, tmp_path: Path) -> 
         json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 9}]})
     )
 
-    deleted = run_tool(
+    deleted = tool_output(
         "org.apache.kafka.tools.DeleteRecordsCommand",
         "--bootstrap-server",
         broker.bootstrap,
@@ -326,7 +318,7 @@ def test_kafkas_delete_records_and_get_offsets_tools(broker, tmp_path: Path) -> 
         str(offsets),
     )
     assert f"partition: {topic}-0\tlow_watermark: 9" in deleted, deleted
-    earliest = run_tool(
+    earliest = tool_output(
         "org.apache.kafka.tools.GetOffsetShell",
         "--bootstrap-server",
         broker.bootstrap,
