@@ -24,6 +24,17 @@ fn small_segments() -> LogConfig {
     }
 }
 
+/// Small segments whose records expire after an hour.
+fn hour_retention() -> LogConfig {
+    LogConfig {
+        retention_ms: HOUR,
+        ..small_segments()
+    }
+}
+
+/// Two hours before NOW: past `hour_retention`.
+const OLD: i64 = NOW - 2 * HOUR;
+
 /// Appends one 2-record batch per timestamp and makes it all readable to consumers.
 fn append_at(log: &mut Log, timestamps: &[i64]) {
     for &timestamp in timestamps {
@@ -46,13 +57,8 @@ fn files_named(dir: &Path, suffix: &str) -> Vec<String> {
 #[test]
 fn time_retention_deletes_whole_old_segments_and_renames_their_files() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        retention_ms: HOUR,
-        ..small_segments()
-    };
-    let mut log = open_log(dir.path(), config);
-    let old = NOW - 2 * HOUR;
-    append_at(&mut log, &[old, old, old, old, NOW, NOW]);
+    let mut log = open_log(dir.path(), hour_retention());
+    append_at(&mut log, &[OLD, OLD, OLD, OLD, NOW, NOW]);
     assert_eq!(log.segment_base_offsets(), vec![0, 4, 8]);
 
     let deletion = log.delete_old_segments(NOW).unwrap().unwrap();
@@ -86,13 +92,8 @@ fn time_retention_deletes_whole_old_segments_and_renames_their_files() {
 #[test]
 fn an_entirely_expired_log_rolls_and_keeps_its_offsets() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        retention_ms: HOUR,
-        ..small_segments()
-    };
-    let mut log = open_log(dir.path(), config);
-    let old = NOW - 2 * HOUR;
-    append_at(&mut log, &[old, old, old]);
+    let mut log = open_log(dir.path(), hour_retention());
+    append_at(&mut log, &[OLD, OLD, OLD]);
     let deletion = log.delete_old_segments(NOW).unwrap().unwrap();
     assert_eq!(deletion.segments.len(), 2);
     assert_eq!(log.segment_base_offsets(), vec![6]);
@@ -109,14 +110,9 @@ fn an_entirely_expired_log_rolls_and_keeps_its_offsets() {
 #[test]
 fn nothing_at_or_above_the_high_watermark_is_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        retention_ms: HOUR,
-        ..small_segments()
-    };
-    let mut log = open_log(dir.path(), config);
-    let old = NOW - 2 * HOUR;
+    let mut log = open_log(dir.path(), hour_retention());
     for _ in 0..4 {
-        log.append_as_leader(&TestBatch::simple(2, old).encode(), 0, NOW)
+        log.append_as_leader(&TestBatch::simple(2, OLD).encode(), 0, NOW)
             .unwrap();
     }
     log.maybe_increment_high_watermark(3);
@@ -161,13 +157,8 @@ fn size_retention_keeps_the_newest_segments_within_the_budget() {
 #[test]
 fn a_read_planned_before_a_deletion_completes_after_the_files_are_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        retention_ms: HOUR,
-        ..small_segments()
-    };
-    let mut log = open_log(dir.path(), config);
-    let old = NOW - 2 * HOUR;
-    append_at(&mut log, &[old, old, NOW]);
+    let mut log = open_log(dir.path(), hour_retention());
+    append_at(&mut log, &[OLD, OLD, NOW]);
     let in_flight = log.read_plan(0, log.high_watermark()).unwrap();
     let deletion = log.delete_old_segments(NOW).unwrap().unwrap();
     for file in &deletion.files {
@@ -237,15 +228,13 @@ fn delete_records_moves_the_log_start_offset_up_to_the_high_watermark() {
 
 fn manager(root: &Path, delete_delay_ms: i64) -> (LogManager, TopicPartition) {
     let config = LogConfig {
-        retention_ms: HOUR,
         file_delete_delay_ms: delete_delay_ms,
-        ..small_segments()
+        ..hour_retention()
     };
     let manager = LogManager::open(&[root.to_path_buf()], config.clone()).unwrap();
     let tp = TopicPartition::new("t", 0);
     let log = manager.get_or_create(&tp, None, config).unwrap();
-    let old = NOW - 2 * HOUR;
-    append_at(&mut log.lock(), &[old, old, old, old, NOW]);
+    append_at(&mut log.lock(), &[OLD, OLD, OLD, OLD, NOW]);
     (manager, tp)
 }
 
