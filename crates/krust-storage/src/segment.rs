@@ -116,13 +116,12 @@ impl LogSegment {
             // Left by an earlier segment at this offset: use them as they are.
             Self::open(dir, base_offset, config, true, now_ms)?
         } else {
-            let max_index = config.max_index_bytes();
-            Self::assemble(
-                offset_file_path(dir, base_offset, LOG_FILE_SUFFIX),
+            let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+            Self::fresh(
+                log_path,
+                &index_path,
+                &time_index_path,
                 base_offset,
-                OffsetIndex::deferred(&index_path, base_offset, max_index),
-                TimeIndex::deferred(&time_index_path, base_offset, max_index),
-                false,
                 config,
                 now_ms,
             )?
@@ -220,13 +219,32 @@ impl LogSegment {
         for leftover in &paths {
             remove_if_present(leftover)?;
         }
-        let max_index = config.max_index_bytes();
         let [log_path, index_path, time_index_path] = paths;
+        Self::fresh(
+            log_path,
+            &index_path,
+            &time_index_path,
+            base_offset,
+            config,
+            now_ms,
+        )
+    }
+
+    /// An empty segment at `log_path` whose indexes are created when their first entry is due.
+    fn fresh(
+        log_path: PathBuf,
+        index_path: &Path,
+        time_index_path: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> io::Result<Self> {
+        let max_index = config.max_index_bytes();
         Self::assemble(
             log_path,
             base_offset,
-            OffsetIndex::deferred(&index_path, base_offset, max_index),
-            TimeIndex::deferred(&time_index_path, base_offset, max_index),
+            OffsetIndex::deferred(index_path, base_offset, max_index),
+            TimeIndex::deferred(time_index_path, base_offset, max_index),
             false,
             config,
             now_ms,
