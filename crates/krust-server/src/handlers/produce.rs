@@ -149,33 +149,37 @@ fn error_code_response(index: i32, error_code: i16) -> PartitionProduceResponse 
         .with_log_start_offset(-1)
 }
 
-/// A refused append; records refused one by one are listed as Kafka lists them (Produce v8+).
+/// A refused append, with Kafka's error message (Produce v8+) where it gives one: records
+/// refused one by one are listed, and a too small ISR is explained.
 fn rejected_response(index: i32, error: &PartitionError, version: i16) -> PartitionProduceResponse {
     let response = error_code_response(index, error.kafka_error_code());
-    if version >= 8 && matches!(error, PartitionError::NotEnoughReplicas { .. }) {
-        return response.with_error_message(Some(StrBytes::from_string(error.to_string())));
-    }
-    let PartitionError::Append(AppendError::InvalidRecords {
-        record_errors,
-        message,
-    }) = error
-    else {
-        return response;
-    };
     if version < 8 {
         return response;
     }
-    let record_errors = record_errors
-        .iter()
-        .map(|e| {
-            BatchIndexAndErrorMessage::default()
-                .with_batch_index(e.batch_index)
-                .with_batch_index_error_message(Some(StrBytes::from_string(e.message.clone())))
-        })
-        .collect();
-    response
-        .with_record_errors(record_errors)
-        .with_error_message(Some(StrBytes::from_string(message.clone())))
+    match error {
+        PartitionError::NotEnoughReplicas { .. } => {
+            response.with_error_message(Some(StrBytes::from_string(error.to_string())))
+        }
+        PartitionError::Append(AppendError::InvalidRecords {
+            record_errors,
+            message,
+        }) => {
+            let record_errors = record_errors
+                .iter()
+                .map(|e| {
+                    BatchIndexAndErrorMessage::default()
+                        .with_batch_index(e.batch_index)
+                        .with_batch_index_error_message(Some(StrBytes::from_string(
+                            e.message.clone(),
+                        )))
+                })
+                .collect();
+            response
+                .with_record_errors(record_errors)
+                .with_error_message(Some(StrBytes::from_string(message.clone())))
+        }
+        _ => response,
+    }
 }
 
 /// Partitions whose high watermark did not reach the append in time answer REQUEST_TIMED_OUT.
