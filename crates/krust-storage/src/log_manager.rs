@@ -61,7 +61,7 @@ pub struct LogSpec {
 }
 
 /// An existing log takes the spec's config and, when given, its topic id.
-fn update_existing(log: &SharedLog, spec: LogSpec) -> Result<(), StorageError> {
+fn update_config_and_topic_id(log: &SharedLog, spec: LogSpec) -> Result<(), StorageError> {
     let mut guard = log.lock();
     guard.update_config(spec.config)?;
     if let Some(topic_id) = spec.topic_id {
@@ -187,10 +187,38 @@ impl LogManager {
             .expect("one result per spec")
     }
 
+    /// The partition's log, created with `config` if it does not exist yet; an existing log
+    /// keeps its own config (for a caller that knows only the broker defaults, while the
+    /// metadata applier may be creating the log with its topic's configs).
+    pub fn get_or_create_keeping_config(
+        &self,
+        tp: &TopicPartition,
+        config: LogConfig,
+    ) -> Result<SharedLog, StorageError> {
+        let spec = LogSpec {
+            topic_partition: tp.clone(),
+            topic_id: None,
+            config,
+        };
+        self.create_missing(vec![spec], false)
+            .pop()
+            .expect("one result per spec")
+    }
+
     /// `get_or_create` for many partitions, one result per spec in order. The new logs are
     /// created on up to `LOG_THREADS` threads: creating 1,000 partitions is mostly the
     /// kernel allocating inodes, which one thread does one at a time.
     pub fn get_or_create_all(&self, specs: Vec<LogSpec>) -> Vec<Result<SharedLog, StorageError>> {
+        self.create_missing(specs, true)
+    }
+
+    /// Creates the logs of `specs` that do not exist; existing ones take their spec's config
+    /// and topic id when `update_existing`.
+    fn create_missing(
+        &self,
+        specs: Vec<LogSpec>,
+        update_existing: bool,
+    ) -> Vec<Result<SharedLog, StorageError>> {
         // One creator at a time, so two callers never open the same new directory.
         let _creating = self.creator.lock();
         let mut results: Vec<Option<Result<SharedLog, StorageError>>> = Vec::new();
@@ -198,7 +226,11 @@ impl LogManager {
         for (index, spec) in specs.into_iter().enumerate() {
             results.push(None);
             if let Some(log) = self.get(&spec.topic_partition) {
-                results[index] = Some(update_existing(&log, spec).map(|()| log));
+                results[index] = Some(if update_existing {
+                    update_config_and_topic_id(&log, spec).map(|()| log)
+                } else {
+                    Ok(log)
+                });
             } else if !is_valid_topic_name(&spec.topic_partition.topic)
                 || spec.topic_partition.partition < 0
             {
@@ -537,6 +569,30 @@ mod tests {
             .append_as_leader(&TestBatch::simple(count, NOW).encode(), 0, NOW)
             .unwrap();
         info.last_offset
+    }
+
+    #[test]
+    fn a_caller_with_only_the_defaults_leaves_an_existing_logs_config_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let manager = LogManager::open(&[root.path().to_path_buf()], LogConfig::default()).unwrap();
+        let tp = TopicPartition::new("__consumer_offsets", 0);
+        let topic_config = LogConfig {
+            segment_bytes: 1 << 20,
+            ..LogConfig::default()
+        };
+        // The metadata applier created the log with its topic's config first.
+        manager
+            .get_or_create(&tp, Some([7; 16]), topic_config.clone())
+            .unwrap();
+        let log = manager
+            .get_or_create_keeping_config(&tp, LogConfig::default())
+            .unwrap();
+        assert_eq!(log.lock().config(), &topic_config);
+        let fresh = TopicPartition::new("__consumer_offsets", 1);
+        let log = manager
+            .get_or_create_keeping_config(&fresh, LogConfig::default())
+            .unwrap();
+        assert_eq!(log.lock().config(), &LogConfig::default());
     }
 
     #[test]
