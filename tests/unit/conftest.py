@@ -22,10 +22,16 @@ TIMEOUT = 5.0
 class FakeCore:
     """The parts of `krust._core.Broker` the Python services use, over in-memory logs.
 
-    `reopen()` is a broker restart: a new core over the same stored logs."""
+    `reopen()` is a broker restart: a new core over the same stored logs. A metadata snapshot
+    trims the metadata log below it, as retention would."""
 
-    def __init__(self, logs: dict[tuple[str, int], list[dict[str, Any]]] | None = None) -> None:
+    def __init__(
+        self,
+        logs: dict[tuple[str, int], list[dict[str, Any]]] | None = None,
+        snapshots: dict[int, list[bytes]] | None = None,
+    ) -> None:
         self.logs = logs if logs is not None else {}
+        self.snapshots = snapshots if snapshots is not None else {}
         self.images: list[dict[str, Any]] = []
         self.deltas: list[dict[str, Any]] = []
         self.fail_appends = False
@@ -83,8 +89,23 @@ class FakeCore:
     def log_end_offset(self, topic: str, partition: int) -> int:
         return len(self.logs.get((topic, partition), []))
 
+    def log_start_offset(self, topic: str, partition: int) -> int:
+        if topic == "__cluster_metadata" and self.snapshots:
+            return max(self.snapshots)
+        return 0
+
+    def latest_metadata_snapshot(self) -> tuple[int, list[bytes]] | None:
+        if not self.snapshots:
+            return None
+        end_offset = max(self.snapshots)
+        return end_offset, self.snapshots[end_offset]
+
+    def write_metadata_snapshot(self, end_offset: int, records: Sequence[bytes]) -> str:
+        self.snapshots[end_offset] = list(records)
+        return f"{end_offset:020d}-0000000000.checkpoint"
+
     def reopen(self) -> FakeCore:
-        return FakeCore(self.logs)
+        return FakeCore(self.logs, self.snapshots)
 
     @property
     def last_image(self) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def error_of(response: Any, index: int = 0) -> ErrorCode:
 
 
 def metadata_records(core: FakeCore) -> list[Any]:
-    return [record for _, record in MetadataLog(core).read_all()]
+    return [record for _, record in MetadataLog(core).read_from(0)]
 
 
 def test_first_start_formats_dirs_and_registers_this_broker(

@@ -223,9 +223,9 @@ def test_core_image_has_the_documented_shape() -> None:
 def test_metadata_log_appends_and_reads_back_in_order(fake_core: FakeCore) -> None:
     log = MetadataLog(fake_core)
     records = topic_records()
-    assert log.append(records) == 0
-    assert log.append([NoOpRecord()]) == 2
-    assert list(log.read_all()) == [(0, records[0]), (1, records[1]), (2, NoOpRecord())]
+    assert log.append(records)[0] == 0
+    assert log.append([NoOpRecord()])[0] == 2
+    assert list(log.read_from(0)) == [(0, records[0]), (1, records[1]), (2, NoOpRecord())]
     stored = fake_core.logs[(METADATA_TOPIC, 0)]
     assert all(entry["key"] is None for entry in stored)
 
@@ -245,11 +245,11 @@ def test_metadata_log_skips_records_before_the_requested_offset(fake_core: FakeC
         return read(topic, partition, 0 if start == 1 else start, max_bytes)
 
     fake_core.internal_read = whole_batches  # type: ignore[method-assign]
-    assert [offset for offset, _ in log.read_all()] == [0, 1, 2]
+    assert [offset for offset, _ in log.read_from(0)] == [0, 1, 2]
     assert starts == [0, 1]
 
 
 def test_a_record_without_a_value_is_an_error(fake_core: FakeCore) -> None:
     fake_core.internal_append(METADATA_TOPIC, 0, [(None, None)])
     with pytest.raises(MetadataRecordError, match="offset 0"):
-        list(MetadataLog(fake_core).read_all())
+        list(MetadataLog(fake_core).read_from(0))

@@ -137,6 +137,27 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "log.retention.check.interval.ms",
         &mut s.log_retention_check_interval_ms,
     )?;
+    let metadata_log = &mut s.metadata_log;
+    set(
+        mapping,
+        "metadata.log.segment.bytes",
+        &mut metadata_log.segment_bytes,
+    )?;
+    set(
+        mapping,
+        "metadata.log.segment.ms",
+        &mut metadata_log.segment_ms,
+    )?;
+    set(
+        mapping,
+        "metadata.max.retention.bytes",
+        &mut metadata_log.max_retention_bytes,
+    )?;
+    set(
+        mapping,
+        "metadata.max.retention.ms",
+        &mut metadata_log.max_retention_ms,
+    )?;
     let log = &mut s.log_defaults;
     set(mapping, "log.segment.bytes", &mut log.segment_bytes)?;
     set(mapping, "log.roll.ms", &mut log.segment_ms)?;

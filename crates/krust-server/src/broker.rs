@@ -2,6 +2,7 @@
 //! by the controller, internal logs for the controller and coordinators, and `serve`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -15,6 +16,7 @@ use tokio::sync::watch;
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
+use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
 use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
 use crate::server::{serve, ServeError};
@@ -84,6 +86,7 @@ impl Broker {
             settings.node_id,
             log_manager,
             settings.log_defaults.clone(),
+            settings.metadata_log.clone(),
         ));
         let stop = Arc::new(watch::Sender::new(false));
         let halt = Arc::clone(&stop);
@@ -224,6 +227,29 @@ impl Broker {
     pub fn log_end_offset(&self, topic: &str, partition: i32) -> Result<i64, InternalLogError> {
         self.replicas
             .internal_log_end_offset(&TopicPartition::new(topic, partition))
+    }
+
+    pub fn log_start_offset(&self, topic: &str, partition: i32) -> Result<i64, InternalLogError> {
+        self.replicas
+            .internal_log_start_offset(&TopicPartition::new(topic, partition))
+    }
+
+    /// The newest metadata snapshot: its end offset and its records' values.
+    pub fn latest_metadata_snapshot(&self) -> Result<Option<(i64, Vec<Bytes>)>, SnapshotError> {
+        Ok(self
+            .replicas
+            .latest_metadata_snapshot()?
+            .map(|snapshot| (snapshot.id.end_offset, snapshot.records)))
+    }
+
+    /// Writes a metadata snapshot of `records` standing in for the log below `end_offset`.
+    pub fn write_metadata_snapshot(
+        &self,
+        end_offset: i64,
+        records: &[Bytes],
+    ) -> Result<PathBuf, SnapshotError> {
+        self.replicas
+            .write_metadata_snapshot(end_offset, records, now_ms())
     }
 
     /// What connections share while serving, with Python-owned requests going to `bridge`.

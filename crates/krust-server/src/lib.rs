@@ -12,6 +12,7 @@ pub mod settings;
 pub mod bridge;
 pub mod fetch_session;
 pub mod metadata_cache;
+pub mod metadata_log;
 pub mod metrics;
 pub mod partition;
 pub mod producer_ids;

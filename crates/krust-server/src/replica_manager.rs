@@ -12,18 +12,16 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, CleanupPolicy, LogAppendInfo, LogConfig, LogManager, LogSpec,
-    ReadError, SharedLog, StorageError, TopicPartition,
+    AppendError, AppendOrigin, LogAppendInfo, LogConfig, LogManager, LogSpec, ReadError, SharedLog,
+    StorageError, TopicPartition,
 };
 use parking_lot::RwLock;
 use uuid::Uuid;
 
 use crate::metadata_cache::{MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata};
+use crate::metadata_log::{MetadataLogSettings, MetadataSnapshots, METADATA_LOG_TOPIC};
 use crate::partition::{log_dir_of, Partition, PartitionError};
 use crate::settings::topic_log_config;
-
-/// KRaft's metadata log, written and read by the controller through the internal-log calls.
-const METADATA_LOG_TOPIC: &str = "__cluster_metadata";
 
 /// Why a partition operation failed, as a Kafka error code.
 pub type ErrorCode = i16;
@@ -38,10 +36,12 @@ pub struct ReplicaManager {
     /// The static broker defaults (the config file's), under `log_defaults`.
     static_log_defaults: LogConfig,
     /// The broker defaults in force: static ones with the dynamic broker configs applied.
-    log_defaults: RwLock<LogConfig>,
+    pub(crate) log_defaults: RwLock<LogConfig>,
     partitions: RwLock<HostedTopics>,
     /// Partitions whose log dir failed (Kafka's HostedPartition.Offline).
     offline: RwLock<HashSet<TopicPartition>>,
+    pub(crate) metadata_log_settings: MetadataLogSettings,
+    pub(crate) metadata_snapshots: MetadataSnapshots,
 }
 
 /// Partitions a metadata change could not be applied to for a reason other than a failed log
@@ -76,8 +76,15 @@ impl ApplyOutcome {
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32, log_manager: LogManager, log_defaults: LogConfig) -> Self {
+    pub fn new(
+        node_id: i32,
+        log_manager: LogManager,
+        log_defaults: LogConfig,
+        metadata_log_settings: MetadataLogSettings,
+    ) -> Self {
         ReplicaManager {
+            metadata_log_settings,
+            metadata_snapshots: MetadataSnapshots::default(),
             node_id,
             log_manager,
             static_log_defaults: log_defaults.clone(),
@@ -425,11 +432,16 @@ impl ReplicaManager {
                     }
                 })?,
         };
-        log.lock().flush().inspect_err(|error| {
+        let mut flushed = log.lock();
+        flushed.flush().inspect_err(|error| {
             self.log_manager
                 .failure_channel()
                 .maybe_add_offline_log_dir(&log_dir_of(&log), error);
         })?;
+        if tp.topic == METADATA_LOG_TOPIC {
+            // The only voter has it on disk: committed (see metadata_log.rs).
+            flushed.maybe_increment_high_watermark(info.last_offset + 1);
+        }
         Ok(info)
     }
 
@@ -459,10 +471,14 @@ impl ReplicaManager {
         Ok(self.internal_log(tp)?.lock().log_end_offset())
     }
 
+    pub fn internal_log_start_offset(&self, tp: &TopicPartition) -> Result<i64, InternalLogError> {
+        Ok(self.internal_log(tp)?.lock().log_start_offset())
+    }
+
     /// A topic's internal log keeps its topic's config; the metadata log is the broker's own
     /// and takes `metadata_log_config`, also when it was loaded at start-up with the broker
     /// defaults.
-    fn internal_log(&self, tp: &TopicPartition) -> Result<SharedLog, StorageError> {
+    pub(crate) fn internal_log(&self, tp: &TopicPartition) -> Result<SharedLog, StorageError> {
         match self.log_manager.get(tp) {
             Some(log) if tp.topic != METADATA_LOG_TOPIC => Ok(log),
             Some(log) => {
@@ -481,20 +497,7 @@ impl ReplicaManager {
             }
             None => self
                 .log_manager
-                .get_or_create(tp, None, self.log_defaults.read().clone()),
-        }
-    }
-
-    /// The broker defaults as KRaft's metadata log needs them: no time or size retention (it
-    /// has no snapshots yet to stand in for deleted segments; Kafka trims `__cluster_metadata`
-    /// only behind one) and never compacted (its records have no keys), whatever the broker's
-    /// log.retention.* and log.cleanup.policy say.
-    fn metadata_log_config(&self) -> LogConfig {
-        LogConfig {
-            retention_ms: -1,
-            retention_bytes: -1,
-            cleanup_policy: CleanupPolicy::default(),
-            ..self.log_defaults.read().clone()
+                .get_or_create_keeping_config(tp, self.log_defaults.read().clone()),
         }
     }
 

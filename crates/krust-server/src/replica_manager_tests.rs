@@ -13,7 +13,12 @@ const LOCAL: i32 = 1;
 
 fn manager(dirs: &[PathBuf]) -> ReplicaManager {
     let log_manager = LogManager::open(dirs, LogConfig::default()).unwrap();
-    ReplicaManager::new(LOCAL, log_manager, LogConfig::default())
+    ReplicaManager::new(
+        LOCAL,
+        log_manager,
+        LogConfig::default(),
+        MetadataLogSettings::default(),
+    )
 }
 
 fn one_dir() -> (TempDir, ReplicaManager) {
@@ -282,96 +287,6 @@ fn internal_appends_are_coordinator_appends_that_may_write_control_batches() {
     let tp = TopicPartition::new("__transaction_state", 0);
     let info = manager.append_internal(&tp, &batch, 0).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 0));
-}
-
-#[test]
-fn the_metadata_log_is_never_compacted_whatever_log_cleanup_policy_says() {
-    let dir = tempfile::tempdir().unwrap();
-    let dirs = [dir.path().to_path_buf()];
-    let mut compacting = LogConfig::default();
-    compacting
-        .apply_override("cleanup.policy", "compact")
-        .unwrap();
-    let keyless = keyless_batch();
-    let tp = TopicPartition::new("__cluster_metadata", 0);
-    {
-        let log_manager = LogManager::open(&dirs, compacting.clone()).unwrap();
-        let manager = ReplicaManager::new(LOCAL, log_manager, compacting.clone());
-        let info = manager.append_internal(&tp, &keyless, 0).unwrap();
-        assert_eq!(info.first_offset, 0);
-        // A topic's internal log takes the broker default as before.
-        let other = TopicPartition::new("__consumer_offsets", 0);
-        assert!(manager.append_internal(&other, &keyless, 0).is_err());
-        manager.shutdown().unwrap();
-    }
-    // Loaded at start-up with the broker defaults, it is set back on first use.
-    let log_manager = LogManager::open(&dirs, compacting.clone()).unwrap();
-    let manager = ReplicaManager::new(LOCAL, log_manager, compacting);
-    assert_eq!(
-        manager
-            .append_internal(&tp, &keyless, 0)
-            .unwrap()
-            .first_offset,
-        1
-    );
-    let log = manager.log_manager().get(&tp).unwrap();
-    assert!(!log.lock().config().cleanup_policy.compact);
-}
-
-/// A keyless batch of one record stamped at time 0.
-fn keyless_batch() -> bytes::BytesMut {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 0,
-        key: None,
-        value: Some(bytes::Bytes::from_static(b"metadata")),
-        headers: Default::default(),
-    };
-    let mut batch = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut batch, [&record], &options).unwrap();
-    batch
-}
-
-#[test]
-fn retention_never_trims_the_metadata_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let tp = TopicPartition::new("__cluster_metadata", 0);
-    let expiring = LogConfig {
-        retention_ms: 1,
-        retention_bytes: 0,
-        ..LogConfig::default()
-    };
-    {
-        let log_manager = LogManager::open(&[dir.path().to_path_buf()], expiring.clone()).unwrap();
-        let manager = ReplicaManager::new(LOCAL, log_manager, expiring.clone());
-        for _ in 0..2 {
-            manager.append_internal(&tp, &keyless_batch(), 0).unwrap();
-        }
-        manager.shutdown().unwrap();
-    }
-    // Loaded again with the (expiring) broker defaults, then used as the metadata log.
-    let log_manager = LogManager::open(&[dir.path().to_path_buf()], expiring.clone()).unwrap();
-    let manager = ReplicaManager::new(LOCAL, log_manager, expiring);
-    assert_eq!(manager.internal_log_end_offset(&tp).unwrap(), 2);
-    manager.cleanup_logs(i64::MAX);
-    assert!(!manager.read_internal(&tp, 0, 1 << 20).unwrap().is_empty());
-    let log = manager.log_manager().get(&tp).unwrap();
-    assert_eq!(log.lock().log_start_offset(), 0);
 }
 
 #[test]

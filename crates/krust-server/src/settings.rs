@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use krust_storage::{CleanerConfig, LogConfig};
 
+use crate::metadata_log::MetadataLogSettings;
 use crate::session::SecurityProtocol;
 
 /// One listener: a name (e.g. PLAINTEXT), the address to bind and its security protocol.
@@ -59,6 +60,8 @@ pub struct BrokerSettings {
     pub log_defaults: LogConfig,
     /// log.cleaner.enable, log.cleaner.threads, log.cleaner.dedupe.buffer.size, ...
     pub cleaner: CleanerConfig,
+    /// metadata.log.segment.*, metadata.max.retention.*
+    pub metadata_log: MetadataLogSettings,
 }
 
 impl Default for BrokerSettings {
@@ -89,6 +92,7 @@ impl Default for BrokerSettings {
             metrics_port: None,
             log_defaults: LogConfig::default(),
             cleaner: CleanerConfig::default(),
+            metadata_log: MetadataLogSettings::default(),
         }
     }
 }

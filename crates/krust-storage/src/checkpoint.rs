@@ -18,17 +18,27 @@ const CHECKPOINT_VERSION: &str = "0";
 
 /// Replaces `path` with `contents` so that a crash leaves either the old or the new file.
 pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    replace_file(path, contents, true)
+    replace_file(path, ".tmp", contents, true)
+}
+
+/// `write_atomically` through a temporary file named with `temp_suffix` (Kafka's snapshots
+/// use `.part`, which their loaders know to remove).
+pub(crate) fn write_atomically_via(
+    path: &Path,
+    temp_suffix: &str,
+    contents: &[u8],
+) -> io::Result<()> {
+    replace_file(path, temp_suffix, contents, true)
 }
 
 /// The same replacement without fsyncs, for a file that the next log flush makes durable.
 pub(crate) fn write_atomically_unsynced(path: &Path, contents: &[u8]) -> io::Result<()> {
-    replace_file(path, contents, false)
+    replace_file(path, ".tmp", contents, false)
 }
 
-fn replace_file(path: &Path, contents: &[u8], sync: bool) -> io::Result<()> {
+fn replace_file(path: &Path, temp_suffix: &str, contents: &[u8], sync: bool) -> io::Result<()> {
     let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
+    tmp_name.push(temp_suffix);
     let tmp = PathBuf::from(tmp_name);
     {
         let mut file = File::create(&tmp)?;

@@ -20,6 +20,8 @@
 //!   [`batch_builder`] writes the batches it (and `compression.type`'s recompression) rebuilds.
 //! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`];
 //!   [`log_dir_failure`]: the dirs that failed.
+//! - [`kraft_snapshot`]: KRaft's metadata snapshot files (`.checkpoint`), which let the
+//!   metadata log shed the records they stand in for.
 //! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
 //! - [`config`]: `LogConfig`, with defaults and bounds from [`config_keys`], the config table
 //!   shared with the Python layer.
@@ -36,6 +38,7 @@ pub mod error;
 pub mod fetch;
 mod file_records;
 mod index_file;
+pub mod kraft_snapshot;
 pub mod leader_epoch;
 pub mod log;
 pub mod log_dir_failure;

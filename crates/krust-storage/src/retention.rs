@@ -248,6 +248,20 @@ impl Log {
         Ok(self.log_start_offset)
     }
 
+    /// Kafka's maybeIncrementLogStartOffset for a snapshot that now stands in for the records
+    /// below `offset`: moves the log start offset there if that is forward and not past the
+    /// high watermark; true if it moved. The next retention pass deletes the segments below.
+    pub fn maybe_increment_log_start_offset(&mut self, offset: i64) -> Result<bool, StorageError> {
+        if self.closed {
+            return Err(StorageError::LogClosed);
+        }
+        if offset <= self.log_start_offset || offset > self.high_watermark() {
+            return Ok(false);
+        }
+        self.advance_log_start_offset(offset)?;
+        Ok(true)
+    }
+
     /// Raises the log start offset to `offset` (never lowers it); the leader-epoch cache
     /// forgets what lies below, and nothing below it needs recovery any more.
     fn advance_log_start_offset(&mut self, offset: i64) -> Result<(), StorageError> {
@@ -272,30 +286,8 @@ impl LogManager {
     ) -> Result<Vec<(TopicPartition, SegmentDeletion)>, StorageError> {
         let mut deleted = Vec::new();
         for tp in self.all_partitions() {
-            let Some(log) = self.get(&tp) else { continue };
-            let outcome = log.lock().delete_old_segments(now_ms);
-            match outcome {
-                Ok(Some(deletion)) => {
-                    info!(
-                        partition = %tp,
-                        segments = ?deletion.segments,
-                        log_start_offset = deletion.log_start_offset,
-                        "deleted old segments"
-                    );
-                    self.schedule_file_removal(&deletion);
-                    deleted.push((tp, deletion));
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    warn!(partition = %tp, %error, "retention failed");
-                    if let StorageError::Io { source, .. } = &error {
-                        let dir = log.lock().dir().to_path_buf();
-                        if let Some(log_dir) = dir.parent() {
-                            self.failure_channel()
-                                .maybe_add_offline_log_dir(log_dir, source);
-                        }
-                    }
-                }
+            if let Some(deletion) = self.delete_old_segments_of(&tp, now_ms) {
+                deleted.push((tp, deletion));
             }
         }
         if !deleted.is_empty() {
@@ -304,10 +296,45 @@ impl LogManager {
         Ok(deleted)
     }
 
-    /// Removes a retention pass's `*.deleted` files once its delay has passed. Files left
-    /// when the broker stops first are removed at the next start.
-    fn schedule_file_removal(&self, deletion: &SegmentDeletion) {
-        schedule_removal(&self.scheduler, deletion.files.clone(), deletion.delay_ms);
+    /// One log's retention pass; its renamed files are removed after the log's delay. A
+    /// failure is logged (the dir taken offline on an I/O error) and gives `None`.
+    pub fn delete_old_segments_of(
+        &self,
+        tp: &TopicPartition,
+        now_ms: i64,
+    ) -> Option<SegmentDeletion> {
+        let log = self.get(tp)?;
+        let outcome = log.lock().delete_old_segments(now_ms);
+        match outcome {
+            Ok(Some(deletion)) => {
+                info!(
+                    partition = %tp,
+                    segments = ?deletion.segments,
+                    log_start_offset = deletion.log_start_offset,
+                    "deleted old segments"
+                );
+                self.schedule_file_removal(deletion.files.clone(), deletion.delay_ms);
+                Some(deletion)
+            }
+            Ok(None) => None,
+            Err(error) => {
+                warn!(partition = %tp, %error, "retention failed");
+                if let StorageError::Io { source, .. } = &error {
+                    let dir = log.lock().dir().to_path_buf();
+                    if let Some(log_dir) = dir.parent() {
+                        self.failure_channel()
+                            .maybe_add_offline_log_dir(log_dir, source);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Removes `*.deleted` files once `delay_ms` has passed. Files left when the broker stops
+    /// first are removed at the next start.
+    pub fn schedule_file_removal(&self, files: Vec<PathBuf>, delay_ms: i64) {
+        schedule_removal(&self.scheduler, files, delay_ms);
     }
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from krust.controller.features import (
 from krust.controller.image import ImageBuilder, MetadataImage, TopicImage, to_core_image
 from krust.controller.metadata_log import MetadataLog
 from krust.controller.records import MetadataRecord, ProducerIdsRecord
+from krust.controller.snapshots import SnapshotSchedule, image_records
 from krust.controller.topics import (
     PartitionsSpec,
     TopicSpec,
@@ -39,6 +41,8 @@ from krust.protocol import make_response
 
 if TYPE_CHECKING:
     from krust import _core
+
+log = logging.getLogger(__name__)
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -69,6 +73,8 @@ class Controller:
         self._log = log
         self._internal_topics: set[str] = set()
         self._lock = asyncio.Lock()
+        self._snapshots = SnapshotSchedule(config)
+        self._snapshot_task: asyncio.Task[None] | None = None
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
@@ -76,11 +82,18 @@ class Controller:
         push the image to the core. Blocking; runs before the server starts serving."""
         node_id = config["node.id"]
         cluster_id = format_log_dirs(config["log.dirs"], node_id, config["cluster.id"])
-        log = MetadataLog(core)
+        metadata_log = MetadataLog(core)
         replayed = ImageBuilder(MetadataImage.empty(cluster_id, node_id))
-        controller = cls(config, core, log, replayed.replay_all(log.read_all()).build())
+        start = 0
+        snapshot = metadata_log.latest_snapshot()
+        if snapshot is not None:
+            start, snapshot_records = snapshot
+            replayed.replay_all((start - 1, record) for record in snapshot_records)
+        controller = cls(
+            config, core, metadata_log, replayed.replay_all(metadata_log.read_from(start)).build()
+        )
         check_finalized_levels(controller.image.features)
-        end = log.end_offset()
+        end = metadata_log.end_offset()
         records = initial_records() if end == 0 else []
         # Kafka's broker epoch is the offset of the registration record.
         records.append(registration_record(config, broker_epoch=end + len(records)))
@@ -114,7 +127,8 @@ class Controller:
         empty list rebuilds the image, e.g. after a topic became internal)."""
         builder = ImageBuilder(self.image, self._internal_topics)
         if records:
-            base = self._log.append(records)
+            base, size = self._log.append(records)
+            self._snapshots.appended(size)
             builder.replay_all(zip(itertools.count(base), records))
         self.image = builder.build()
         return builder
@@ -130,6 +144,31 @@ class Controller:
     async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         # The append fsyncs: keep the event loop free for other requests meanwhile.
         await asyncio.to_thread(self._commit_now, records)
+        self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        """Start writing a snapshot of the image in the background when one is due (one at
+        a time; the image is immutable, so commits go on meanwhile)."""
+        if self._snapshot_task is not None or not self._snapshots.due():
+            return
+        self._snapshots.started()
+        image = self.image
+        self._snapshot_task = asyncio.create_task(asyncio.to_thread(self._write_snapshot, image))
+        self._snapshot_task.add_done_callback(self._snapshot_done)
+
+    def _write_snapshot(self, image: MetadataImage) -> None:
+        self._log.write_snapshot(image.metadata_offset + 1, image_records(image))
+
+    def _snapshot_done(self, task: asyncio.Task[None]) -> None:
+        self._snapshot_task = None
+        if not task.cancelled() and task.exception() is not None:
+            # The log keeps everything a snapshot would have replaced: nothing is lost.
+            log.error("writing a metadata snapshot failed: %s", task.exception())
+
+    async def close(self) -> None:
+        """Let a snapshot being written finish before the core closes."""
+        if self._snapshot_task is not None:
+            await asyncio.wait([self._snapshot_task])
 
     async def ensure_topic(
         self,

@@ -48,6 +48,8 @@ class BrokerImage:
     rack: str | None
     epoch: int = -1
     fenced: bool = False
+    # The record that registered it, written again into snapshots.
+    registration: RegisterBrokerRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,7 @@ class ImageBuilder:
             rack=record.rack,
             epoch=record.broker_epoch,
             fenced=record.fenced,
+            registration=record,
         )
 
     def _topic_state(self, topic_id: uuid.UUID) -> _TopicState:

@@ -1,4 +1,5 @@
-"""The metadata log: KRaft's `__cluster_metadata` partition 0, read and written through the core."""
+"""The metadata log: KRaft's `__cluster_metadata` partition 0 and its snapshots, read and
+written through the core."""
 
 from __future__ import annotations
 
@@ -27,15 +28,40 @@ class MetadataLog:
         """The offset the next appended record gets."""
         return self._core.log_end_offset(METADATA_TOPIC, METADATA_PARTITION)
 
-    def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append records as one batch (flushed to disk); the offset of the first."""
-        values = [(None, encode_record(record)) for record in records]
-        return self._core.internal_append(METADATA_TOPIC, METADATA_PARTITION, values)
+    def append(self, records: Sequence[MetadataRecord]) -> tuple[int, int]:
+        """Append records as one batch (flushed to disk); the offset of the first and the
+        bytes of the records."""
+        values = [encode_record(record) for record in records]
+        base = self._core.internal_append(
+            METADATA_TOPIC, METADATA_PARTITION, [(None, value) for value in values]
+        )
+        return base, sum(len(value) for value in values)
 
-    def read_all(self) -> Iterator[tuple[int, MetadataRecord]]:
-        """Every record from the start of the log, with its offset."""
+    def latest_snapshot(self) -> tuple[int, list[MetadataRecord]] | None:
+        """The newest snapshot: the offset it ends at (the log goes on from there) and its
+        records; None before the first."""
+        snapshot = self._core.latest_metadata_snapshot()
+        if snapshot is None:
+            return None
+        end_offset, values = snapshot
+        where = f"the snapshot ending at {end_offset}"
+        return end_offset, [_decode(where, value) for value in values]
+
+    def write_snapshot(self, end_offset: int, records: Sequence[MetadataRecord]) -> str:
+        """Write a snapshot standing in for every record below `end_offset`; its path."""
+        values = [encode_record(record) for record in records]
+        return self._core.write_metadata_snapshot(end_offset, values)
+
+    def read_from(self, start: int) -> Iterator[tuple[int, MetadataRecord]]:
+        """Every record from offset `start` on, with its offset."""
+        log_start = self._core.log_start_offset(METADATA_TOPIC, METADATA_PARTITION)
+        if start < log_start:
+            raise MetadataRecordError(
+                f"{METADATA_TOPIC} starts at offset {log_start} but no snapshot covers the "
+                f"records before it (replay would start at {start})"
+            )
         end = self.end_offset()
-        next_offset = 0
+        next_offset = start
         while next_offset < end:
             stored = self._core.internal_read(
                 METADATA_TOPIC, METADATA_PARTITION, next_offset, READ_MAX_BYTES
@@ -46,7 +72,7 @@ class MetadataLog:
                 # A read from inside a batch starts at the batch's first record.
                 if offset < next_offset:
                     continue
-                yield offset, _decode(offset, entry["value"])
+                yield offset, _decode(f"offset {offset}", entry["value"])
                 next_offset = offset + 1
                 progressed = True
             if not progressed:
@@ -55,10 +81,10 @@ class MetadataLog:
                 )
 
 
-def _decode(offset: int, value: bytes | None) -> MetadataRecord:
+def _decode(where: str, value: bytes | None) -> MetadataRecord:
     if value is None:
-        raise MetadataRecordError(f"{METADATA_TOPIC} offset {offset}: record without a value")
+        raise MetadataRecordError(f"{METADATA_TOPIC} {where}: record without a value")
     try:
         return decode_record(value)
     except MetadataRecordError as error:
-        raise MetadataRecordError(f"{METADATA_TOPIC} offset {offset}: {error}") from None
+        raise MetadataRecordError(f"{METADATA_TOPIC} {where}: {error}") from None

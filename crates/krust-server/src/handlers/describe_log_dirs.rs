@@ -12,10 +12,8 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::{LogManager, TopicPartition};
 
+use crate::metadata_log::METADATA_LOG_TOPIC;
 use crate::server_context::ServerContext;
-
-/// KRaft keeps the metadata log outside Kafka's LogManager, so Kafka never lists it here.
-const METADATA_TOPIC: &str = "__cluster_metadata";
 
 /// Partitions of one log dir, by topic.
 type DirTopics = BTreeMap<String, Vec<DescribeLogDirsPartition>>;
@@ -81,7 +79,8 @@ fn partitions_by_dir(
 ) -> BTreeMap<PathBuf, DirTopics> {
     let mut by_dir: BTreeMap<PathBuf, DirTopics> = BTreeMap::new();
     for tp in manager.all_partitions() {
-        if tp.topic == METADATA_TOPIC || wanted.is_some_and(|w| !w.contains(&tp)) {
+        // KRaft keeps the metadata log outside Kafka's LogManager, so Kafka never lists it.
+        if tp.topic == METADATA_LOG_TOPIC || wanted.is_some_and(|w| !w.contains(&tp)) {
             continue;
         }
         let Some(log) = manager.get(&tp) else {
