@@ -60,6 +60,12 @@ pub async fn handle(
                             INTERNAL_TOPIC_MESSAGE,
                         )));
                 }
+                // As Kafka: a partition the metadata knows gets INVALID_REQUIRED_ACKS whether
+                // or not its log is there yet (the applier may still be creating it).
+                let known = image.topic(&name).and_then(|t| t.partition(data.index));
+                if !valid_acks && known.is_some() {
+                    return error_response(data.index, ResponseError::InvalidRequiredAcks);
+                }
                 let partition = match context.replicas.leader_partition(&name, data.index) {
                     Ok(partition) => partition,
                     Err(code) => {
