@@ -93,7 +93,7 @@ def test_a_new_member_resumes_at_the_offsets_committed_before_a_broker_restart(
 
 def test_offsets_kafka_python_commits_without_joining_survive_a_restart(broker_factory) -> None:
     """An assign()-only consumer commits with generation -1 (Kafka's "simple" group); both
-    clients read the offset and metadata back after the restart."""
+    clients read the offset back after the restart, kafka-python its metadata too."""
     broker = broker_factory(GROUP_BROKER_OVERRIDES)
     create_topic(broker.bootstrap, TOPIC, partitions=PARTITIONS)
     produce_numbered(broker.bootstrap, TOPIC, range(PARTITIONS * PER_PARTITION), PARTITIONS)
@@ -117,7 +117,10 @@ def test_offsets_kafka_python_commits_without_joining_survive_a_restart(broker_f
         (committed,) = confluent_reader.committed(
             [TopicPartition(TOPIC, 1)], timeout=ADMIN_TIMEOUT_S
         )
-        assert (committed.offset, committed.metadata) == (5, METADATA[1])
+        # Only the offset: librdkafka copies fetched metadata without a terminating NUL and
+        # confluent-kafka reads it as a C string, so metadata another client wrote (without
+        # the NUL confluent-kafka itself appends) comes back with whatever bytes follow.
+        assert committed.offset == 5
     finally:
         confluent_reader.close()
 
