@@ -43,6 +43,10 @@ pip_install \
     "kafka-python[crc32c,lz4,snappy,zstd]>=3" \
     "aiokafka[lz4,snappy,zstd]>=0.12"
 
+# The Spark data source's tests (tests/spark) run a local Spark on the JDK installed above.
+step "pip install the Spark data source's dependencies (pyspark, pyarrow, pandas)"
+pip_install "pyspark>=4.2" "pyarrow>=15" "pandas>=2.2,<3"
+
 # Debian's Maven prints stray colour codes even with -q: show its output only when it fails.
 copy_maven_dependencies() {
     local maven_output

@@ -1,0 +1,119 @@
+"""`spark.read.format("krust")` returns every record exactly as a Kafka client wrote it."""
+
+from __future__ import annotations
+
+import pytest
+from integration.broker_process import BrokerProcess
+from integration.clients.confluent import ConfluentKafkaClient, create_topic
+from integration.records import CODECS, Record, sample_records
+from pyspark.sql import DataFrame, SparkSession
+
+PARTITIONS = 2
+RECORDS_PER_PARTITION = 25
+
+
+def read(spark: SparkSession, bootstrap: str, **options: str) -> DataFrame:
+    reader = spark.read.format("krust").option("kafka.bootstrap.servers", bootstrap)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def rows_by_position(df: DataFrame) -> dict[tuple[int, int], tuple[object, ...]]:
+    """(partition, offset) -> (key, value, headers, timestamp ms, timestampType, topic)."""
+    rows = df.selectExpr(
+        "partition",
+        "offset",
+        "key",
+        "value",
+        "headers",
+        "unix_millis(timestamp) AS ts",
+        "timestampType",
+        "topic",
+    ).collect()
+    return {
+        (row.partition, row.offset): (
+            None if row.key is None else bytes(row.key),
+            None if row.value is None else bytes(row.value),
+            tuple((h.key, bytes(h.value)) for h in row.headers),
+            row.ts,
+            row.timestampType,
+            row.topic,
+        )
+        for row in rows
+    }
+
+
+def produce(bootstrap: str, topic: str, codec: str) -> dict[int, list[Record]]:
+    written = {}
+    for partition in range(PARTITIONS):
+        records = sample_records(RECORDS_PER_PARTITION, tag=f"{topic}-{partition}")
+        ConfluentKafkaClient().produce(bootstrap, topic, partition, records, codec)
+        written[partition] = records
+    return written
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_record_reads_back_as_written(
+    spark: SparkSession, spark_broker: BrokerProcess, codec: str
+) -> None:
+    topic = f"spark-read-{codec}"
+    create_topic(spark_broker.bootstrap, topic, partitions=PARTITIONS)
+    written = produce(spark_broker.bootstrap, topic, codec)
+
+    df = read(spark, spark_broker.bootstrap, subscribe=topic, includeHeaders="true")
+    got = rows_by_position(df)
+
+    expected = {
+        (partition, offset): (
+            record.key,
+            record.value,
+            record.headers,
+            record.timestamp,
+            0,  # CreateTime
+            topic,
+        )
+        for partition, records in written.items()
+        for offset, record in enumerate(records)
+    }
+    assert got == expected
+
+
+def test_offset_json_and_min_partitions_select_exactly_the_range(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-read-range"
+    create_topic(spark_broker.bootstrap, topic, partitions=PARTITIONS)
+    produce(spark_broker.bootstrap, topic, "lz4")
+
+    df = read(
+        spark,
+        spark_broker.bootstrap,
+        assign=f'{{"{topic}":[0,1]}}',
+        startingOffsets=f'{{"{topic}":{{"0":5,"1":-2}}}}',
+        endingOffsets=f'{{"{topic}":{{"0":12,"1":-1}}}}',
+        minPartitions="6",
+    )
+    assert df.rdd.getNumPartitions() >= 6
+    offsets = sorted(
+        (row.partition, row.offset) for row in df.select("partition", "offset").collect()
+    )
+    assert offsets == [(0, o) for o in range(5, 12)] + [
+        (1, o) for o in range(RECORDS_PER_PARTITION)
+    ]
+    assert "headers" not in df.columns
+
+
+def test_subscribe_pattern_reads_the_matching_topics_only(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    for topic in ("spark-pattern-a", "spark-pattern-b", "spark-other-c"):
+        create_topic(spark_broker.bootstrap, topic)
+        ConfluentKafkaClient().produce(
+            spark_broker.bootstrap, topic, 0, [Record(None, topic.encode())], "none"
+        )
+    df = read(spark, spark_broker.bootstrap, subscribePattern="spark-pattern-.*")
+    assert sorted(bytes(row.value) for row in df.select("value").collect()) == [
+        b"spark-pattern-a",
+        b"spark-pattern-b",
+    ]

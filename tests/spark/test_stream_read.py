@@ -1,0 +1,98 @@
+"""`spark.readStream.format("krust")`: admission control, Trigger.AvailableNow, restarts from the
+checkpoint and partitions added to a topic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka.admin import NewPartitions
+from integration.broker_process import BrokerProcess
+from integration.clients.confluent import (
+    ADMIN_TIMEOUT_S,
+    ConfluentKafkaClient,
+    admin_client,
+    create_topic,
+    wait_for_partition_count,
+)
+from integration.records import Record
+from pyspark.sql import SparkSession
+
+QUERY_TIMEOUT_S = 120
+
+
+def produce(bootstrap: str, topic: str, partition: int, values: range) -> None:
+    records = [Record(f"k{i}".encode(), f"{topic}-{partition}-{i}".encode()) for i in values]
+    ConfluentKafkaClient().produce(bootstrap, topic, partition, records, "snappy")
+
+
+def run_available_now(
+    spark: SparkSession, bootstrap: str, topic: str, work: Path, max_offsets: int
+) -> list[int]:
+    """Runs the query until everything available was read; the rows of each micro-batch that
+    had any."""
+    query = (
+        spark.readStream.format("krust")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_offsets))
+        .load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+        .writeStream.format("parquet")
+        .option("path", str(work / "out"))
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "the availableNow query did not finish"
+    assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def read_output(spark: SparkSession, work: Path) -> list[tuple[int, int, str]]:
+    rows = spark.read.parquet(str(work / "out")).collect()
+    return sorted((row.partition, row.offset, row.value) for row in rows)
+
+
+def expected(topic: str, partitions: dict[int, range]) -> list[tuple[int, int, str]]:
+    return sorted(
+        (partition, offset, f"{topic}-{partition}-{offset}")
+        for partition, offsets in partitions.items()
+        for offset in offsets
+    )
+
+
+def test_max_offsets_per_trigger_splits_and_a_restart_reads_only_new_records(
+    spark: SparkSession, spark_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    bootstrap, topic = spark_broker.bootstrap, "spark-stream"
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, 0, range(30))
+    produce(bootstrap, topic, 1, range(20))
+
+    batches = run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=20)
+    assert batches == [20, 20, 10]
+    assert read_output(spark, tmp_path) == expected(topic, {0: range(30), 1: range(20)})
+
+    produce(bootstrap, topic, 1, range(20, 27))
+    batches = run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=20)
+    assert batches == [7], "the restarted query reads only what arrived since"
+    assert read_output(spark, tmp_path) == expected(topic, {0: range(30), 1: range(27)})
+
+
+def test_a_partition_added_to_the_topic_is_read_from_its_start(
+    spark: SparkSession, spark_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    bootstrap, topic = spark_broker.bootstrap, "spark-stream-grows"
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, 0, range(5))
+    assert run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=100) == [5]
+
+    admin = admin_client(bootstrap)
+    admin.create_partitions([NewPartitions(topic, 2)])[topic].result(ADMIN_TIMEOUT_S)
+    assert wait_for_partition_count(bootstrap, topic, 2) == 2
+    produce(bootstrap, topic, 1, range(4))
+    produce(bootstrap, topic, 0, range(5, 6))
+
+    assert run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=100) == [5]
+    assert read_output(spark, tmp_path) == expected(topic, {0: range(6), 1: range(4)})
