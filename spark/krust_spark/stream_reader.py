@@ -107,7 +107,7 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_ranges(starts, ends, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options.bootstrap_servers, partition, self.options.include_headers)
+        return read_range(self.options, partition)
 
     def commit(self, end: JsonOffsets) -> None:
         """Kafka keeps the data; the checkpoint, not the broker, records progress (as with the

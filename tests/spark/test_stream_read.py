@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import NewPartitions
 from integration.broker_process import BrokerProcess
 from integration.clients.confluent import (
@@ -12,10 +13,13 @@ from integration.clients.confluent import (
     ConfluentKafkaClient,
     admin_client,
     create_topic,
+    delete_records,
     wait_for_partition_count,
 )
 from integration.records import Record
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 QUERY_TIMEOUT_S = 120
 
@@ -25,18 +29,21 @@ def produce(bootstrap: str, topic: str, partition: int, values: range) -> None:
     ConfluentKafkaClient().produce(bootstrap, topic, partition, records, "snappy")
 
 
-def run_available_now(
-    spark: SparkSession, bootstrap: str, topic: str, work: Path, max_offsets: int
-) -> list[int]:
-    """Runs the query until everything available was read; the rows of each micro-batch that
-    had any."""
-    query = (
+def start_available_now(
+    spark: SparkSession, bootstrap: str, topic: str, work: Path, **options: str
+) -> StreamingQuery:
+    """A query from `topic` to parquet files in `work`, checkpointed there, that reads what is
+    available now and stops."""
+    reader = (
         spark.readStream.format("krust")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(max_offsets))
-        .load()
+    )
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return (
+        reader.load()
         .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
         .writeStream.format("parquet")
         .option("path", str(work / "out"))
@@ -44,6 +51,14 @@ def run_available_now(
         .trigger(availableNow=True)
         .start()
     )
+
+
+def run_available_now(
+    spark: SparkSession, bootstrap: str, topic: str, work: Path, **options: str
+) -> list[int]:
+    """Runs the query until everything available was read; the rows of each micro-batch that
+    had any."""
+    query = start_available_now(spark, bootstrap, topic, work, **options)
     assert query.awaitTermination(QUERY_TIMEOUT_S), "the availableNow query did not finish"
     assert query.exception() is None
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
@@ -54,7 +69,9 @@ def read_output(spark: SparkSession, work: Path) -> list[tuple[int, int, str]]:
     return sorted((row.partition, row.offset, row.value) for row in rows)
 
 
-def expected(topic: str, partitions: dict[int, range]) -> list[tuple[int, int, str]]:
+def expected(
+    topic: str, partitions: dict[int, range] | dict[int, list[int]]
+) -> list[tuple[int, int, str]]:
     return sorted(
         (partition, offset, f"{topic}-{partition}-{offset}")
         for partition, offsets in partitions.items()
@@ -70,12 +87,12 @@ def test_max_offsets_per_trigger_splits_and_a_restart_reads_only_new_records(
     produce(bootstrap, topic, 0, range(30))
     produce(bootstrap, topic, 1, range(20))
 
-    batches = run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=20)
+    batches = run_available_now(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger="20")
     assert batches == [20, 20, 10]
     assert read_output(spark, tmp_path) == expected(topic, {0: range(30), 1: range(20)})
 
     produce(bootstrap, topic, 1, range(20, 27))
-    batches = run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=20)
+    batches = run_available_now(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger="20")
     assert batches == [7], "the restarted query reads only what arrived since"
     assert read_output(spark, tmp_path) == expected(topic, {0: range(30), 1: range(27)})
 
@@ -86,7 +103,7 @@ def test_a_partition_added_to_the_topic_is_read_from_its_start(
     bootstrap, topic = spark_broker.bootstrap, "spark-stream-grows"
     create_topic(bootstrap, topic, partitions=1)
     produce(bootstrap, topic, 0, range(5))
-    assert run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=100) == [5]
+    assert run_available_now(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger="100") == [5]
 
     admin = admin_client(bootstrap)
     admin.create_partitions([NewPartitions(topic, 2)])[topic].result(ADMIN_TIMEOUT_S)
@@ -94,5 +111,29 @@ def test_a_partition_added_to_the_topic_is_read_from_its_start(
     produce(bootstrap, topic, 1, range(4))
     produce(bootstrap, topic, 0, range(5, 6))
 
-    assert run_available_now(spark, bootstrap, topic, tmp_path, max_offsets=100) == [5]
+    assert run_available_now(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger="100") == [5]
     assert read_output(spark, tmp_path) == expected(topic, {0: range(6), 1: range(4)})
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_records_deleted_before_they_were_read(
+    spark: SparkSession, spark_broker: BrokerProcess, tmp_path: Path, fail_on_data_loss: str
+) -> None:
+    bootstrap, topic = spark_broker.bootstrap, f"spark-stream-loss-{fail_on_data_loss}"
+    create_topic(bootstrap, topic)
+    produce(bootstrap, topic, 0, range(10))
+    options = {"failOnDataLoss": fail_on_data_loss}
+    assert run_available_now(spark, bootstrap, topic, tmp_path, **options) == [10]
+
+    produce(bootstrap, topic, 0, range(10, 20))
+    assert delete_records(bootstrap, topic, 15) == 15
+
+    if fail_on_data_loss == "true":
+        query = start_available_now(spark, bootstrap, topic, tmp_path, **options)
+        with pytest.raises(StreamingQueryException) as raised:
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        assert "set the option failOnDataLoss to false" in str(raised.value)
+        assert "the log now starts at 15" in str(raised.value)
+    else:
+        assert run_available_now(spark, bootstrap, topic, tmp_path, **options) == [5]
+        assert read_output(spark, tmp_path) == expected(topic, {0: [*range(10), *range(15, 20)]})
