@@ -7,6 +7,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
 )
 from pyspark.sql.types import StructType
@@ -15,11 +16,11 @@ from .batch_reader import KrustBatchReader
 from .options import INCLUDE_HEADERS, KrustOptionError
 from .schema import source_schema
 from .stream_reader import KrustStreamReader
-from .writer import KrustBatchWriter
+from .writer import KrustBatchWriter, KrustStreamWriter
 
 
 class KrustDataSource(DataSource):
-    """`spark.read`/`readStream.format("krust")` and `df.write.format("krust")`."""
+    """`spark.read`/`readStream.format("krust")` and `df.write`/`writeStream.format("krust")`."""
 
     @classmethod
     def name(cls) -> str:
@@ -41,3 +42,6 @@ class KrustDataSource(DataSource):
         if overwrite:
             raise KrustOptionError("Kafka topics are append-only: use mode('append')")
         return KrustBatchWriter(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return KrustStreamWriter(self.options, schema)

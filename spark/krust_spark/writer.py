@@ -6,10 +6,14 @@ from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 from krust._core import KafkaClient
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from .options import TOPIC, KrustOptionError, write_options
+from .options import TOPIC, KrustOptionError, WriteOptions, write_options
 from .schema import HEADERS
 
 
@@ -44,15 +48,37 @@ class KrustCommitMessage(WriterCommitMessage):
         self.records = records
 
 
+def produce_all(options: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> KrustCommitMessage:
+    """One task's rows, produced batch by batch by one idempotent producer."""
+    client = KafkaClient(options.bootstrap_servers)
+    records = 0
+    for batch in iterator:
+        records += client.produce(batch, options.topic, options.acks, options.compression)
+    return KrustCommitMessage(records)
+
+
 class KrustBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = write_options(options)
         check_sink_schema(schema, self.options.topic)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        options = self.options
-        client = KafkaClient(options.bootstrap_servers)
-        records = 0
-        for batch in iterator:
-            records += client.produce(batch, options.topic, options.acks, options.compression)
-        return KrustCommitMessage(records)
+        return produce_all(self.options, iterator)
+
+
+class KrustStreamWriter(DataSourceStreamArrowWriter):
+    """`writeStream.format("krust")`: at least once, like Spark's Kafka sink: a micro-batch
+    retried after a failure may write some of its rows again."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.options = write_options(options)
+        check_sink_schema(schema, self.options.topic)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return produce_all(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """The records are in Kafka once every task's write returned."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Kafka cannot take back records written: they stay (at-least-once)."""
