@@ -13,6 +13,7 @@ from .options import (
     LATEST,
     SUBSCRIBE,
     SUBSCRIBE_PATTERN,
+    ByTimestamp,
     KrustOptionError,
     OffsetChoice,
     Subscription,
@@ -69,6 +70,8 @@ def resolve(
     """Concrete offsets for `partitions`: earliest/latest asked of the brokers, JSON offsets as
     given (-2/-1 asked too). JSON must name every partition, as the connector requires."""
     partitions = list(partitions)
+    if isinstance(choice, ByTimestamp):
+        return by_timestamp(client, partitions, choice)
     wanted: dict[TopicPartition, str | int] = {}
     if isinstance(choice, str):
         wanted = dict.fromkeys(partitions, choice)
@@ -105,6 +108,35 @@ def resolve(
     for key, wanted_offset in wanted.items():
         if isinstance(wanted_offset, int):
             resolved[key] = wanted_offset
+    return resolved
+
+
+def by_timestamp(
+    client: KafkaClient, partitions: list[TopicPartition], choice: ByTimestamp
+) -> PartitionOffsets:
+    """Each partition's first offset at or after its timestamp (ListOffsets by timestamp)."""
+    resolved: PartitionOffsets = {}
+    for topic, partition in partitions:
+        if choice.everywhere is not None:
+            timestamp = choice.everywhere
+        else:
+            given = (choice.per_partition or {}).get(topic, {}).get(partition)
+            if given is None:
+                raise KrustOptionError(
+                    f"option {choice.option} gives no timestamp for {topic}-{partition}: name "
+                    "every partition"
+                )
+            timestamp = given
+        [offset] = client.list_offsets(topic, [partition], timestamp)
+        if offset is None and choice.if_none == "error":
+            raise KrustOptionError(
+                f"option {choice.option}: no record of {topic}-{partition} has a timestamp at "
+                f"or after {timestamp} (startingOffsetsByTimestampStrategy=latest starts such "
+                "partitions at their end)"
+            )
+        if offset is None:
+            [offset] = client.list_offsets(topic, [partition], "latest")
+        resolved[(topic, partition)] = 0 if offset is None else offset
     return resolved
 
 

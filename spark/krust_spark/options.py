@@ -23,6 +23,11 @@ ASSIGN = "assign"
 STARTING_OFFSETS = "startingOffsets"
 ENDING_OFFSETS = "endingOffsets"
 INCLUDE_HEADERS = "includeHeaders"
+STARTING_TIMESTAMP = "startingTimestamp"
+STARTING_OFFSETS_BY_TIMESTAMP = "startingOffsetsByTimestamp"
+STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY = "startingOffsetsByTimestampStrategy"
+ENDING_TIMESTAMP = "endingTimestamp"
+ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
 MIN_PARTITIONS = "minPartitions"
 MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
@@ -42,7 +47,19 @@ class KrustOptionError(ValueError):
 
 
 # One partition's offset, or the same choice for every partition.
-OffsetChoice = Literal["earliest", "latest"] | dict[str, dict[int, int]]
+@dataclass(frozen=True)
+class ByTimestamp:
+    """Offsets looked up by record timestamp: each partition's first offset whose timestamp is
+    at or after the one given (one for every partition, or one per partition)."""
+
+    option: str
+    # What a partition with no such record gets: "error" fails the query, "latest" its end.
+    if_none: str
+    everywhere: int | None = None
+    per_partition: dict[str, dict[int, int]] | None = None
+
+
+OffsetChoice = Literal["earliest", "latest"] | dict[str, dict[int, int]] | ByTimestamp
 
 
 @dataclass(frozen=True)
@@ -167,39 +184,66 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     return Subscription(assigned=assigned)
 
 
+def _per_partition_json(
+    name: str, raw: str, example: str, lowest: int
+) -> dict[str, dict[int, int]]:
+    """JSON `{"topic":{"0":n}}` with integers n >= `lowest`."""
+    parsed = _json(name, raw)
+    if not isinstance(parsed, dict):
+        raise KrustOptionError(f"option {name} must be JSON like {example}")
+    values: dict[str, dict[int, int]] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise KrustOptionError(f"option {name}: topic {topic} needs an object like {example}")
+        per_partition: dict[int, int] = {}
+        for partition, value in partitions.items():
+            if not str(partition).isdigit() or type(value) is not int:
+                raise KrustOptionError(
+                    f"option {name}: {topic} partition {partition!r} -> {value!r} is not "
+                    f"an integer partition and value, as in {example}"
+                )
+            if value < lowest:
+                raise KrustOptionError(
+                    f"option {name}: {value} for {topic}-{partition} is below {lowest}"
+                )
+            per_partition[int(partition)] = value
+        values[str(topic)] = per_partition
+    return values
+
+
 def parse_offsets(name: str, raw: str) -> OffsetChoice:
     """`earliest`, `latest`, or the connector's JSON `{"topic":{"0":23}}` (-2 earliest,
     -1 latest)."""
     if raw.strip().lower() in ("earliest", "latest"):
         return "earliest" if raw.strip().lower() == "earliest" else "latest"
-    parsed = _json(name, raw)
     example = '{"topicA":{"0":23,"1":-2}} (-2 is earliest, -1 latest)'
-    if not isinstance(parsed, dict):
+    if not raw.strip().startswith("{"):
         raise KrustOptionError(f"option {name} must be earliest, latest or JSON like {example}")
-    offsets: dict[str, dict[int, int]] = {}
-    for topic, partitions in parsed.items():
-        if not isinstance(partitions, dict):
-            raise KrustOptionError(f"option {name}: topic {topic} needs an object like {example}")
-        per_partition: dict[int, int] = {}
-        for partition, offset in partitions.items():
-            if not str(partition).lstrip("-").isdigit() or type(offset) is not int:
-                raise KrustOptionError(
-                    f"option {name}: {topic} partition {partition!r} -> {offset!r} is not "
-                    f"an integer partition and offset, as in {example}"
-                )
-            if offset < EARLIEST:
-                raise KrustOptionError(
-                    f"option {name}: offset {offset} of {topic}-{partition} is negative "
-                    "(only -2 earliest and -1 latest are allowed)"
-                )
-            per_partition[int(partition)] = offset
-        offsets[str(topic)] = per_partition
-    return offsets
+    return _per_partition_json(name, raw, example, EARLIEST)
 
 
-def _offsets(options: Mapping[str, str], name: str, default: str) -> OffsetChoice:
-    raw = _lookup(options, name)
-    return parse_offsets(name, default if raw is None else raw)
+def _offsets(
+    options: Mapping[str, str], names: tuple[str, str, str], default: str, if_none: str
+) -> OffsetChoice:
+    """The offsets named by the first of (timestamp, offsets by timestamp, offsets) options
+    that is given: the connector's order of precedence."""
+    timestamp_name, by_timestamp_name, offsets_name = names
+    if (raw := _lookup(options, timestamp_name)) is not None:
+        try:
+            everywhere = int(raw)
+        except ValueError:
+            everywhere = -1
+        if everywhere < 0:
+            raise KrustOptionError(
+                f"option {timestamp_name} must be a timestamp in ms since the epoch, not {raw!r}"
+            )
+        return ByTimestamp(timestamp_name, if_none, everywhere=everywhere)
+    if (raw := _lookup(options, by_timestamp_name)) is not None:
+        example = '{"topicA":{"0":1700000000000}} (ms since the epoch)'
+        per_partition = _per_partition_json(by_timestamp_name, raw, example, 0)
+        return ByTimestamp(by_timestamp_name, if_none, per_partition=per_partition)
+    raw = _lookup(options, offsets_name)
+    return parse_offsets(offsets_name, default if raw is None else raw)
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -207,10 +251,25 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     _check_kafka_settings(options)
     bootstrap = _bootstrap(options)
     subscription = _subscription(options)
-    starting = _offsets(options, STARTING_OFFSETS, "latest" if streaming else "earliest")
-    ending = _offsets(options, ENDING_OFFSETS, "latest")
-    if streaming and _lookup(options, ENDING_OFFSETS) is not None:
-        raise KrustOptionError(f"option {ENDING_OFFSETS} is for batch queries only")
+    strategy = (_lookup(options, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY) or "error").strip()
+    if strategy.lower() not in ("error", "latest"):
+        raise KrustOptionError(
+            f"option {STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY} must be error or latest, "
+            f"not {strategy!r}"
+        )
+    starting = _offsets(
+        options,
+        (STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS),
+        "latest" if streaming else "earliest",
+        strategy.lower(),
+    )
+    ending_names = (ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS)
+    # An end with no record at or after its timestamp is the partition's end, as in Spark.
+    ending = _offsets(options, ending_names, "latest", "latest")
+    if streaming:
+        for name in ending_names:
+            if _lookup(options, name) is not None:
+                raise KrustOptionError(f"option {name} is for batch queries only")
     if not streaming:
         if starting == "latest" or _has_sentinel(starting, LATEST):
             raise KrustOptionError(

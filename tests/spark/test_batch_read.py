@@ -6,6 +6,7 @@ import pytest
 from integration.broker_process import BrokerProcess
 from integration.clients.confluent import ConfluentKafkaClient, create_topic
 from integration.records import CODECS, Record, sample_records
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 PARTITIONS = 2
@@ -117,3 +118,53 @@ def test_subscribe_pattern_reads_the_matching_topics_only(
         b"spark-pattern-a",
         b"spark-pattern-b",
     ]
+
+
+def first_at_or_after(records: list[Record], timestamp: int) -> int:
+    return next(i for i, r in enumerate(records) if (r.timestamp or 0) >= timestamp)
+
+
+def test_offsets_by_timestamp_start_and_end_at_the_first_record_at_or_after_them(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-read-by-time"
+    create_topic(spark_broker.bootstrap, topic, partitions=PARTITIONS)
+    written = produce(spark_broker.bootstrap, topic, "gzip")
+    start_0, start_1 = written[0][10].timestamp, written[1][3].timestamp
+    end = written[0][20].timestamp
+    assert start_0 is not None and start_1 is not None and end is not None
+
+    df = read(
+        spark,
+        spark_broker.bootstrap,
+        subscribe=topic,
+        startingOffsetsByTimestamp=f'{{"{topic}":{{"0":{start_0},"1":{start_1}}}}}',
+        endingTimestamp=str(end),
+    )
+    offsets = sorted(
+        (row.partition, row.offset) for row in df.select("partition", "offset").collect()
+    )
+    assert offsets == [(0, o) for o in range(10, 20)] + [
+        (1, o) for o in range(3, first_at_or_after(written[1], end))
+    ]
+
+
+def test_a_starting_timestamp_after_every_record_fails_unless_the_strategy_is_latest(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-read-future"
+    create_topic(spark_broker.bootstrap, topic)
+    ConfluentKafkaClient().produce(spark_broker.bootstrap, topic, 0, [Record(None, b"v")], "none")
+    future = str(2**41)
+    with pytest.raises(PySparkException) as raised:
+        read(spark, spark_broker.bootstrap, subscribe=topic, startingTimestamp=future).collect()
+    assert f"option startingTimestamp: no record of {topic}-0 has a timestamp" in str(raised.value)
+
+    df = read(
+        spark,
+        spark_broker.bootstrap,
+        subscribe=topic,
+        startingTimestamp=future,
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    assert df.count() == 0
