@@ -62,6 +62,9 @@ copy_maven_dependencies "$java_dir/pom.xml"
 step "mvn dependency:copy-dependencies (Kafka's tools into tests/java/build/tools-libs)"
 copy_maven_dependencies "$java_dir/tools/pom.xml"
 
+step "mvn dependency:copy-dependencies (Spark's Kafka connector into tests/java/build/spark-kafka-libs)"
+copy_maven_dependencies "$java_dir/spark-kafka/pom.xml"
+
 step "javac tests/java/src/KrustJavaClient.java into tests/java/build/classes"
 javac -nowarn -d "$java_dir/build/classes" -cp "$java_dir/build/libs/*" \
     "$java_dir/src/KrustJavaClient.java"

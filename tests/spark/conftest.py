@@ -16,6 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 # spark/ holds the krust_spark package; Spark's Python workers inherit PYTHONPATH from the
 # driver's environment, so it goes there as well as onto this process's path.
 SPARK_PACKAGE_ROOT = REPO / "spark"
+# Spark's own Kafka connector, fetched by scripts/install-test-deps.sh
+# (tests/java/spark-kafka/pom.xml), for the test that checks it works against krust.
+SPARK_KAFKA_JARS = sorted((REPO / "tests" / "java" / "build" / "spark-kafka-libs").glob("*.jar"))
 sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
 
 import krust_spark  # noqa: E402
@@ -34,6 +37,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.jars", ",".join(str(jar) for jar in SPARK_KAFKA_JARS))
         .getOrCreate()
     )
     krust_spark.register(session)
