@@ -44,4 +44,6 @@ class KrustDataSource(DataSource):
         return KrustBatchWriter(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # Complete mode asks to overwrite: like Spark's Kafka sink, each trigger appends the
+        # whole result table to the topic, the newest record per key being the current one.
         return KrustStreamWriter(self.options, schema)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from integration.broker_process import BrokerProcess
 from integration.clients.confluent import assigned_consumer, create_topic, poll_records
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     ArrayType,
@@ -93,3 +95,33 @@ def test_a_topic_column_routes_each_row(spark: SparkSession, spark_broker: Broke
         assert sorted(c.record.value or b"" for c in consumed) == sorted(
             f"v{i}".encode() for i in range(n, 10, 2)
         )
+
+
+def test_writing_to_a_missing_topic_creates_it_as_a_producer_would(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-write-auto-created"
+    df = spark.createDataFrame([(f"v{i}",) for i in range(5)], "value string")
+    df.write.format("krust").mode("append").option(
+        "kafka.bootstrap.servers", spark_broker.bootstrap
+    ).option("topic", topic).save()
+
+    consumer = assigned_consumer(spark_broker.bootstrap, topic, 0)
+    try:
+        consumed = poll_records(consumer, 6, timeout_s=5.0)
+    finally:
+        consumer.close()
+    assert sorted(c.record.value or b"" for c in consumed) == [f"v{i}".encode() for i in range(5)]
+
+
+def test_a_partition_outside_the_topic_is_refused(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-write-bad-partition"
+    create_topic(spark_broker.bootstrap, topic, partitions=2)
+    df = spark.createDataFrame([("v", 2)], "value string, partition int")
+    with pytest.raises(PySparkException) as raised:
+        df.write.format("krust").mode("append").option(
+            "kafka.bootstrap.servers", spark_broker.bootstrap
+        ).option("topic", topic).save()
+    assert f"partition 2 is not in topic {topic}'s range [0, 2)" in str(raised.value)

@@ -81,12 +81,43 @@ impl KafkaClient {
 
     /// Every topic in the cluster with its partitions (internal topics left out).
     pub fn all_topics(&mut self) -> Result<BTreeMap<String, Vec<PartitionInfo>>, ClientError> {
-        self.refresh(None)
+        self.refresh(None, false)
     }
 
     /// The partitions of `topic`, from fresh metadata.
     pub fn partitions(&mut self, topic: &str) -> Result<Vec<PartitionInfo>, ClientError> {
-        let mut answered = self.refresh(Some(&[topic.to_string()]))?;
+        self.described(topic, false)
+    }
+
+    /// The partitions of `topic`, which the broker creates first if it is missing and
+    /// `auto.create.topics.enable` allows, as a producer's metadata request asks. A topic
+    /// just created has no leader for a moment, so this retries.
+    pub(crate) fn partitions_creating(
+        &mut self,
+        topic: &str,
+    ) -> Result<Vec<PartitionInfo>, ClientError> {
+        self.with_retries(
+            topic,
+            || topic.to_string(),
+            |client| {
+                let partitions = client.described(topic, true)?;
+                if let Some(leaderless) = partitions.iter().find(|p| p.leader < 0) {
+                    return Err(ClientError::NoLeader {
+                        topic: topic.to_string(),
+                        partition: leaderless.partition,
+                    });
+                }
+                Ok(partitions)
+            },
+        )
+    }
+
+    fn described(
+        &mut self,
+        topic: &str,
+        auto_create: bool,
+    ) -> Result<Vec<PartitionInfo>, ClientError> {
+        let mut answered = self.refresh(Some(&[topic.to_string()]), auto_create)?;
         answered
             .remove(topic)
             .ok_or_else(|| ClientError::UnknownTopic(topic.to_string()))
@@ -150,9 +181,10 @@ impl KafkaClient {
     fn refresh(
         &mut self,
         topics: Option<&[String]>,
+        auto_create: bool,
     ) -> Result<BTreeMap<String, Vec<PartitionInfo>>, ClientError> {
         let request = MetadataRequest::default()
-            .with_allow_auto_topic_creation(false)
+            .with_allow_auto_topic_creation(auto_create)
             .with_topics(topics.map(|names| {
                 names
                     .iter()

@@ -93,15 +93,19 @@ impl KafkaClient {
                 }
             };
             let key = sink.key.as_ref().and_then(|c| c.get(row));
+            let count = self.partition_count(&row_topic)?;
             let partition = match sink.partition.filter(|p| p.is_valid(row)) {
-                Some(p) => p.value(row),
-                None => {
-                    let count = self.partitions_cached(&row_topic)?;
-                    match key {
-                        Some(key) => partition_for_key(key, count),
-                        None => (sticky % count.max(1)) as i32,
-                    }
+                Some(p) if (0..count as i64).contains(&i64::from(p.value(row))) => p.value(row),
+                Some(p) => {
+                    return Err(ClientError::InvalidRows(format!(
+                        "row {row}: partition {} is not in topic {row_topic}'s range [0, {count})",
+                        p.value(row)
+                    )))
                 }
+                None => match key {
+                    Some(key) => partition_for_key(key, count),
+                    None => (sticky % count.max(1)) as i32,
+                },
             };
             let slot = *index
                 .entry((row_topic.clone(), partition))
@@ -133,10 +137,13 @@ impl KafkaClient {
         Ok(written)
     }
 
-    /// The number of partitions of `topic`, from cached metadata.
-    fn partitions_cached(&mut self, topic: &str) -> Result<usize, ClientError> {
-        self.leader(topic, 0)?;
-        Ok(self.known_partitions(topic))
+    /// The number of partitions of `topic`, from cached metadata (the topic is created if
+    /// it is missing and the broker allows it, as the Java producer does).
+    fn partition_count(&mut self, topic: &str) -> Result<usize, ClientError> {
+        match self.known_partitions(topic) {
+            0 => Ok(self.partitions_creating(topic)?.len()),
+            known => Ok(known),
+        }
     }
 
     /// Writes one batch to its partition leader, retrying retriable errors: the batch keeps
