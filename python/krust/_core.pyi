@@ -216,7 +216,8 @@ class KafkaClient:
 
 @final
 class PartitionReader:
-    """Offsets [start, end) of one partition as Arrow batches of Spark's Kafka source schema."""
+    """Offsets [start, end) of one partition as Arrow batches of Spark's Kafka source schema;
+    `read_committed` leaves out aborted transactions (and reads up to the last stable offset)."""
 
     def __new__(
         cls,
@@ -226,6 +227,7 @@ class PartitionReader:
         start: int,
         end: int,
         include_headers: bool = False,
+        read_committed: bool = False,
     ) -> PartitionReader: ...
     def next_batch(self) -> ArrowBatch | None:
         """The next batch of rows, or None once the whole range was read."""

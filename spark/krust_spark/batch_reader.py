@@ -22,8 +22,11 @@ class KrustBatchReader(DataSourceReader):
         options = self.options
         client = KafkaClient(options.bootstrap_servers)
         partitions = subscribed_partitions(client, options.subscription)
-        starts = resolve(client, partitions, options.starting, STARTING_OFFSETS)
-        ends = resolve(client, partitions, options.ending, ENDING_OFFSETS)
+        committed = options.read_committed
+        starts = resolve(
+            client, partitions, options.starting, STARTING_OFFSETS, read_committed=committed
+        )
+        ends = resolve(client, partitions, options.ending, ENDING_OFFSETS, read_committed=committed)
         return offset_ranges(starts, ends, options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -41,7 +44,13 @@ def read_range(options: ReadOptions, partition: InputPartition) -> Iterator[pa.R
     start = partition.start
     while start < partition.end:
         reader = PartitionReader(
-            options.bootstrap_servers, topic, number, start, partition.end, options.include_headers
+            options.bootstrap_servers,
+            topic,
+            number,
+            start,
+            partition.end,
+            options.include_headers,
+            options.read_committed,
         )
         try:
             while (batch := reader.next_batch()) is not None:

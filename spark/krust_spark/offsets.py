@@ -66,12 +66,15 @@ def resolve(
     partitions: Iterable[TopicPartition],
     choice: OffsetChoice,
     option: str,
+    *,
+    read_committed: bool,
 ) -> PartitionOffsets:
     """Concrete offsets for `partitions`: earliest/latest asked of the brokers, JSON offsets as
-    given (-2/-1 asked too). JSON must name every partition, as the connector requires."""
+    given (-2/-1 asked too). JSON must name every partition, as the connector requires.
+    `read_committed`: latest is the last stable offset, not the high watermark."""
     partitions = list(partitions)
     if isinstance(choice, ByTimestamp):
-        return by_timestamp(client, partitions, choice)
+        return by_timestamp(client, partitions, choice, read_committed=read_committed)
     wanted: dict[TopicPartition, str | int] = {}
     if isinstance(choice, str):
         wanted = dict.fromkeys(partitions, choice)
@@ -102,7 +105,7 @@ def resolve(
                 by_topic.setdefault(topic, []).append(partition)
         for topic, parts in by_topic.items():
             for partition, offset in zip(
-                parts, client.list_offsets(topic, parts, spec), strict=True
+                parts, client.list_offsets(topic, parts, spec, read_committed), strict=True
             ):
                 resolved[(topic, partition)] = 0 if offset is None else offset
     for key, wanted_offset in wanted.items():
@@ -112,7 +115,11 @@ def resolve(
 
 
 def by_timestamp(
-    client: KafkaClient, partitions: list[TopicPartition], choice: ByTimestamp
+    client: KafkaClient,
+    partitions: list[TopicPartition],
+    choice: ByTimestamp,
+    *,
+    read_committed: bool,
 ) -> PartitionOffsets:
     """Each partition's first offset at or after its timestamp (ListOffsets by timestamp)."""
     resolved: PartitionOffsets = {}
@@ -127,7 +134,7 @@ def by_timestamp(
                     "every partition"
                 )
             timestamp = given
-        [offset] = client.list_offsets(topic, [partition], timestamp)
+        [offset] = client.list_offsets(topic, [partition], timestamp, read_committed)
         if offset is None and choice.if_none == "error":
             raise KrustOptionError(
                 f"option {choice.option}: no record of {topic}-{partition} has a timestamp at "
@@ -135,7 +142,7 @@ def by_timestamp(
                 "partitions at their end)"
             )
         if offset is None:
-            [offset] = client.list_offsets(topic, [partition], "latest")
+            [offset] = client.list_offsets(topic, [partition], "latest", read_committed)
         resolved[(topic, partition)] = 0 if offset is None else offset
     return resolved
 

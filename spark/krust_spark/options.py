@@ -34,11 +34,12 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 TOPIC = "topic"
 ACKS = "kafka.acks"
 COMPRESSION = "kafka.compression.type"
+ISOLATION_LEVEL = "kafka.isolation.level"
 
 # Options this source reads; Spark passes others too (path, checkpoint settings), which are not
 # its business, but an unknown `kafka.*` setting must not be silently dropped: it may ask for
 # security the client does not offer yet.
-KAFKA_SETTINGS = frozenset({BOOTSTRAP, ACKS, COMPRESSION})
+KAFKA_SETTINGS = frozenset({BOOTSTRAP, ACKS, COMPRESSION, ISOLATION_LEVEL})
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -81,6 +82,8 @@ class ReadOptions:
     min_partitions: int | None
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
+    # kafka.isolation.level=read_committed: up to the last stable offset, no aborted records.
+    read_committed: bool
 
 
 @dataclass(frozen=True)
@@ -280,6 +283,12 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
                 f"option {ENDING_OFFSETS} cannot be earliest (-2) in a batch query"
             )
     max_offsets = _positive_int(options, MAX_OFFSETS_PER_TRIGGER)
+    isolation = (_lookup(options, ISOLATION_LEVEL) or "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise KrustOptionError(
+            f"option {ISOLATION_LEVEL} must be read_uncommitted or read_committed, "
+            f"not {isolation!r}"
+        )
     return ReadOptions(
         bootstrap_servers=bootstrap,
         subscription=subscription,
@@ -289,6 +298,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         min_partitions=_positive_int(options, MIN_PARTITIONS),
         max_offsets_per_trigger=max_offsets,
         fail_on_data_loss=_flag(options, FAIL_ON_DATA_LOSS, True),
+        read_committed=isolation == "read_committed",
     )
 
 

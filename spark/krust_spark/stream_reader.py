@@ -19,12 +19,13 @@ from pyspark.sql.streaming.datasource import (
 from .batch_reader import read_range
 from .offsets import (
     PartitionOffsets,
+    TopicPartition,
     from_json_offsets,
     resolve,
     subscribed_partitions,
     to_json_offsets,
 )
-from .options import STARTING_OFFSETS, read_options
+from .options import STARTING_OFFSETS, OffsetChoice, read_options
 from .ranges import offset_ranges
 
 JsonOffsets = dict[str, dict[str, int]]
@@ -58,10 +59,17 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _client(self) -> KafkaClient:
         return KafkaClient(self.options.bootstrap_servers)
 
+    def _resolve(
+        self, client: KafkaClient, partitions: Sequence[TopicPartition], choice: OffsetChoice
+    ) -> PartitionOffsets:
+        return resolve(
+            client, partitions, choice, STARTING_OFFSETS, read_committed=self.options.read_committed
+        )
+
     def initialOffset(self) -> JsonOffsets:
         client = self._client()
         partitions = subscribed_partitions(client, self.options.subscription)
-        return to_json_offsets(resolve(client, partitions, self.options.starting, STARTING_OFFSETS))
+        return to_json_offsets(self._resolve(client, partitions, self.options.starting))
 
     def _starts(self, client: KafkaClient, start: JsonOffsets) -> PartitionOffsets:
         """`start` plus partitions that appeared since (added partitions, newly matching
@@ -69,12 +77,12 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         known = from_json_offsets(start)
         current = subscribed_partitions(client, self.options.subscription)
         added = [tp for tp in current if tp not in known]
-        return {**known, **resolve(client, added, "earliest", STARTING_OFFSETS)}
+        return {**known, **self._resolve(client, added, "earliest")}
 
     def _latest(
         self, client: KafkaClient, partitions: Sequence[tuple[str, int]]
     ) -> PartitionOffsets:
-        return resolve(client, partitions, "latest", STARTING_OFFSETS)
+        return self._resolve(client, partitions, "latest")
 
     def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
         client = self._client()
@@ -103,7 +111,7 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         starts = from_json_offsets(start)
         added = [tp for tp in ends if tp not in starts]
         if added:
-            starts.update(resolve(self._client(), added, "earliest", STARTING_OFFSETS))
+            starts.update(self._resolve(self._client(), added, "earliest"))
         return offset_ranges(starts, ends, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -50,6 +50,10 @@ def load(spark: SparkSession, options: dict[str, str]) -> None:
             "option includeHeaders must be true or false",
         ),
         (
+            {"kafka.bootstrap.servers": "B", "subscribe": "t", "kafka.isolation.level": "dirty"},
+            "option kafka.isolation.level must be read_uncommitted or read_committed",
+        ),
+        (
             {"kafka.bootstrap.servers": "B", "subscribe": "t", "kafka.security.protocol": "SSL"},
             "option kafka.security.protocol is not supported",
         ),

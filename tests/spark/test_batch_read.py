@@ -80,6 +80,25 @@ def test_every_record_reads_back_as_written(
     assert got == expected
 
 
+def test_read_committed_reads_records_outside_transactions(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    # krust has no transactions yet: read_committed must still read every plain record, up to
+    # the last stable offset (the high watermark here). Aborted transactions are left out by
+    # krust-client's own tests.
+    topic = "spark-read-committed"
+    create_topic(spark_broker.bootstrap, topic, partitions=PARTITIONS)
+    written = produce(spark_broker.bootstrap, topic, "snappy")
+    df = read(
+        spark,
+        spark_broker.bootstrap,
+        subscribe=topic,
+        includeHeaders="true",
+        **{"kafka.isolation.level": "read_committed"},
+    )
+    assert len(rows_by_position(df)) == sum(len(records) for records in written.values())
+
+
 def test_offset_json_and_min_partitions_select_exactly_the_range(
     spark: SparkSession, spark_broker: BrokerProcess
 ) -> None:

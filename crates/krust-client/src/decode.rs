@@ -8,6 +8,7 @@ use krust_storage::records::record_views;
 use krust_storage::{records_area, BatchError, MAX_DECOMPRESSED_BYTES};
 
 use crate::columns::{ConsumedRecord, RecordColumns};
+use crate::transactions::AbortedTransactions;
 
 /// What one Fetch response's records yielded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,12 +19,13 @@ pub struct Decoded {
 
 /// Appends the records of `records` (concatenated batches, the last possibly cut short as
 /// Fetch allows) whose offsets fall in `range`. Control batches (transaction markers) are
-/// skipped, as consumers never see them.
+/// skipped, as consumers never see them, and so are batches of `aborted` transactions.
 pub fn append_records(
     records: &[u8],
     topic: &str,
     partition: i32,
     range: &Range<i64>,
+    aborted: &mut AbortedTransactions,
     columns: &mut RecordColumns,
 ) -> Result<Decoded, BatchError> {
     let mut next_offset = None;
@@ -37,7 +39,7 @@ pub fn append_records(
         rest = after;
         let header = check_integrity(batch)?;
         next_offset = Some(header.last_offset() + 1);
-        if header.is_control() || header.last_offset() < range.start {
+        if aborted.skips(&header, batch)? || header.last_offset() < range.start {
             continue;
         }
         let log_append_time = header.timestamp_type() == TimestampType::LogAppendTime;
@@ -75,19 +77,37 @@ mod tests {
 
     use super::*;
 
-    /// One uncompressed batch at `base_offset` holding `count` keyless records "v0".. with
-    /// `attributes` (timestamp type, control flag).
-    fn batch(base_offset: i64, count: i32, attributes: i16) -> Vec<u8> {
+    fn none() -> AbortedTransactions {
+        AbortedTransactions::new([])
+    }
+
+    /// One uncompressed batch at `base_offset` of `count` records "v0".. (keyed `key` when
+    /// given) with `attributes` (timestamp type, transactional, control) from `producer_id`.
+    fn batch_from(
+        base_offset: i64,
+        count: i32,
+        attributes: i16,
+        producer_id: i64,
+        key: Option<&[u8]>,
+    ) -> Vec<u8> {
+        use krust_storage::records::put_varlong;
         let mut area = Vec::new();
         for i in 0..count {
             let value = format!("v{i}");
             let mut body = vec![0u8];
-            for v in [i64::from(i) * 10, i64::from(i), -1, value.len() as i64] {
-                krust_storage::records::put_varlong(&mut body, v);
+            put_varlong(&mut body, i64::from(i) * 10);
+            put_varlong(&mut body, i64::from(i));
+            match key {
+                Some(key) => {
+                    put_varlong(&mut body, key.len() as i64);
+                    body.extend_from_slice(key);
+                }
+                None => put_varlong(&mut body, -1),
             }
+            put_varlong(&mut body, value.len() as i64);
             body.extend_from_slice(value.as_bytes());
-            krust_storage::records::put_varlong(&mut body, 0);
-            krust_storage::records::put_varlong(&mut area, body.len() as i64);
+            put_varlong(&mut body, 0);
+            put_varlong(&mut area, body.len() as i64);
             area.extend_from_slice(&body);
         }
         let header = BatchHeader {
@@ -100,12 +120,53 @@ mod tests {
             last_offset_delta: count - 1,
             base_timestamp: 1_000,
             max_timestamp: 5_000,
-            producer_id: -1,
-            producer_epoch: -1,
-            base_sequence: -1,
+            producer_id,
+            producer_epoch: if producer_id < 0 { -1 } else { 0 },
+            base_sequence: if producer_id < 0 { -1 } else { 0 },
             records_count: count,
         };
         build_batch(&header, &area, Codec::NONE).unwrap()
+    }
+
+    fn batch(base_offset: i64, count: i32, attributes: i16) -> Vec<u8> {
+        batch_from(base_offset, count, attributes, -1, None)
+    }
+
+    const TRANSACTIONAL: i16 = 0x10;
+    const CONTROL: i16 = 0x20;
+
+    /// A transaction marker of `producer_id` at `offset`: key version 0, type 0 abort or
+    /// 1 commit.
+    fn marker(offset: i64, producer_id: i64, commit: bool) -> Vec<u8> {
+        let key = [0, 0, 0, u8::from(commit)];
+        batch_from(offset, 1, TRANSACTIONAL | CONTROL, producer_id, Some(&key))
+    }
+
+    fn offsets(columns: &mut RecordColumns) -> Vec<i64> {
+        offsets_and_timestamps(columns)
+            .iter()
+            .map(|r| r.0)
+            .collect()
+    }
+
+    #[test]
+    fn read_committed_leaves_out_aborted_transactions_only() {
+        // Producer 7 aborts offsets 0-1, producer 8 commits 3-4 interleaved with a plain
+        // record at 5, then producer 7 writes again (a new transaction) at 7.
+        let mut records = batch_from(0, 2, TRANSACTIONAL, 7, None);
+        records.extend(marker(2, 7, false));
+        records.extend(batch_from(3, 2, TRANSACTIONAL, 8, None));
+        records.extend(batch(5, 1, 0));
+        records.extend(marker(6, 8, true));
+        records.extend(batch_from(7, 1, TRANSACTIONAL, 7, None));
+        let mut columns = RecordColumns::new(false);
+        let mut aborted = AbortedTransactions::new([(7, 0)]);
+        append_records(&records, "t", 0, &(0..100), &mut aborted, &mut columns).unwrap();
+        assert_eq!(offsets(&mut columns), [3, 4, 5, 7]);
+
+        let mut uncommitted = RecordColumns::new(false);
+        append_records(&records, "t", 0, &(0..100), &mut none(), &mut uncommitted).unwrap();
+        assert_eq!(offsets(&mut uncommitted), [0, 1, 3, 4, 5, 7]);
     }
 
     fn offsets_and_timestamps(columns: &mut RecordColumns) -> Vec<(i64, i64, i32)> {
@@ -122,14 +183,14 @@ mod tests {
 
     #[test]
     fn control_batches_are_skipped_and_a_cut_batch_ends_the_response() {
-        let control = 0x20;
         let mut records = batch(0, 2, 0);
-        records.extend(batch(2, 1, control));
+        records.extend(batch(2, 1, CONTROL));
         records.extend(batch(3, 2, 0));
         let cut = batch(5, 3, 0);
         records.extend_from_slice(&cut[..cut.len() - 4]);
         let mut columns = RecordColumns::new(false);
-        let decoded = append_records(&records, "t", 0, &(0..100), &mut columns).unwrap();
+        let decoded =
+            append_records(&records, "t", 0, &(0..100), &mut none(), &mut columns).unwrap();
         assert_eq!(decoded.next_offset, Some(5));
         let rows = offsets_and_timestamps(&mut columns);
         let offsets: Vec<i64> = rows.iter().map(|r| r.0).collect();
@@ -144,7 +205,15 @@ mod tests {
     fn log_append_time_batches_give_the_batch_timestamp() {
         let log_append_time = 0x08;
         let mut columns = RecordColumns::new(false);
-        append_records(&batch(0, 2, log_append_time), "t", 0, &(0..2), &mut columns).unwrap();
+        append_records(
+            &batch(0, 2, log_append_time),
+            "t",
+            0,
+            &(0..2),
+            &mut none(),
+            &mut columns,
+        )
+        .unwrap();
         let rows = offsets_and_timestamps(&mut columns);
         assert_eq!(rows, [(0, 5_000_000, 1), (1, 5_000_000, 1)]);
     }
@@ -155,14 +224,23 @@ mod tests {
         let last = records.len() - 1;
         records[last] ^= 0xff;
         let mut columns = RecordColumns::new(false);
-        let error = append_records(&records, "t", 0, &(0..2), &mut columns).unwrap_err();
+        let error =
+            append_records(&records, "t", 0, &(0..2), &mut none(), &mut columns).unwrap_err();
         assert!(matches!(error, BatchError::CrcMismatch { .. }), "{error}");
     }
 
     #[test]
     fn the_range_end_is_exclusive() {
         let mut columns = RecordColumns::new(false);
-        append_records(&batch(10, 5, 0), "t", 0, &(11..13), &mut columns).unwrap();
+        append_records(
+            &batch(10, 5, 0),
+            "t",
+            0,
+            &(11..13),
+            &mut none(),
+            &mut columns,
+        )
+        .unwrap();
         let offsets: Vec<i64> = offsets_and_timestamps(&mut columns)
             .iter()
             .map(|r| r.0)

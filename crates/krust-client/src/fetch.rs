@@ -13,6 +13,7 @@ use crate::columns::RecordColumns;
 use crate::decode::append_records;
 use crate::error::ClientError;
 use crate::list_offsets::OffsetSpec;
+use crate::transactions::AbortedTransactions;
 
 /// Fetch v12: the last version that names topics (v13+ needs topic ids).
 const FETCH_VERSION: i16 = 12;
@@ -23,6 +24,9 @@ const FETCH_MAX_BYTES: i32 = 50 << 20;
 #[derive(Clone, Copy, Debug)]
 pub struct FetchOptions {
     pub include_headers: bool,
+    /// `isolation.level=read_committed`: read up to the last stable offset, without aborted
+    /// transactions.
+    pub read_committed: bool,
     /// `max.partition.fetch.bytes`.
     pub max_partition_bytes: i32,
     /// `fetch.max.wait.ms`.
@@ -35,6 +39,7 @@ impl Default for FetchOptions {
     fn default() -> Self {
         Self {
             include_headers: false,
+            read_committed: false,
             max_partition_bytes: 1 << 20,
             max_wait_ms: 500,
             rows_per_batch: 64 * 1024,
@@ -88,6 +93,7 @@ impl RangeReader {
             .with_max_wait_ms(self.options.max_wait_ms)
             .with_min_bytes(1)
             .with_max_bytes(FETCH_MAX_BYTES)
+            .with_isolation_level(i8::from(self.options.read_committed))
             .with_session_epoch(-1)
             .with_topics(vec![FetchTopic::default()
                 .with_topic(TopicName(StrBytes::from_string(self.topic.clone())))
@@ -131,11 +137,19 @@ impl RangeReader {
             return Err(self.out_of_range());
         }
         let records = answer.records.unwrap_or_default();
+        let mut aborted = AbortedTransactions::new(
+            answer
+                .aborted_transactions
+                .iter()
+                .flatten()
+                .map(|t| (t.producer_id.0, t.first_offset)),
+        );
         let decoded = append_records(
             &records,
             &self.topic,
             self.partition,
             &(self.position..self.range.end),
+            &mut aborted,
             &mut self.columns,
         )
         .map_err(|source| ClientError::CorruptBatch {
@@ -143,14 +157,20 @@ impl RangeReader {
             partition: self.partition,
             source,
         })?;
+        // read_committed reads only up to the last stable offset.
+        let readable_end = if self.options.read_committed {
+            answer.last_stable_offset
+        } else {
+            answer.high_watermark
+        };
         match decoded.next_offset {
             Some(next) => self.position = next.max(self.position),
-            None if answer.high_watermark <= self.position => {
+            None if readable_end <= self.position => {
                 return Err(ClientError::RangePastEnd {
                     topic: self.topic.clone(),
                     partition: self.partition,
                     end: self.range.end,
-                    high_watermark: answer.high_watermark,
+                    high_watermark: readable_end,
                 })
             }
             None => {}
@@ -177,7 +197,7 @@ impl RangeReader {
                 &self.topic,
                 self.partition,
                 OffsetSpec::Latest,
-                false,
+                self.options.read_committed,
             ) {
                 Ok(latest) => ClientError::RangePastEnd {
                     topic: self.topic.clone(),

@@ -8,6 +8,7 @@
 //! - [`fetch`]: an offset range `[start, end)` of one partition.
 //! - [`decode`]: record batches (any codec) into [`columns::RecordColumns`], Spark's
 //!   Kafka source schema in Arrow.
+//! - [`transactions`]: read_committed, leaving out aborted transactions.
 //! - [`produce`]: an Arrow batch of rows (Spark's Kafka sink schema) produced with acks=all.
 
 pub mod client;
@@ -20,6 +21,7 @@ pub mod list_offsets;
 mod partitioner;
 pub mod produce;
 mod sink_rows;
+pub mod transactions;
 
 pub use client::{ClientConfig, KafkaClient, PartitionInfo};
 pub use columns::{source_schema, RecordColumns};

@@ -319,6 +319,11 @@ mod tests {
     use super::*;
     use crate::columns::RecordColumns;
     use crate::decode::append_records;
+    use crate::transactions::AbortedTransactions;
+
+    fn no_aborts() -> AbortedTransactions {
+        AbortedTransactions::new([])
+    }
 
     const CODECS: [Compression; 5] = [
         Compression::None,
@@ -404,7 +409,8 @@ mod tests {
             let batch = build_batch(&header, &records.area, codec).unwrap();
 
             let mut columns = RecordColumns::new(true);
-            let decoded = append_records(&batch, "t", 2, &(41..100), &mut columns).unwrap();
+            let decoded =
+                append_records(&batch, "t", 2, &(41..100), &mut no_aborts(), &mut columns).unwrap();
             assert_eq!(decoded.next_offset, Some(43), "{compression:?}");
             let out = columns.finish();
             // Offset 40 is before the range: only the last two rows come back.
@@ -422,7 +428,7 @@ mod tests {
             assert_eq!(out.column(2).as_string::<i32>().value(0), "t");
 
             let mut all = RecordColumns::new(true);
-            append_records(&batch, "t", 2, &(0..100), &mut all).unwrap();
+            append_records(&batch, "t", 2, &(0..100), &mut no_aborts(), &mut all).unwrap();
             let all = all.finish();
             let headers = all.column(7).as_list::<i32>();
             let first = headers.value(0);

@@ -181,7 +181,9 @@ pub struct PyPartitionReader {
 #[pymethods]
 impl PyPartitionReader {
     #[new]
-    #[pyo3(signature = (bootstrap_servers, topic, partition, start, end, include_headers=false))]
+    #[pyo3(signature = (
+        bootstrap_servers, topic, partition, start, end, include_headers=false, read_committed=false
+    ))]
     fn new(
         bootstrap_servers: &str,
         topic: &str,
@@ -189,6 +191,7 @@ impl PyPartitionReader {
         start: i64,
         end: i64,
         include_headers: bool,
+        read_committed: bool,
     ) -> PyResult<Self> {
         if start < 0 || end < start {
             return Err(PyValueError::new_err(format!(
@@ -197,6 +200,7 @@ impl PyPartitionReader {
         }
         let options = FetchOptions {
             include_headers,
+            read_committed,
             ..FetchOptions::default()
         };
         let client = connect(bootstrap_servers)?;
