@@ -12,7 +12,6 @@ from .options import (
     EARLIEST,
     LATEST,
     SUBSCRIBE,
-    SUBSCRIBE_PATTERN,
     ByTimestamp,
     KrustOptionError,
     OffsetChoice,
@@ -51,14 +50,6 @@ def subscribed_partitions(client: KafkaClient, subscription: Subscription) -> li
     if absent:
         raise KrustOptionError(f"option {ASSIGN}: partition {', '.join(absent)} does not exist")
     return list(subscription.assigned)
-
-
-def describe_subscription(subscription: Subscription) -> str:
-    if subscription.pattern is not None:
-        return f"{SUBSCRIBE_PATTERN} {subscription.pattern.pattern!r}"
-    if subscription.topics:
-        return f"{SUBSCRIBE} {','.join(subscription.topics)}"
-    return ASSIGN
 
 
 def resolve(

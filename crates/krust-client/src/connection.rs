@@ -53,10 +53,6 @@ impl Connection {
         Err(connect_error(last))
     }
 
-    pub fn address(&self) -> &str {
-        &self.address
-    }
-
     /// Sends `request` at `version` and reads its response.
     pub fn send<R: Request>(
         &mut self,
