@@ -97,21 +97,35 @@ def test_max_offsets_per_trigger_splits_and_a_restart_reads_only_new_records(
     assert read_output(spark, tmp_path) == expected(topic, {0: range(30), 1: range(27)})
 
 
-def test_a_partition_added_to_the_topic_is_read_from_its_start(
+def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
     spark: SparkSession, spark_broker: BrokerProcess, tmp_path: Path
 ) -> None:
     bootstrap, topic = spark_broker.bootstrap, "spark-stream-grows"
     create_topic(bootstrap, topic, partitions=1)
     produce(bootstrap, topic, 0, range(5))
-    assert run_available_now(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger="100") == [5]
-
-    admin = admin_client(bootstrap)
-    admin.create_partitions([NewPartitions(topic, 2)])[topic].result(ADMIN_TIMEOUT_S)
-    assert wait_for_partition_count(bootstrap, topic, 2) == 2
-    produce(bootstrap, topic, 1, range(4))
-    produce(bootstrap, topic, 0, range(5, 6))
-
-    assert run_available_now(spark, bootstrap, topic, tmp_path, maxOffsetsPerTrigger="100") == [5]
+    query = (
+        spark.readStream.format("krust")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        admin = admin_client(bootstrap)
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(ADMIN_TIMEOUT_S)
+        assert wait_for_partition_count(bootstrap, topic, 2) == 2
+        produce(bootstrap, topic, 1, range(4))
+        produce(bootstrap, topic, 0, range(5, 6))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
     assert read_output(spark, tmp_path) == expected(topic, {0: range(6), 1: range(4)})
 
 
