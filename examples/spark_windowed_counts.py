@@ -2,7 +2,7 @@
 from one topic and written as JSON to another, with Spark and the `krust` data source.
 
 One command against a local broker (`krust-broker` listens on localhost:9092 by default), with
-spark/ on the path for the data source:
+spark/ on the path, where Spark finds the data source (spark/pyspark_krust) by itself:
 
     PYTHONPATH=spark python examples/spark_windowed_counts.py --demo
 
@@ -19,7 +19,6 @@ import argparse
 import sys
 import tempfile
 
-import krust_spark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import window
 from pyspark.sql.streaming import StreamingQuery
@@ -100,7 +99,6 @@ def main(argv: list[str]) -> int:
         .config("spark.sql.shuffle.partitions", "4")
         .getOrCreate()
     )
-    krust_spark.register(spark)
     if args.demo:
         write_demo_clicks(spark, args.bootstrap, args.input)
     checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="krust-windowed-counts-")

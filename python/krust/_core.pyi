@@ -172,7 +172,7 @@ class Broker:
     def close(self) -> None:
         """Flush logs, write checkpoints and the clean-shutdown marker."""
 
-# The native Kafka client the Spark data source (spark/krust_spark) reads and writes with. It
+# The native Kafka client the Spark data source (spark/pyspark_krust) reads and writes with. It
 # talks to any Kafka-protocol broker; every call releases the GIL while it waits or decodes.
 
 class KafkaClientError(Exception):

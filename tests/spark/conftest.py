@@ -1,5 +1,5 @@
-"""One local[2] SparkSession for every Spark test, with the `krust` data source registered, and
-one krust broker for them (each test uses its own topics)."""
+"""One local[2] SparkSession for every Spark test, which finds the `krust` data source by itself,
+and one krust broker for them (each test uses its own topics)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,12 @@ from integration.broker_process import BrokerProcess
 from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[2]
-# spark/ holds the krust_spark package; Spark's Python workers inherit PYTHONPATH from the
+# spark/ holds the pyspark_krust package; Spark's Python workers inherit PYTHONPATH from the
 # driver's environment, so it goes there as well as onto this process's path.
 SPARK_PACKAGE_ROOT = REPO / "spark"
 # Spark's own Kafka connector, fetched by scripts/install-test-deps.sh
 # (tests/java/spark-kafka/pom.xml), for the test that checks it works against krust.
 SPARK_KAFKA_JARS = sorted((REPO / "tests" / "java" / "build" / "spark-kafka-libs").glob("*.jar"))
-sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
-
-import krust_spark  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +37,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.jars", ",".join(str(jar) for jar in SPARK_KAFKA_JARS))
         .getOrCreate()
     )
-    krust_spark.register(session)
+    # No register() call: Spark's own lookup finds pyspark_krust.DefaultSource on PYTHONPATH.
     try:
         yield session
     finally:

@@ -1,13 +1,16 @@
 """A PySpark data source named `krust` for Kafka-protocol brokers (krust, Apache Kafka).
 
-Register it once per session, then use it like Spark's Kafka connector::
+Spark finds it by itself: when a session first needs a Python data source, it imports every
+top-level module named `pyspark_*` on the Python path and registers its `DefaultSource`. So with
+this package importable, and no other step::
 
-    import krust_spark
-    krust_spark.register(spark)
     df = (spark.read.format("krust")
           .option("kafka.bootstrap.servers", "localhost:9092")
           .option("subscribe", "events")
           .load())
+
+`register(spark)` does the same explicitly, for a session whose lookup ran before the package was
+importable.
 
 Reads and writes go through the Rust client in `krust._core`: records are decoded into Arrow
 batches in Rust and produced from Arrow batches in Rust, never one Python object per record.
@@ -20,7 +23,10 @@ from pyspark.sql import SparkSession
 from .options import KrustOptionError
 from .source import KrustDataSource
 
-__all__ = ["KrustDataSource", "KrustOptionError", "register"]
+# The name Spark's data source lookup looks for (pyspark/sql/worker/lookup_data_sources.py).
+DefaultSource = KrustDataSource
+
+__all__ = ["DefaultSource", "KrustDataSource", "KrustOptionError", "register"]
 
 
 def register(spark: SparkSession) -> None:
