@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 # spark/ holds the pyspark_krust package; Spark's Python workers inherit PYTHONPATH from the
 # driver's environment, so it goes there as well as onto this process's path.
 SPARK_PACKAGE_ROOT = REPO / "spark"
+sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
 # Spark's own Kafka connector, fetched by scripts/install-test-deps.sh
 # (tests/java/spark-kafka/pom.xml), for the test that checks it works against krust.
 SPARK_KAFKA_JARS = sorted((REPO / "tests" / "java" / "build" / "spark-kafka-libs").glob("*.jar"))
