@@ -49,8 +49,9 @@ impl Default for ProduceOptions {
 pub(crate) struct ProducerState {
     id: Option<(i64, i16)>,
     sequences: HashMap<(String, i32), i32>,
-    /// The partition records without a key go to, per topic (Kafka's sticky partitioner
-    /// keeps a partition for a whole batch; this keeps it for a whole call).
+    /// Picks the partition of records without a key (modulo each topic's partition count):
+    /// Kafka's sticky partitioner keeps one partition for a whole batch, this keeps it for a
+    /// whole call and moves on at the next.
     sticky: usize,
 }
 
