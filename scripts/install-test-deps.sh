@@ -43,6 +43,10 @@ pip_install \
     "kafka-python[crc32c,lz4,snappy,zstd]>=3" \
     "aiokafka[lz4,snappy,zstd]>=0.12"
 
+# The Spark data source's tests (tests/spark) run a local Spark on the JDK installed above.
+step "pip install the Spark data source's dependencies (pyspark, pyarrow, pandas)"
+pip_install "pyspark>=4.2" "pyarrow>=15" "pandas>=2.2,<3"
+
 # Debian's Maven prints stray colour codes even with -q: show its output only when it fails.
 copy_maven_dependencies() {
     local maven_output
@@ -57,6 +61,9 @@ copy_maven_dependencies "$java_dir/pom.xml"
 
 step "mvn dependency:copy-dependencies (Kafka's tools into tests/java/build/tools-libs)"
 copy_maven_dependencies "$java_dir/tools/pom.xml"
+
+step "mvn dependency:copy-dependencies (Spark's Kafka connector into tests/java/build/spark-kafka-libs)"
+copy_maven_dependencies "$java_dir/spark-kafka/pom.xml"
 
 step "javac tests/java/src/KrustJavaClient.java into tests/java/build/classes"
 javac -nowarn -d "$java_dir/build/classes" -cp "$java_dir/build/libs/*" \

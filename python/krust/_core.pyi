@@ -6,7 +6,17 @@ This stub is the contract between `crates/krust-python` and `python/krust`.
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import NotRequired, TypedDict, final, type_check_only
 
-__all__ = ["BridgeRequest", "Broker", "__version__", "configure_logging"]
+__all__ = [
+    "ArrowBatch",
+    "BridgeRequest",
+    "Broker",
+    "DataLossError",
+    "KafkaClient",
+    "KafkaClientError",
+    "PartitionReader",
+    "__version__",
+    "configure_logging",
+]
 
 __version__: str  # the crate version from Cargo.toml
 
@@ -169,3 +179,63 @@ class Broker:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
     def close(self) -> None:
         """Flush logs, write checkpoints and the clean-shutdown marker."""
+
+# The native Kafka client the Spark data source (spark/pyspark_krust) reads and writes with. It
+# talks to any Kafka-protocol broker; every call releases the GIL while it waits or decodes.
+
+class KafkaClientError(Exception):
+    """A Kafka request failed (the message says which broker, topic, partition and why)."""
+
+class DataLossError(KafkaClientError):
+    """Offsets asked for are no longer in the log (retention or DeleteRecords removed them)."""
+
+@final
+class ArrowBatch:
+    """A record batch built in Rust: `pyarrow.record_batch(batch)` imports it without a copy."""
+
+    @property
+    def num_rows(self) -> int: ...
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        """The Arrow PyCapsule protocol: (schema capsule, struct array capsule)."""
+
+@final
+class KafkaClient:
+    """Metadata, offsets and an idempotent producer over one set of connections."""
+
+    def __new__(cls, bootstrap_servers: str) -> KafkaClient: ...
+    def partition_counts(self, topics: list[str] | None = None) -> list[tuple[str, int]]:
+        """(topic, partition count) of each named topic that exists; None: every topic."""
+    def list_offsets(
+        self, topic: str, partitions: list[int], spec: str | int, read_committed: bool = False
+    ) -> list[int | None]:
+        """Per partition: the offset "earliest", "latest" or a timestamp (ms) names; None when
+        no record is at or after the timestamp."""
+    def produce(
+        self,
+        batch: object,
+        topic: str | None = None,
+        acks: str = "all",
+        compression: str = "none",
+    ) -> int:
+        """Produce the rows of an Arrow record batch (columns value, and optionally key, topic,
+        partition, headers, as Spark's Kafka sink); `topic` overrides the topic column. `acks`
+        is "all" (or "-1") or "1"; `compression` none, gzip, snappy, lz4 or zstd. Returns the
+        number of records written."""
+
+@final
+class PartitionReader:
+    """Offsets [start, end) of one partition as Arrow batches of Spark's Kafka source schema;
+    `read_committed` leaves out aborted transactions (and reads up to the last stable offset)."""
+
+    def __new__(
+        cls,
+        bootstrap_servers: str,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        include_headers: bool = False,
+        read_committed: bool = False,
+    ) -> PartitionReader: ...
+    def next_batch(self) -> ArrowBatch | None:
+        """The next batch of rows, or None once the whole range was read."""

@@ -21,7 +21,12 @@ from confluent_kafka import (
 )
 
 from .broker_process import BrokerProcess
-from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic, watermarks
+from .clients.confluent import (
+    ADMIN_TIMEOUT_S,
+    create_topic,
+    delete_records,
+    watermarks,
+)
 from .groups_support import GROUP_BROKER_OVERRIDES, RawGroupConnection, wait_for_coordinator
 from .kafka_cli import tool_output
 
@@ -154,16 +159,6 @@ def test_deleted_segments_are_renamed_then_removed_after_the_delay(broker) -> No
     assert {"log.deleted", "index.deleted", "timeindex.deleted"} <= suffixes
     wait_for(lambda: not deleted_files(broker, topic), "the delayed removal")
     assert segment_bases(broker, topic)[0] == watermarks(broker.bootstrap, topic, 0)[0]
-
-
-def delete_records(bootstrap: str, topic: str, offset: int) -> int:
-    """AdminClient.delete_records on partition 0: the new low watermark."""
-    admin = admin_client(bootstrap)
-    futures = admin.delete_records(
-        [TopicPartition(topic, 0, offset)], request_timeout=ADMIN_TIMEOUT_S
-    )
-    (future,) = futures.values()
-    return future.result(ADMIN_TIMEOUT_S).low_watermark
 
 
 def delete_records_error(bootstrap: str, topic: str, offset: int) -> int:

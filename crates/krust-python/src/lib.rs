@@ -1,9 +1,11 @@
 //! `krust._core`: the Rust core exposed to Python. The Python API is small (see
 //! python/krust/_core.pyi); everything else stays in the Rust crates.
 
+mod arrow_ffi;
 mod bridge_request;
 mod broker;
 mod conversions;
+mod kafka_client;
 mod logging;
 
 use pyo3::prelude::*;
@@ -14,5 +16,17 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(logging::configure_logging, module)?)?;
     module.add_class::<broker::PyBroker>()?;
     module.add_class::<bridge_request::PyBridgeRequest>()?;
+    module.add_class::<arrow_ffi::PyArrowBatch>()?;
+    module.add_class::<kafka_client::PyKafkaClient>()?;
+    module.add_class::<kafka_client::PyPartitionReader>()?;
+    let py = module.py();
+    module.add(
+        "KafkaClientError",
+        py.get_type::<kafka_client::KafkaClientError>(),
+    )?;
+    module.add(
+        "DataLossError",
+        py.get_type::<kafka_client::DataLossError>(),
+    )?;
     Ok(())
 }

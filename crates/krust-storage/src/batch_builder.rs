@@ -26,7 +26,7 @@ const COMPRESSION_MASK: i16 = 0x07;
 
 /// The most one batch may expand to when the broker decompresses it to rewrite it: what Kafka
 /// would hold in memory too, bounded so a small batch cannot claim gigabytes.
-pub(crate) const MAX_DECOMPRESSED_BYTES: usize = 128 << 20;
+pub const MAX_DECOMPRESSED_BYTES: usize = 128 << 20;
 
 /// A codec with the level a topic configures for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,11 +105,7 @@ impl Codec {
 
 /// A batch with `header`'s fields (base offset, epochs, producer fields, timestamps, counts)
 /// over `records_area` (uncompressed records), compressed with `codec`.
-pub(crate) fn build_batch(
-    header: &BatchHeader,
-    records_area: &[u8],
-    codec: Codec,
-) -> io::Result<Vec<u8>> {
+pub fn build_batch(header: &BatchHeader, records_area: &[u8], codec: Codec) -> io::Result<Vec<u8>> {
     let payload = codec.compress(records_area)?;
     let attributes = (header.attributes & !COMPRESSION_MASK) | compression_id(codec.compression);
     let length = i32::try_from(RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + payload.len())
@@ -136,7 +132,7 @@ pub(crate) fn build_batch(
 
 /// The uncompressed records area of `batch` (one whole, already validated batch), read with
 /// at most `limit` bytes: a batch that expands further is refused, never held.
-pub(crate) fn records_area(
+pub fn records_area(
     batch: &[u8],
     header: &BatchHeader,
     limit: usize,

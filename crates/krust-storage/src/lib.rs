@@ -90,6 +90,7 @@ mod recovery_tests;
 mod retention_tests;
 
 pub use append_origin::AppendOrigin;
+pub use batch_builder::{build_batch, records_area, Codec, MAX_DECOMPRESSED_BYTES};
 pub use cleaner::{CleanStats, CleanerConfig, CleanerStatus};
 pub use config::{CleanupPolicy, CompressionType, LogConfig, TimestampType};
 pub use error::{AppendError, BatchError, ReadError, RecordError, StorageError};

@@ -197,9 +197,9 @@ impl<S: ByteSource> Iterator for RecordWalk<S> {
 }
 
 /// One record of an uncompressed records area, borrowed from it: what the log cleaner needs
-/// to keep or drop it and to write it again.
+/// to keep or drop it and to write it again, and what a consumer reads.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RecordView<'a> {
+pub struct RecordView<'a> {
     pub attributes: u8,
     pub timestamp_delta: i64,
     pub offset_delta: i32,
@@ -210,17 +210,58 @@ pub(crate) struct RecordView<'a> {
     pub tail: &'a [u8],
 }
 
-impl RecordView<'_> {
+impl<'a> RecordView<'a> {
     /// A record with a null value.
     pub fn is_tombstone(&self) -> bool {
         self.value.is_none()
     }
+
+    /// The record's headers in stored order (keys may repeat), each a key and a nullable value.
+    pub fn headers(&self) -> impl Iterator<Item = Result<Header<'a>, BatchError>> {
+        let mut rest = SliceSource { buf: self.tail };
+        let count = bytes_field(&mut rest)
+            .and_then(|_key| bytes_field(&mut rest))
+            .and_then(|_value| zigzag_i32(unsigned(5, || rest.next_byte(), "header count")?))
+            .and_then(|count| usize::try_from(count).map_err(|_| invalid("negative header count")));
+        let mut remaining = 0;
+        let mut failed = None;
+        match count {
+            Ok(count) => remaining = count,
+            Err(e) => failed = Some(e),
+        }
+        std::iter::from_fn(move || {
+            if let Some(e) = failed.take() {
+                remaining = 0;
+                return Some(Err(e));
+            }
+            if remaining == 0 {
+                return None;
+            }
+            remaining -= 1;
+            let header = bytes_field(&mut rest).and_then(|key| {
+                let key = key.ok_or_else(|| invalid("null header key"))?;
+                Ok(Header {
+                    key,
+                    value: bytes_field(&mut rest)?,
+                })
+            });
+            if header.is_err() {
+                remaining = 0;
+            }
+            Some(header)
+        })
+    }
+}
+
+/// One record header: a key (Kafka requires it) and a nullable value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header<'a> {
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
 }
 
 /// The records of an uncompressed records area (a batch's, already validated on append).
-pub(crate) fn record_views(
-    area: &[u8],
-) -> impl Iterator<Item = Result<RecordView<'_>, BatchError>> {
+pub fn record_views(area: &[u8]) -> impl Iterator<Item = Result<RecordView<'_>, BatchError>> {
     let mut rest = SliceSource { buf: area };
     let mut failed = false;
     std::iter::from_fn(move || {
@@ -272,6 +313,16 @@ fn bytes_field<'a>(source: &mut SliceSource<'a>) -> Result<Option<&'a [u8]>, Bat
     let (field, rest) = source.buf.split_at(length);
     source.buf = rest;
     Ok(Some(field))
+}
+
+/// A zigzag varint (varlong) as the record format writes it.
+pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 fn invalid(reason: &str) -> BatchError {
@@ -379,6 +430,66 @@ mod tests {
         assert_eq!((views[2].key, views[2].offset_delta), (None, 2));
         assert_eq!(views[2].timestamp_delta, 2);
         assert!(record_views(&bytes[RECORD_BATCH_OVERHEAD..bytes.len() - 1]).any(|v| v.is_err()));
+    }
+
+    /// One record (no key, value "v") with `headers`, as a records area.
+    fn area_with_headers(headers: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
+        let mut body = vec![0u8];
+        for v in [0, 0, -1, 1] {
+            put_varlong(&mut body, v);
+        }
+        body.push(b'v');
+        put_varlong(&mut body, headers.len() as i64);
+        for (key, value) in headers {
+            put_varlong(&mut body, key.len() as i64);
+            body.extend_from_slice(key);
+            match value {
+                Some(v) => {
+                    put_varlong(&mut body, v.len() as i64);
+                    body.extend_from_slice(v);
+                }
+                None => put_varlong(&mut body, -1),
+            }
+        }
+        let mut area = Vec::new();
+        put_varlong(&mut area, body.len() as i64);
+        area.extend_from_slice(&body);
+        area
+    }
+
+    #[test]
+    fn headers_keep_order_and_repeated_keys() {
+        let area = area_with_headers(&[(b"h", Some(b"1")), (b"h", None), (b"g", Some(b""))]);
+        let view = record_views(&area).next().unwrap().unwrap();
+        assert_eq!(view.value, Some(&b"v"[..]));
+        let headers: Vec<_> = view.headers().collect::<Result<_, _>>().unwrap();
+        let expected = [
+            Header {
+                key: b"h",
+                value: Some(b"1"),
+            },
+            Header {
+                key: b"h",
+                value: None,
+            },
+            Header {
+                key: b"g",
+                value: Some(b""),
+            },
+        ];
+        assert_eq!(headers, expected);
+    }
+
+    #[test]
+    fn a_truncated_header_is_an_error_not_a_panic() {
+        let mut area = area_with_headers(&[(b"key", Some(b"value"))]);
+        // Claim two headers where one is stored: the second runs past the record.
+        let count_at = area.len() - (1 + 3 + 1 + 5) - 1;
+        area[count_at] = 4;
+        let view = record_views(&area).next().unwrap().unwrap();
+        let headers: Vec<_> = view.headers().collect();
+        assert_eq!(headers.len(), 2);
+        assert!(headers[0].is_ok() && headers[1].is_err());
     }
 
     #[test]

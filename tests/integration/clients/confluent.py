@@ -128,6 +128,16 @@ def create_topic(
     admin.create_topics([topic], operation_timeout=ADMIN_TIMEOUT_S)[name].result(ADMIN_TIMEOUT_S)
 
 
+def delete_records(bootstrap: str, topic: str, offset: int) -> int:
+    """AdminClient.delete_records on partition 0: the new low watermark."""
+    admin = admin_client(bootstrap)
+    futures = admin.delete_records(
+        [TopicPartition(topic, 0, offset)], request_timeout=ADMIN_TIMEOUT_S
+    )
+    (future,) = futures.values()
+    return future.result(ADMIN_TIMEOUT_S).low_watermark
+
+
 def partition_count(bootstrap: str, topic: str) -> int | None:
     """Partitions of `topic` per a fresh Metadata request, None if the broker does not know it."""
     metadata = admin_client(bootstrap).list_topics(timeout=ADMIN_TIMEOUT_S)

@@ -15,7 +15,7 @@ use crate::batch_builder::{build_batch, records_area, Codec, MAX_DECOMPRESSED_BY
 use crate::cleaner::offset_map::OffsetMap;
 use crate::config::{LogConfig, TimestampType};
 use crate::error::BatchError;
-use crate::records::{record_views, RecordView};
+use crate::records::{put_varlong, record_views, RecordView};
 
 /// `RecordBatch`'s delete-horizon attribute (KIP-534).
 pub(crate) const DELETE_HORIZON_FLAG: i16 = 0x40;
@@ -184,14 +184,4 @@ fn push_record(out: &mut Vec<u8>, record: &RecordView<'_>, timestamp_delta: i64)
     body.extend_from_slice(record.tail);
     put_varlong(out, body.len() as i64);
     out.extend_from_slice(&body);
-}
-
-/// A zigzag varint (varlong) as the record format writes it.
-fn put_varlong(out: &mut Vec<u8>, value: i64) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }

@@ -1,0 +1,120 @@
+//! Typed errors of the client, each saying which broker, topic or partition failed and how.
+
+use kafka_protocol::error::ResponseError;
+use krust_storage::BatchError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ClientError {
+    #[error("no bootstrap server given (kafka.bootstrap.servers is empty)")]
+    NoBootstrapServers,
+    #[error("cannot connect to {address}: {source}")]
+    Connect {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("connection to {address} failed: {source}")]
+    Io {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("{api} request to {address} could not be encoded or its response decoded: {reason}")]
+    Codec {
+        api: &'static str,
+        address: String,
+        reason: String,
+    },
+    #[error("{api} response from {address} answers correlation id {got}, expected {expected}")]
+    CorrelationMismatch {
+        api: &'static str,
+        address: String,
+        expected: i32,
+        got: i32,
+    },
+    #[error("response of {size} bytes from {address} is larger than {limit} bytes")]
+    ResponseTooLarge {
+        address: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error("broker {0} is in no metadata response")]
+    UnknownBroker(i32),
+    #[error("topic {0} does not exist")]
+    UnknownTopic(String),
+    #[error("partition {partition} of topic {topic} does not exist")]
+    UnknownPartition { topic: String, partition: i32 },
+    #[error("partition {partition} of topic {topic} has no leader")]
+    NoLeader { topic: String, partition: i32 },
+    #[error("{api} for {topic}-{partition} failed: {error:?} (Kafka error code {})", error.code())]
+    Kafka {
+        api: &'static str,
+        topic: String,
+        partition: i32,
+        error: ResponseError,
+    },
+    #[error("{api} for topic {topic} failed: {error:?} (Kafka error code {})", error.code())]
+    Topic {
+        api: &'static str,
+        topic: String,
+        error: ResponseError,
+    },
+    #[error("{api} failed: {error:?} (Kafka error code {})", error.code())]
+    KafkaCluster {
+        api: &'static str,
+        error: ResponseError,
+    },
+    #[error(
+        "offsets [{start}, {end}) of {topic}-{partition} are no longer all in the log: the \
+         log now starts at {log_start_offset} (removed by retention or DeleteRecords)"
+    )]
+    DataLoss {
+        topic: String,
+        partition: i32,
+        start: i64,
+        end: i64,
+        log_start_offset: i64,
+    },
+    #[error("{topic}-{partition} ends at offset {high_watermark}, before the requested end {end}")]
+    RangePastEnd {
+        topic: String,
+        partition: i32,
+        end: i64,
+        high_watermark: i64,
+    },
+    #[error("a record batch of {topic}-{partition} is corrupt: {source}")]
+    CorruptBatch {
+        topic: String,
+        partition: i32,
+        source: BatchError,
+    },
+    #[error("the rows to produce are not usable: {0}")]
+    InvalidRows(String),
+    #[error("producing to {topic}-{partition} failed: {message}")]
+    ProduceRejected {
+        topic: String,
+        partition: i32,
+        message: String,
+    },
+    #[error("gave up on {target} after {attempts} attempts in {elapsed_ms} ms: {last}")]
+    RetriesExhausted {
+        /// What was asked for: a topic partition, or the producer id.
+        target: String,
+        attempts: u32,
+        elapsed_ms: u128,
+        last: Box<ClientError>,
+    },
+}
+
+impl ClientError {
+    /// Whether refreshing metadata and trying again may succeed (a moved leader, a broker
+    /// that is starting, a connection that broke).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Connect { .. } | Self::Io { .. } | Self::NoLeader { .. } => true,
+            Self::Kafka { error, .. }
+            | Self::Topic { error, .. }
+            | Self::KafkaCluster { error, .. } => error.is_retriable(),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! Produce: the rows of an Arrow batch (Spark's Kafka sink schema) written as an idempotent
+//! producer with acks=all, one record batch per partition and request.
+
+use std::collections::HashMap;
+
+use arrow_array::{Array, RecordBatch};
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use krust_storage::batch::{BatchHeader, Compression, MAGIC_V2};
+use krust_storage::records::put_varlong;
+use krust_storage::{build_batch, Codec, LogConfig};
+
+use crate::client::KafkaClient;
+use crate::error::ClientError;
+use crate::partitioner::partition_for_key;
+use crate::sink_rows::SinkRows;
+
+/// Produce v9: flexible, topic names (v13 moves to topic ids).
+const PRODUCE_VERSION: i16 = 9;
+/// InitProducerId v4 (KIP-360's epoch bump support).
+const INIT_PRODUCER_ID_VERSION: i16 = 4;
+/// `acks=all`.
+pub const ACKS_ALL: i16 = -1;
+/// The uncompressed records area a batch grows to before a new one starts (a bound on
+/// request size; Kafka's `batch.size` plays this part for the Java producer).
+const MAX_BATCH_AREA: usize = 1 << 20;
+
+#[derive(Clone, Copy, Debug)]
+pub struct ProduceOptions {
+    /// -1 (all) or 1 (leader only).
+    pub acks: i16,
+    pub compression: Compression,
+}
+
+impl Default for ProduceOptions {
+    fn default() -> Self {
+        Self {
+            acks: ACKS_ALL,
+            compression: Compression::None,
+        }
+    }
+}
+
+/// The idempotent producer's identity and next sequence per partition (KIP-98).
+#[derive(Default)]
+pub(crate) struct ProducerState {
+    id: Option<(i64, i16)>,
+    sequences: HashMap<(String, i32), i32>,
+    /// Picks the partition of records without a key (modulo each topic's partition count):
+    /// Kafka's sticky partitioner keeps one partition for a whole batch, this keeps it for a
+    /// whole call and moves on at the next.
+    sticky: usize,
+}
+
+/// The records of one partition, encoded as a records area.
+struct PartitionRecords {
+    area: Vec<u8>,
+    count: i32,
+    first_timestamp: i64,
+}
+
+impl KafkaClient {
+    /// Produces every row of `rows`; `topic` (Spark's `topic` option) overrides the rows'
+    /// topic column. Returns the number of records written.
+    pub fn produce(
+        &mut self,
+        rows: &RecordBatch,
+        topic: Option<&str>,
+        options: &ProduceOptions,
+        now_ms: i64,
+    ) -> Result<usize, ClientError> {
+        let sink = SinkRows::new(rows)?;
+        let mut groups: Vec<((String, i32), Vec<PartitionRecords>)> = Vec::new();
+        let mut index: HashMap<(String, i32), usize> = HashMap::new();
+        let sticky = self.producer.sticky;
+        self.producer.sticky = sticky.wrapping_add(1);
+        for row in 0..sink.len {
+            let row_topic = match topic {
+                Some(t) => t.to_string(),
+                None => {
+                    let bytes = sink
+                        .topic
+                        .as_ref()
+                        .and_then(|c| c.get(row))
+                        .ok_or_else(|| {
+                            ClientError::InvalidRows(format!(
+                                "row {row} has no topic: give a topic column or the topic option"
+                            ))
+                        })?;
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+            };
+            let key = sink.key.as_ref().and_then(|c| c.get(row));
+            let count = self.partition_count(&row_topic)?;
+            let partition = match sink.partition.filter(|p| p.is_valid(row)) {
+                Some(p) if (0..count as i64).contains(&i64::from(p.value(row))) => p.value(row),
+                Some(p) => {
+                    return Err(ClientError::InvalidRows(format!(
+                        "row {row}: partition {} is not in topic {row_topic}'s range [0, {count})",
+                        p.value(row)
+                    )))
+                }
+                None => match key {
+                    Some(key) => partition_for_key(key, count),
+                    None => (sticky % count.max(1)) as i32,
+                },
+            };
+            let slot = *index
+                .entry((row_topic.clone(), partition))
+                .or_insert_with(|| {
+                    groups.push(((row_topic, partition), Vec::new()));
+                    groups.len() - 1
+                });
+            let batches = &mut groups[slot].1;
+            if batches
+                .last()
+                .is_none_or(|b| b.area.len() >= MAX_BATCH_AREA)
+            {
+                batches.push(PartitionRecords {
+                    area: Vec::new(),
+                    count: 0,
+                    first_timestamp: now_ms,
+                });
+            }
+            let batch = batches.last_mut().expect("pushed above when missing");
+            encode_record(batch, key, sink.value.get(row), sink.headers(row).as_ref())?;
+        }
+        let mut written = 0;
+        for ((topic, partition), batches) in groups {
+            for records in batches {
+                written += records.count as usize;
+                self.send_batch(&topic, partition, records, options)?;
+            }
+        }
+        Ok(written)
+    }
+
+    /// The number of partitions of `topic`, from cached metadata (the topic is created if
+    /// it is missing and the broker allows it, as the Java producer does).
+    fn partition_count(&mut self, topic: &str) -> Result<usize, ClientError> {
+        match self.known_partitions(topic) {
+            0 => Ok(self.partitions_creating(topic)?.len()),
+            known => Ok(known),
+        }
+    }
+
+    /// Writes one batch to its partition leader, retrying retriable errors: the batch keeps
+    /// its producer id and sequence, so the broker drops a retried duplicate.
+    fn send_batch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: PartitionRecords,
+        options: &ProduceOptions,
+    ) -> Result<(), ClientError> {
+        let (producer_id, producer_epoch) = self.producer_id()?;
+        let key = (topic.to_string(), partition);
+        let base_sequence = *self.producer.sequences.get(&key).unwrap_or(&0);
+        let header = BatchHeader {
+            base_offset: 0,
+            batch_length: 0,
+            partition_leader_epoch: -1,
+            magic: MAGIC_V2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: records.count - 1,
+            base_timestamp: records.first_timestamp,
+            max_timestamp: records.first_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            records_count: records.count,
+        };
+        let codec = Codec::with_topic_level(options.compression, &LogConfig::default());
+        let batch = build_batch(&header, &records.area, codec)
+            .map_err(|e| ClientError::InvalidRows(format!("cannot compress the records: {e}")))?;
+        let request = ProduceRequest::default()
+            .with_acks(options.acks)
+            .with_timeout_ms(self.request_timeout().as_millis() as i32)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(Bytes::from(batch)))])]);
+        self.with_retries(
+            topic,
+            || format!("{topic}-{partition}"),
+            |client| {
+                let leader = client.leader(topic, partition)?;
+                let response =
+                    client
+                        .connection(leader)?
+                        .send("Produce", &request, PRODUCE_VERSION)?;
+                let answer = response
+                    .responses
+                    .iter()
+                    .flat_map(|t| t.partition_responses.iter())
+                    .find(|p| p.index == partition)
+                    .ok_or_else(|| ClientError::UnknownPartition {
+                        topic: topic.to_string(),
+                        partition,
+                    })?;
+                match ResponseError::try_from_code(answer.error_code) {
+                    None | Some(ResponseError::DuplicateSequenceNumber) => Ok(()),
+                    Some(error) if error.is_retriable() => Err(ClientError::Kafka {
+                        api: "Produce",
+                        topic: topic.to_string(),
+                        partition,
+                        error,
+                    }),
+                    Some(error) => Err(ClientError::ProduceRejected {
+                        topic: topic.to_string(),
+                        partition,
+                        message: answer
+                            .error_message
+                            .as_ref()
+                            .map_or_else(|| format!("{error:?}"), |m| format!("{error:?}: {m}")),
+                    }),
+                }
+            },
+        )?;
+        let next = krust_storage::batch::increment_sequence(base_sequence, records.count);
+        self.producer.sequences.insert(key, next);
+        Ok(())
+    }
+
+    /// This client's producer id and epoch, asked for once (InitProducerId without a
+    /// transactional id: an idempotent producer).
+    fn producer_id(&mut self) -> Result<(i64, i16), ClientError> {
+        if let Some(id) = self.producer.id {
+            return Ok(id);
+        }
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(i32::MAX)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let response = self.with_retries(
+            "",
+            || "a producer id".to_string(),
+            |client| {
+                let response = client.bootstrap_connection()?.send(
+                    "InitProducerId",
+                    &request,
+                    INIT_PRODUCER_ID_VERSION,
+                )?;
+                match ResponseError::try_from_code(response.error_code) {
+                    None => Ok(response),
+                    Some(error) => Err(ClientError::Kafka {
+                        api: "InitProducerId",
+                        topic: String::new(),
+                        partition: -1,
+                        error,
+                    }),
+                }
+            },
+        )?;
+        let id = (response.producer_id.0, response.producer_epoch);
+        self.producer.id = Some(id);
+        Ok(id)
+    }
+}
+
+/// Appends one record to `batch`: timestamps are the batch's (CreateTime, now).
+fn encode_record(
+    batch: &mut PartitionRecords,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: Option<&crate::sink_rows::RowHeaders<'_>>,
+) -> Result<(), ClientError> {
+    let mut body = vec![0u8];
+    put_varlong(&mut body, 0);
+    put_varlong(&mut body, i64::from(batch.count));
+    put_bytes(&mut body, key);
+    put_bytes(&mut body, value);
+    match headers {
+        None => put_varlong(&mut body, 0),
+        Some(headers) => {
+            let entries: Vec<_> = headers.iter().collect();
+            put_varlong(&mut body, entries.len() as i64);
+            for (key, value) in entries {
+                put_bytes(&mut body, Some(key));
+                put_bytes(&mut body, value);
+            }
+        }
+    }
+    put_varlong(&mut batch.area, body.len() as i64);
+    batch.area.extend_from_slice(&body);
+    batch.count = batch
+        .count
+        .checked_add(1)
+        .ok_or_else(|| ClientError::InvalidRows("too many records for one batch".to_string()))?;
+    Ok(())
+}
+
+/// A varint-length-prefixed byte field; -1 for null.
+fn put_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        Some(bytes) => {
+            put_varlong(out, bytes.len() as i64);
+            out.extend_from_slice(bytes);
+        }
+        None => put_varlong(out, -1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{BinaryBuilder, ListBuilder, StringBuilder, StructBuilder};
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, TimestampMicrosecondType};
+    use arrow_array::{ArrayRef, BinaryArray, StringArray};
+    use arrow_schema::{DataType, Field, Fields};
+
+    use super::*;
+    use crate::columns::RecordColumns;
+    use crate::decode::append_records;
+    use crate::transactions::AbortedTransactions;
+
+    fn no_aborts() -> AbortedTransactions {
+        AbortedTransactions::new([])
+    }
+
+    const CODECS: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    /// Three sink rows: a keyed record with two headers of the same key, a record without
+    /// key or headers, and a tombstone.
+    fn sink_batch() -> RecordBatch {
+        let fields = Fields::from(vec![
+            Field::new("key", DataType::Utf8, true),
+            Field::new("value", DataType::Binary, true),
+        ]);
+        let mut headers = ListBuilder::new(StructBuilder::from_fields(fields, 0));
+        for (key, value) in [("h", Some(&b"1"[..])), ("h", None)] {
+            let entry = headers.values();
+            entry
+                .field_builder::<StringBuilder>(0)
+                .unwrap()
+                .append_value(key);
+            entry
+                .field_builder::<BinaryBuilder>(1)
+                .unwrap()
+                .append_option(value);
+            entry.append(true);
+        }
+        headers.append(true);
+        headers.append(false);
+        headers.append(true);
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            (
+                "key",
+                Arc::new(BinaryArray::from(vec![Some(&b"k1"[..]), None, Some(b"k3")])),
+            ),
+            (
+                "value",
+                Arc::new(StringArray::from(vec![Some("v1"), Some("v2"), None])),
+            ),
+            ("headers", Arc::new(headers.finish())),
+        ];
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    #[test]
+    fn encoded_rows_decode_to_the_same_columns_with_every_codec() {
+        let rows = sink_batch();
+        let sink = SinkRows::new(&rows).unwrap();
+        for compression in CODECS {
+            let mut records = PartitionRecords {
+                area: Vec::new(),
+                count: 0,
+                first_timestamp: 1_700_000_000_123,
+            };
+            for row in 0..sink.len {
+                let key = sink.key.as_ref().and_then(|c| c.get(row));
+                encode_record(
+                    &mut records,
+                    key,
+                    sink.value.get(row),
+                    sink.headers(row).as_ref(),
+                )
+                .unwrap();
+            }
+            let header = BatchHeader {
+                base_offset: 40,
+                batch_length: 0,
+                partition_leader_epoch: 0,
+                magic: MAGIC_V2,
+                crc: 0,
+                attributes: 0,
+                last_offset_delta: records.count - 1,
+                base_timestamp: records.first_timestamp,
+                max_timestamp: records.first_timestamp,
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: 0,
+                records_count: records.count,
+            };
+            let codec = Codec::with_topic_level(compression, &LogConfig::default());
+            let batch = build_batch(&header, &records.area, codec).unwrap();
+
+            let mut columns = RecordColumns::new(true);
+            let decoded =
+                append_records(&batch, "t", 2, &(41..100), &mut no_aborts(), &mut columns).unwrap();
+            assert_eq!(decoded.next_offset, Some(43), "{compression:?}");
+            let out = columns.finish();
+            // Offset 40 is before the range: only the last two rows come back.
+            assert_eq!(out.num_rows(), 2, "{compression:?}");
+            let offsets = out.column(4).as_primitive::<Int64Type>();
+            assert_eq!(offsets.values(), &[41, 42]);
+            let keys = out.column(0).as_binary::<i32>();
+            assert!(keys.is_null(0));
+            assert_eq!(keys.value(1), b"k3");
+            let values = out.column(1).as_binary::<i32>();
+            assert_eq!(values.value(0), b"v2");
+            assert!(values.is_null(1), "a tombstone stays null");
+            let timestamps = out.column(5).as_primitive::<TimestampMicrosecondType>();
+            assert_eq!(timestamps.value(0), 1_700_000_000_123_000);
+            assert_eq!(out.column(2).as_string::<i32>().value(0), "t");
+
+            let mut all = RecordColumns::new(true);
+            append_records(&batch, "t", 2, &(0..100), &mut no_aborts(), &mut all).unwrap();
+            let all = all.finish();
+            let headers = all.column(7).as_list::<i32>();
+            let first = headers.value(0);
+            let first = first.as_struct();
+            assert_eq!(first.len(), 2, "repeated header keys are both kept");
+            assert_eq!(first.column(0).as_string::<i32>().value(1), "h");
+            assert_eq!(first.column(1).as_binary::<i32>().value(0), b"1");
+            assert!(first.column(1).is_null(1));
+            assert_eq!(headers.value(1).len(), 0);
+        }
+    }
+
+    #[test]
+    fn rows_without_a_value_column_are_refused() {
+        let rows = RecordBatch::try_from_iter(vec![(
+            "key",
+            Arc::new(BinaryArray::from(vec![Some(&b"k"[..])])) as ArrayRef,
+        )])
+        .unwrap();
+        let error = SinkRows::new(&rows).err().unwrap();
+        assert!(
+            error.to_string().contains("value column is missing"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_value_column_of_the_wrong_type_is_refused() {
+        let rows = RecordBatch::try_from_iter(vec![(
+            "value",
+            Arc::new(arrow_array::Int64Array::from(vec![1])) as ArrayRef,
+        )])
+        .unwrap();
+        let error = SinkRows::new(&rows).err().unwrap();
+        assert!(
+            error.to_string().contains("value must be binary or string"),
+            "{error}"
+        );
+    }
+}

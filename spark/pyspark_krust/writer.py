@@ -1,0 +1,84 @@
+"""`df.write.format("krust")`: each task hands its Arrow batches to the native producer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+from krust._core import KafkaClient
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from .options import TOPIC, KrustOptionError, WriteOptions, write_options
+from .schema import HEADERS
+
+
+def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
+    """Spark's Kafka sink columns: value required; key, topic, partition, headers optional."""
+    types = {field.name: field.dataType for field in schema.fields}
+    bytes_like = (BinaryType(), StringType())
+    if "value" not in types:
+        raise KrustOptionError("the data written needs a value column (binary or string)")
+    for name in ("value", "key"):
+        if name in types and types[name] not in bytes_like:
+            raise KrustOptionError(
+                f"column {name} must be binary or string, not {types[name].simpleString()}"
+            )
+    if "topic" in types and types["topic"] != StringType():
+        raise KrustOptionError(f"column topic must be string, not {types['topic'].simpleString()}")
+    if "topic" not in types and topic_option is None:
+        raise KrustOptionError(f"give a topic column or the option {TOPIC}")
+    if "partition" in types and types["partition"] != IntegerType():
+        raise KrustOptionError(
+            f"column partition must be int, not {types['partition'].simpleString()}"
+        )
+    if "headers" in types and types["headers"] != HEADERS.dataType:
+        raise KrustOptionError(
+            f"column headers must be {HEADERS.dataType.simpleString()}, "
+            f"not {types['headers'].simpleString()}"
+        )
+
+
+class KrustCommitMessage(WriterCommitMessage):
+    def __init__(self, records: int) -> None:
+        self.records = records
+
+
+def produce_all(options: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> KrustCommitMessage:
+    """One task's rows, produced batch by batch by one idempotent producer."""
+    client = KafkaClient(options.bootstrap_servers)
+    records = 0
+    for batch in iterator:
+        records += client.produce(batch, options.topic, options.acks, options.compression)
+    return KrustCommitMessage(records)
+
+
+class KrustBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.options = write_options(options)
+        check_sink_schema(schema, self.options.topic)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return produce_all(self.options, iterator)
+
+
+class KrustStreamWriter(DataSourceStreamArrowWriter):
+    """`writeStream.format("krust")`: at least once, like Spark's Kafka sink: a micro-batch
+    retried after a failure may write some of its rows again."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.options = write_options(options)
+        check_sink_schema(schema, self.options.topic)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return produce_all(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """The records are in Kafka once every task's write returned."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Kafka cannot take back records written: they stay (at-least-once)."""

@@ -1,0 +1,57 @@
+"""One local[2] SparkSession for every Spark test, which finds the `krust` data source by itself,
+and one krust broker for them (each test uses its own topics)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from integration.broker_process import BrokerProcess
+from pyspark.sql import SparkSession
+
+REPO = Path(__file__).resolve().parents[2]
+# spark/ holds the pyspark_krust package; Spark's Python workers inherit PYTHONPATH from the
+# driver's environment, so it goes there as well as onto this process's path.
+SPARK_PACKAGE_ROOT = REPO / "spark"
+sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
+# Spark's own Kafka connector, fetched by scripts/install-test-deps.sh
+# (tests/java/spark-kafka/pom.xml), for the test that checks it works against krust.
+SPARK_KAFKA_JARS = sorted((REPO / "tests" / "java" / "build" / "spark-kafka-libs").glob("*.jar"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    paths = [str(SPARK_PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("krust-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.jars", ",".join(str(jar) for jar in SPARK_KAFKA_JARS))
+        .getOrCreate()
+    )
+    # No register() call: Spark's own lookup finds pyspark_krust.DefaultSource on PYTHONPATH.
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("spark-broker"))
+    try:
+        yield broker.start()
+        crash = broker.unexpected_exit()
+        if crash:
+            pytest.fail(crash)
+    finally:
+        broker.kill9()

@@ -1,0 +1,127 @@
+"""`df.write.format("krust")` produces exactly the rows written; a Kafka consumer reads them."""
+
+from __future__ import annotations
+
+import pytest
+from integration.broker_process import BrokerProcess
+from integration.clients.confluent import assigned_consumer, create_topic, poll_records
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+CONSUME_TIMEOUT_S = 30.0
+
+SINK_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", StringType()),
+        StructField("partition", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+    ]
+)
+
+
+def test_written_rows_are_read_back_by_a_kafka_consumer(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-write"
+    create_topic(spark_broker.bootstrap, topic, partitions=2)
+    rows = [
+        (
+            None if i % 4 == 3 else f"key-{i}".encode(),
+            None if i == 7 else f"value {i} ✓",
+            i % 2,
+            [("seq", str(i).encode()), ("seq", b"again")] if i % 3 == 0 else [],
+        )
+        for i in range(40)
+    ]
+    (
+        spark.createDataFrame(rows, SINK_SCHEMA)
+        .repartition(2)
+        .write.format("krust")
+        .mode("append")
+        .option("kafka.bootstrap.servers", spark_broker.bootstrap)
+        .option("topic", topic)
+        .option("kafka.compression.type", "zstd")
+        .save()
+    )
+
+    for partition in (0, 1):
+        expected = {
+            (key, None if value is None else value.encode(), tuple(headers))
+            for key, value, p, headers in rows
+            if p == partition
+        }
+        consumer = assigned_consumer(spark_broker.bootstrap, topic, partition)
+        try:
+            consumed = poll_records(consumer, len(expected) + 1, timeout_s=5.0)
+        finally:
+            consumer.close()
+        got = [(c.record.key, c.record.value, c.record.headers) for c in consumed]
+        assert len(got) == len(expected), f"partition {partition}: every row exactly once"
+        assert set(got) == expected
+        assert [c.offset for c in consumed] == list(range(len(expected)))
+
+
+def test_a_topic_column_routes_each_row(spark: SparkSession, spark_broker: BrokerProcess) -> None:
+    topics = ("spark-write-route-a", "spark-write-route-b")
+    for topic in topics:
+        create_topic(spark_broker.bootstrap, topic)
+    df = spark.createDataFrame(
+        [(topics[i % 2], f"v{i}") for i in range(10)], "topic string, value string"
+    )
+    df.write.format("krust").mode("append").option(
+        "kafka.bootstrap.servers", spark_broker.bootstrap
+    ).save()
+
+    for n, topic in enumerate(topics):
+        consumer = assigned_consumer(spark_broker.bootstrap, topic, 0)
+        try:
+            consumed = poll_records(consumer, 6, timeout_s=5.0)
+        finally:
+            consumer.close()
+        assert sorted(c.record.value or b"" for c in consumed) == sorted(
+            f"v{i}".encode() for i in range(n, 10, 2)
+        )
+
+
+def test_writing_to_a_missing_topic_creates_it_as_a_producer_would(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-write-auto-created"
+    df = spark.createDataFrame([(f"v{i}",) for i in range(5)], "value string")
+    df.write.format("krust").mode("append").option(
+        "kafka.bootstrap.servers", spark_broker.bootstrap
+    ).option("topic", topic).save()
+
+    consumer = assigned_consumer(spark_broker.bootstrap, topic, 0)
+    try:
+        consumed = poll_records(consumer, 6, timeout_s=5.0)
+    finally:
+        consumer.close()
+    assert sorted(c.record.value or b"" for c in consumed) == [f"v{i}".encode() for i in range(5)]
+
+
+def test_a_partition_outside_the_topic_is_refused(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-write-bad-partition"
+    create_topic(spark_broker.bootstrap, topic, partitions=2)
+    df = spark.createDataFrame([("v", 2)], "value string, partition int")
+    with pytest.raises(PySparkException) as raised:
+        df.write.format("krust").mode("append").option(
+            "kafka.bootstrap.servers", spark_broker.bootstrap
+        ).option("topic", topic).save()
+    assert f"partition 2 is not in topic {topic}'s range [0, 2)" in str(raised.value)
