@@ -191,7 +191,9 @@ class KafkaBroker(BrokerProcess):
 
     def prepare(self) -> None:
         config = self._write_config()
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # kafka-storage would read it as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
             check=True,
