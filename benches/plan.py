@@ -18,6 +18,8 @@ WORKLOADS = (
     "loaded-start",
     "many-partitions",
 )
+# Not in a default run: it needs pyspark and Spark's Kafka connector, and no Kafka broker.
+SPARK = "spark"
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,10 @@ class Plan:
     loaded_start_records: int = 0
     many_partitions: int = 0
     many_partitions_records_each: int = 0
-    # Which of WORKLOADS to run (`run.py --workloads`); start-up and idle RSS always are.
+    # The Spark workload: records (100 B values, 3 partitions) each job reads or writes.
+    spark_records: int = 0
+    # Which of WORKLOADS (and SPARK) to run (`run.py --workloads`); start-up and idle RSS
+    # always are (but for SPARK alone).
     workloads: tuple[str, ...] = WORKLOADS
 
 
@@ -67,6 +72,7 @@ QUICK = Plan(
     latency_seconds=10,
     ceiling_bytes=512 * _MIB,
     segment_bytes=128 * _MIB,
+    spark_records=200_000,
 )
 
 FULL = Plan(
@@ -86,4 +92,5 @@ FULL = Plan(
     loaded_start_records=5 * 1024 * 1024,  # 5 GiB of 1 KiB records
     many_partitions=10_000,
     many_partitions_records_each=10,
+    spark_records=5_000_000,
 )

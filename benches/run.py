@@ -25,7 +25,7 @@ from brokers import (  # noqa: E402
     free_port,
     krust_executable,
 )
-from plan import FULL, QUICK, WORKLOADS, Plan  # noqa: E402
+from plan import FULL, QUICK, SPARK, WORKLOADS, Plan  # noqa: E402
 from report import (  # noqa: E402
     Results,
     latency_cdf_plot,
@@ -107,6 +107,69 @@ def report_stem(today: str, plan: Plan, args: argparse.Namespace) -> str:
     return unique
 
 
+def run_broker_sessions(
+    plan: Plan, args: argparse.Namespace, settings: BrokerSettings, results: Results
+) -> dict[str, str]:
+    """Kafka and krust sessions, alternating; returns the report header's version lines."""
+    libs = fetch_kafka_jars(args.work_dir)
+    log4j = settings.data_root / "tools-log4j2.properties"
+    log4j.write_text("rootLogger.level = ERROR\n")
+    tools = JavaTools(libs, log4j)
+    brokers = [
+        KafkaBroker(settings, libs_dir=libs),
+        KrustBroker(
+            settings,
+            executable=krust_executable(),
+            metrics_port=free_port() if args.krust_metrics else None,
+        ),
+    ]
+    started = time.monotonic()
+    for repetition in range(plan.repetitions):
+        measure_ceilings(plan, settings.data_root, results)
+        for broker in brokers:
+            print(
+                f"[{time.monotonic() - started:6.0f}s] repetition {repetition + 1}/"
+                f"{plan.repetitions}: {broker.name}",
+                flush=True,
+            )
+            Session(broker, tools, plan, results).run(
+                last_repetition=repetition == plan.repetitions - 1
+            )
+
+    import confluent_kafka
+
+    return {
+        "Apache Kafka": f"{kafka_version(libs)} (KRaft combined mode, -Xmx1g)",
+        "confluent-kafka": f"{confluent_kafka.version()} "
+        f"(librdkafka {confluent_kafka.libversion()[0]})",
+    }
+
+
+def run_spark_session(
+    plan: Plan, args: argparse.Namespace, settings: BrokerSettings, results: Results
+) -> dict[str, str]:
+    """The Spark workload against one krust broker (no Kafka broker); its header lines."""
+    # pyspark is only needed, and only imported, when the Spark workload runs.
+    import pyspark
+    from spark_session import SparkSessionRun
+    from workloads.spark import connector_jars
+
+    broker = KrustBroker(
+        settings,
+        executable=krust_executable(),
+        metrics_port=free_port() if args.krust_metrics else None,
+    )
+    print(f"spark: {plan.spark_records:,} records, {plan.repetitions} repetitions", flush=True)
+    try:
+        SparkSessionRun(broker, plan, results).run()
+    except Exception as error:
+        results.failures.append(f"spark: {type(error).__name__}: {error}"[:400])
+    connector = next(jar for jar in connector_jars() if jar.name.startswith("spark-sql-kafka"))
+    return {
+        "pyspark": f"{pyspark.__version__} (local[2]); Spark's Kafka connector: {connector.stem}",
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -122,7 +185,8 @@ def main() -> int:
     parser.add_argument(
         "--workloads",
         default=",".join(WORKLOADS),
-        help=f"comma-separated subset of {','.join(WORKLOADS)} (start-up always runs)",
+        help=f"comma-separated subset of {','.join(WORKLOADS)} (start-up always runs), "
+        f"or {SPARK}: format('krust') against Spark's Kafka connector, on krust only",
     )
     parser.add_argument("--repetitions", type=int, help="override the mode's repetitions")
     parser.add_argument(
@@ -133,58 +197,37 @@ def main() -> int:
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     chosen = tuple(name.strip() for name in args.workloads.split(",") if name.strip())
-    unknown = sorted(set(chosen) - set(WORKLOADS))
+    unknown = sorted(set(chosen) - {*WORKLOADS, SPARK})
     if unknown:
-        parser.error(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}")
+        parser.error(f"unknown workloads {unknown}; choose from {[*WORKLOADS, SPARK]}")
     plan = dataclasses.replace(
         plan, workloads=chosen, repetitions=args.repetitions or plan.repetitions
     )
 
-    libs = fetch_kafka_jars(args.work_dir)
     data_root = args.work_dir / "data"
     shutil.rmtree(data_root, ignore_errors=True)
     data_root.mkdir(parents=True)
     settings = BrokerSettings(data_root=data_root, segment_bytes=plan.segment_bytes)
-    log4j = data_root / "tools-log4j2.properties"
-    log4j.write_text("rootLogger.level = ERROR\n")
-    tools = JavaTools(libs, log4j)
-    brokers = [
-        KafkaBroker(settings, libs_dir=libs),
-        KrustBroker(
-            settings,
-            executable=krust_executable(),
-            metrics_port=free_port() if args.krust_metrics else None,
-        ),
-    ]
     results = Results()
     started = time.monotonic()
-    for repetition in range(plan.repetitions):
-        measure_ceilings(plan, data_root, results)
-        for broker in brokers:
-            print(
-                f"[{time.monotonic() - started:6.0f}s] repetition {repetition + 1}/"
-                f"{plan.repetitions}: {broker.name}",
-                flush=True,
-            )
-            Session(broker, tools, plan, results).run(
-                last_repetition=repetition == plan.repetitions - 1
-            )
-
-    import confluent_kafka
+    versions: dict[str, str] = {}
+    if set(chosen) - {SPARK}:
+        versions |= run_broker_sessions(plan, args, settings, results)
+    if SPARK in chosen:
+        versions |= run_spark_session(plan, args, settings, results)
 
     today = datetime.date.today().isoformat()
     header = {
         "date": today,
-        "mode": f"{plan.name} ({plan.repetitions} repetitions, brokers alternating)",
+        "mode": f"{plan.name} ({plan.repetitions} repetitions, "
+        + ("brokers alternating)" if set(chosen) - {SPARK} else "formats alternating)"),
         "workloads": ", ".join(plan.workloads),
         "machine": machine_description(),
-        "Apache Kafka": f"{kafka_version(libs)} (KRaft combined mode, -Xmx1g)",
         "krust": command_output([str(krust_executable()), "--version"])
         + " (release build"
         + (", metrics endpoint on)" if args.krust_metrics else ")"),
         "Java": command_output(["java", "-version"]),
-        "confluent-kafka": f"{confluent_kafka.version()} "
-        f"(librdkafka {confluent_kafka.libversion()[0]})",
+        **versions,
         "wall time": f"{time.monotonic() - started:.0f} s",
     }
     table = write_report(results, plan, header, args.results_dir, report_stem(today, plan, args))

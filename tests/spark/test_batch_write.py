@@ -97,6 +97,29 @@ def test_a_topic_column_routes_each_row(spark: SparkSession, spark_broker: Broke
         )
 
 
+def test_more_than_a_batch_of_rows_without_keys_is_written_whole(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    # Spark hands the sink 10,000 rows per Arrow batch, and rows without a key share one
+    # partition: 20,000 values of 100 bytes are more than the broker takes in one batch (1 MiB).
+    topic, rows = "spark-write-large", 20_000
+    create_topic(spark_broker.bootstrap, topic)
+    spark.range(0, rows, 1, numPartitions=1).selectExpr(
+        "CAST(lpad(CAST(id AS STRING), 100, 'x') AS BINARY) AS value"
+    ).write.format("krust").mode("append").option(
+        "kafka.bootstrap.servers", spark_broker.bootstrap
+    ).option("topic", topic).save()
+
+    read = (
+        spark.read.format("krust")
+        .option("kafka.bootstrap.servers", spark_broker.bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    ids = read.selectExpr("CAST(TRIM(LEADING 'x' FROM CAST(value AS STRING)) AS LONG) AS id")
+    assert sorted(row.id for row in ids.collect()) == list(range(rows))
+
+
 def test_writing_to_a_missing_topic_creates_it_as_a_producer_would(
     spark: SparkSession, spark_broker: BrokerProcess
 ) -> None:

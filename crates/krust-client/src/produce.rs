@@ -9,7 +9,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use krust_storage::batch::{BatchHeader, Compression, MAGIC_V2};
+use krust_storage::batch::{
+    BatchHeader, Compression, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD,
+};
 use krust_storage::records::put_varlong;
 use krust_storage::{build_batch, Codec, LogConfig};
 
@@ -24,9 +26,10 @@ const PRODUCE_VERSION: i16 = 9;
 const INIT_PRODUCER_ID_VERSION: i16 = 4;
 /// `acks=all`.
 pub const ACKS_ALL: i16 = -1;
-/// The uncompressed records area a batch grows to before a new one starts (a bound on
-/// request size; Kafka's `batch.size` plays this part for the Java producer).
-const MAX_BATCH_AREA: usize = 1 << 20;
+/// The largest uncompressed records area of one batch: with its header, the batch stays within
+/// the broker's default `max.message.bytes` (1 MiB + LOG_OVERHEAD), above which the broker
+/// answers MESSAGE_TOO_LARGE. Kafka's `batch.size` bounds batches for the Java producer.
+const MAX_BATCH_AREA: usize = (1 << 20) + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD;
 
 #[derive(Clone, Copy, Debug)]
 pub struct ProduceOptions {
@@ -114,19 +117,12 @@ impl KafkaClient {
                     groups.push(((row_topic, partition), Vec::new()));
                     groups.len() - 1
                 });
-            let batches = &mut groups[slot].1;
-            if batches
-                .last()
-                .is_none_or(|b| b.area.len() >= MAX_BATCH_AREA)
-            {
-                batches.push(PartitionRecords {
-                    area: Vec::new(),
-                    count: 0,
-                    first_timestamp: now_ms,
-                });
-            }
-            let batch = batches.last_mut().expect("pushed above when missing");
-            encode_record(batch, key, sink.value.get(row), sink.headers(row).as_ref())?;
+            let record = Record {
+                key,
+                value: sink.value.get(row),
+                headers: sink.headers(row),
+            };
+            append_record(&mut groups[slot].1, &record, now_ms)?;
         }
         let mut written = 0;
         for ((topic, partition), batches) in groups {
@@ -262,6 +258,42 @@ impl KafkaClient {
         self.producer.id = Some(id);
         Ok(id)
     }
+}
+
+/// One row to produce.
+struct Record<'a> {
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    headers: Option<crate::sink_rows::RowHeaders<'a>>,
+}
+
+/// Appends `record` to the partition's last batch, or to a new one when it would take that
+/// batch's records area past MAX_BATCH_AREA (a record larger than that goes alone).
+fn append_record(
+    batches: &mut Vec<PartitionRecords>,
+    record: &Record<'_>,
+    now_ms: i64,
+) -> Result<(), ClientError> {
+    let new_batch = || PartitionRecords {
+        area: Vec::new(),
+        count: 0,
+        first_timestamp: now_ms,
+    };
+    if batches.is_empty() {
+        batches.push(new_batch());
+    }
+    let batch = batches.last_mut().expect("pushed above when missing");
+    let before = batch.area.len();
+    encode_record(batch, record.key, record.value, record.headers.as_ref())?;
+    if batch.count > 1 && batch.area.len() > MAX_BATCH_AREA {
+        // The record's offset delta depends on its batch: take it back, encode it anew.
+        batch.area.truncate(before);
+        batch.count -= 1;
+        batches.push(new_batch());
+        let batch = batches.last_mut().expect("just pushed");
+        encode_record(batch, record.key, record.value, record.headers.as_ref())?;
+    }
+    Ok(())
 }
 
 /// Appends one record to `batch`: timestamps are the batch's (CreateTime, now).
@@ -440,6 +472,29 @@ mod tests {
             assert!(first.column(1).is_null(1));
             assert_eq!(headers.value(1).len(), 0);
         }
+    }
+
+    #[test]
+    fn batches_stay_within_the_brokers_default_max_message_bytes() {
+        // Spark hands the sink 10,000 rows at a time; 100-byte values without a key all go
+        // to one partition: more than 1 MiB, which the broker refuses in one batch.
+        let value = [b'x'; 100];
+        let record = Record {
+            key: None,
+            value: Some(&value),
+            headers: None,
+        };
+        let mut batches = Vec::new();
+        for _ in 0..10_000 {
+            append_record(&mut batches, &record, 0).unwrap();
+        }
+        let broker_limit = (1 << 20) + LOG_OVERHEAD;
+        assert!(batches.len() > 1);
+        for batch in &batches {
+            assert!(RECORD_BATCH_OVERHEAD + batch.area.len() <= broker_limit);
+        }
+        let counts: i32 = batches.iter().map(|b| b.count).sum();
+        assert_eq!(counts, 10_000);
     }
 
     #[test]
