@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from integration.broker_process import BrokerProcess
+from integration.broker_process import BrokerProcess, shared_broker
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,11 +59,4 @@ def broker(broker_factory: BrokerFactory) -> BrokerProcess:
 @pytest.fixture(scope="module")
 def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker shared by the tests of one module (each uses its own topics)."""
-    broker = BrokerProcess(tmp_path_factory.mktemp("module-broker"))
-    try:
-        yield broker.start()
-        crash = broker.unexpected_exit()
-        if crash:
-            pytest.fail(crash)
-    finally:
-        broker.kill9()
+    yield from shared_broker(tmp_path_factory.mktemp("module-broker"))

@@ -10,7 +10,7 @@ import socket
 import struct
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -193,3 +193,16 @@ class BrokerProcess:
     def restart(self) -> BrokerProcess:
         """Start again on the same port with the same data dir and settings."""
         return self.start()
+
+
+def shared_broker(workdir: Path) -> Iterator[BrokerProcess]:
+    """A broker for a fixture wider than one test: a crash fails the run, and it is killed at
+    teardown whatever happened."""
+    broker = BrokerProcess(workdir)
+    try:
+        yield broker.start()
+        crash = broker.unexpected_exit()
+        if crash:
+            pytest.fail(crash)
+    finally:
+        broker.kill9()

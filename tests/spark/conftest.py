@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integration.broker_process import BrokerProcess
+from integration.broker_process import BrokerProcess, shared_broker
 from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,11 +47,4 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path_factory.mktemp("spark-broker"))
-    try:
-        yield broker.start()
-        crash = broker.unexpected_exit()
-        if crash:
-            pytest.fail(crash)
-    finally:
-        broker.kill9()
+    yield from shared_broker(tmp_path_factory.mktemp("spark-broker"))

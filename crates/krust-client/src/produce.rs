@@ -358,14 +358,6 @@ mod tests {
         AbortedTransactions::new([])
     }
 
-    const CODECS: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
-
     /// Three sink rows: a keyed record with two headers of the same key, a record without
     /// key or headers, and a tombstone.
     fn sink_batch() -> RecordBatch {
@@ -407,7 +399,7 @@ mod tests {
     fn encoded_rows_decode_to_the_same_columns_with_every_codec() {
         let rows = sink_batch();
         let sink = SinkRows::new(&rows).unwrap();
-        for compression in CODECS {
+        for compression in Compression::ALL {
             let mut records = PartitionRecords {
                 area: Vec::new(),
                 count: 0,

@@ -49,6 +49,17 @@ pub enum Compression {
     Zstd,
 }
 
+impl Compression {
+    /// Every codec a v2 batch can name.
+    pub const ALL: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+}
+
 /// The decoded fixed-size header of a v2 record batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -270,6 +281,7 @@ pub(crate) mod test_batches {
     //! A hand-assembled v2 batch builder shared by the crate's tests.
 
     use super::*;
+    use crate::records::put_varlong;
 
     /// One record: key, value and a timestamp delta.
     #[derive(Clone, Debug)]
@@ -412,15 +424,6 @@ pub(crate) mod test_batches {
             }
             Compression::Zstd => zstd::encode_all(area, 3).unwrap(),
         }
-    }
-
-    pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
-        let mut v = ((value << 1) ^ (value >> 63)) as u64;
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
     }
 }
 

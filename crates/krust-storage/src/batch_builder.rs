@@ -168,22 +168,14 @@ mod tests {
     use crate::batch::{check_integrity, test_batches::TestBatch};
     use crate::records::batch_records;
 
-    const CODECS: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
-
     #[test]
     fn every_codec_round_trips_through_the_broker_own_reader() {
         let config = LogConfig::default();
-        for from in CODECS {
+        for from in Compression::ALL {
             let original = TestBatch::simple(300, 1_000).compressed(from).encode();
             let header = check_integrity(&original).unwrap();
             let area = records_area(&original, &header, 1 << 20).unwrap();
-            for to in CODECS {
+            for to in Compression::ALL {
                 let rebuilt =
                     build_batch(&header, &area, Codec::with_topic_level(to, &config)).unwrap();
                 let rebuilt_header = check_integrity(&rebuilt).unwrap();

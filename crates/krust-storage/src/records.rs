@@ -395,7 +395,7 @@ impl<S: ByteSource> Bounded<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::test_batches::{put_varlong, TestBatch};
+    use crate::batch::test_batches::TestBatch;
     use crate::batch::RECORD_BATCH_OVERHEAD;
 
     #[test]

@@ -161,9 +161,10 @@ class Controller:
 
     def _snapshot_done(self, task: asyncio.Task[None]) -> None:
         self._snapshot_task = None
-        if not task.cancelled() and task.exception() is not None:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
             # The log keeps everything a snapshot would have replaced: nothing is lost.
-            log.error("writing a metadata snapshot failed: %s", task.exception())
+            log.error("writing a metadata snapshot failed: %s", error)
 
     async def close(self) -> None:
         """Let a snapshot being written finish before the core closes."""

@@ -60,22 +60,25 @@ pub async fn handle(
                             INTERNAL_TOPIC_MESSAGE,
                         )));
                 }
+                let partition = context.replicas.leader_partition(&name, data.index);
                 // As Kafka: a partition the metadata knows gets INVALID_REQUIRED_ACKS whether
                 // or not its log is there yet (the applier may still be creating it).
-                let known = image.topic(&name).and_then(|t| t.partition(data.index));
-                if !valid_acks && known.is_some() {
+                let known = || {
+                    image
+                        .topic(&name)
+                        .and_then(|t| t.partition(data.index))
+                        .is_some()
+                };
+                if !valid_acks && (partition.is_ok() || known()) {
                     return error_response(data.index, ResponseError::InvalidRequiredAcks);
                 }
-                let partition = match context.replicas.leader_partition(&name, data.index) {
+                let partition = match partition {
                     Ok(partition) => partition,
                     Err(code) => {
                         context.metrics.topics.record_refused_produce();
                         return error_code_response(data.index, code);
                     }
                 };
-                if !valid_acks {
-                    return error_response(data.index, ResponseError::InvalidRequiredAcks);
-                }
                 let topic_metrics = partition.topic_metrics(&context.metrics.topics);
                 let Some(records) = &data.records else {
                     let error = ResponseError::InvalidRecord.code();
