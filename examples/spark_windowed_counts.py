@@ -1,10 +1,10 @@
 """A streaming pipeline on krust: count each key's records per one-minute event-time window, read
 from one topic and written as JSON to another, with Spark and the `krust` data source.
 
-One command against a local broker (`krust-broker` listens on localhost:9092 by default), with
-spark/ on the path, where Spark finds the data source (spark/pyspark_krust) by itself:
+One command against a local broker (`krust-broker` listens on localhost:9092 by default), after
+`pip install 'krust[spark]'`, which installs the data source where Spark finds it by itself:
 
-    PYTHONPATH=spark python examples/spark_windowed_counts.py --demo
+    python examples/spark_windowed_counts.py --demo
 
 `--demo` first writes a few sample clicks to the input topic; without it the pipeline runs on
 whatever is there. `--once` reads what is available and stops (Trigger.AvailableNow); otherwise

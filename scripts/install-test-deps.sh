@@ -31,8 +31,10 @@ pip_install() {
     "$python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "$@"
 }
 
-step "pip install -e . (builds the krust._core extension with maturin)"
-pip_install -e "$repo"
+# The [spark] extra: pyspark, pyarrow and pandas for the Spark data source's tests (tests/spark),
+# which run a local Spark on the JDK installed above.
+step "pip install -e '.[spark]' (builds the krust._core extension with maturin)"
+pip_install -e "$repo[spark]"
 
 # kafka-python imports python-snappy, lz4 and zstandard for its codecs (crc32c speeds up CRC
 # checks); aiokafka imports cramjam for snappy, lz4 and zstd. gzip is in the standard library.
@@ -42,10 +44,6 @@ pip_install \
     "confluent-kafka>=2.6" \
     "kafka-python[crc32c,lz4,snappy,zstd]>=3" \
     "aiokafka[lz4,snappy,zstd]>=0.12"
-
-# The Spark data source's tests (tests/spark) run a local Spark on the JDK installed above.
-step "pip install the Spark data source's dependencies (pyspark, pyarrow, pandas)"
-pip_install "pyspark>=4.2" "pyarrow>=15" "pandas>=2.2,<3"
 
 # Debian's Maven prints stray colour codes even with -q: show its output only when it fails.
 copy_maven_dependencies() {

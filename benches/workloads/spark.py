@@ -1,5 +1,5 @@
 """Spark jobs that move a topic's records into or out of a DataFrame, through the `krust` data
-source (Arrow, spark/pyspark_krust) or Spark's own Kafka connector (the JVM jar): one
+source (Arrow, spark/purelib/pyspark_krust) or Spark's own Kafka connector (the JVM jar): one
 SparkSession (local[2]) for the whole run, so both paths share the same JVM and its JIT."""
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 REPO = Path(__file__).resolve().parents[2]
-# pyspark_krust: Spark's Python workers inherit PYTHONPATH from the driver's environment.
-SPARK_PACKAGE_ROOT = REPO / "spark"
 CONNECTOR_POM = REPO / "tests" / "java" / "spark-kafka" / "pom.xml"
 # Where CONNECTOR_POM copies the connector and the jars pyspark does not ship.
 CONNECTOR_LIBS = REPO / "tests" / "java" / "build" / "spark-kafka-libs"
@@ -41,9 +39,6 @@ def start_spark() -> SparkSession:
     (the benchmark venv's, with the release build of krust installed)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    paths = [str(SPARK_PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
-    sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("krust-bench-spark")

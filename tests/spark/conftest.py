@@ -13,9 +13,10 @@ from integration.broker_process import BrokerProcess, shared_broker
 from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[2]
-# spark/ holds the pyspark_krust package; Spark's Python workers inherit PYTHONPATH from the
-# driver's environment, so it goes there as well as onto this process's path.
-SPARK_PACKAGE_ROOT = REPO / "spark"
+# The wheel installs spark/purelib/pyspark_krust; the tests run the source itself (an editable
+# install holds a copy made at install time). Spark's Python workers inherit PYTHONPATH from the
+# driver's environment, so the source goes there as well as onto this process's path.
+SPARK_PACKAGE_ROOT = REPO / "spark" / "purelib"
 sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
 # Spark's own Kafka connector, fetched by scripts/install-test-deps.sh
 # (tests/java/spark-kafka/pom.xml), for the test that checks it works against krust.
