@@ -33,6 +33,14 @@ pub struct LeaderEpochFileCache {
 
 impl LeaderEpochFileCache {
     /// Loads the partition directory's checkpoint (empty when absent).
+    /// The cache of a new partition, with no checkpoint file yet.
+    pub fn empty(partition_dir: &Path) -> Self {
+        Self {
+            path: partition_dir.join(LEADER_EPOCH_CHECKPOINT_FILE),
+            entries: Vec::new(),
+        }
+    }
+
     pub fn load(partition_dir: &Path) -> Result<Self, StorageError> {
         let path = partition_dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
         let malformed = || StorageError::Malformed {

@@ -17,7 +17,7 @@ use crate::leader_epoch::LeaderEpochFileCache;
 use crate::partition_metadata::PartitionMetadataFile;
 use crate::producer_state::{BatchMetadata, ProducerAppend, ProducerStateManager};
 use crate::recompress;
-use crate::recovery::{self, RecoveryStats};
+use crate::recovery::{self, LoadedSegments, RecoveryStats};
 use crate::scheduler::Scheduler;
 use crate::segment::{AppendedBatch, IncomingAppend, LogSegment};
 use crate::topic_partition::TopicPartition;
@@ -132,18 +132,32 @@ impl Log {
         now_ms: i64,
     ) -> Result<Self, StorageError> {
         config.validate()?;
-        fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
-        let topic_id = reconcile_topic_id(dir, topic_id)?;
-        let loaded = recovery::load_segments(dir, &config, &params, now_ms)?;
+        // A directory this call makes holds nothing to load or reconcile: a new partition
+        // skips the scans (a topic of thousands of partitions is created in one go).
+        let fresh = make_partition_dir(dir)?;
+        let topic_id = reconcile_topic_id(dir, topic_id, fresh)?;
+        let loaded = if fresh {
+            LoadedSegments::new_log(dir, params.log_start_offset.max(0), &config, now_ms)?
+        } else {
+            recovery::load_segments(dir, &config, &params, now_ms)?
+        };
         let log_end_offset = loaded.log_end_offset;
         let first_base = loaded.segments.keys().next().copied().unwrap_or(0);
         let log_start_offset = params.log_start_offset.max(first_base).min(log_end_offset);
-        let mut leader_epoch_cache = LeaderEpochFileCache::load(dir)?;
+        let mut leader_epoch_cache = if fresh {
+            LeaderEpochFileCache::empty(dir)
+        } else {
+            LeaderEpochFileCache::load(dir)?
+        };
         leader_epoch_cache.truncate_from_end(log_end_offset)?;
         for entry in &loaded.recovered_epochs {
             leader_epoch_cache.assign(entry.epoch, entry.start_offset)?;
         }
-        let mut producer_state = ProducerStateManager::load(dir, log_start_offset, log_end_offset)?;
+        let mut producer_state = if fresh {
+            ProducerStateManager::empty(dir, log_start_offset)
+        } else {
+            ProducerStateManager::load(dir, log_start_offset, log_end_offset)?
+        };
         recovery::replay_producer_state(&mut producer_state, &loaded.segments, log_end_offset)
             .map_err(StorageError::io(dir))?;
         let recovery_point = if params.had_clean_shutdown {
@@ -185,7 +199,7 @@ impl Log {
     /// Records the partition's topic id in `partition.metadata`; a different stored id is
     /// an error (INCONSISTENT_TOPIC_ID).
     pub fn assign_topic_id(&mut self, topic_id: [u8; 16]) -> Result<(), StorageError> {
-        self.topic_id = reconcile_topic_id(&self.dir, Some(topic_id))?;
+        self.topic_id = reconcile_topic_id(&self.dir, Some(topic_id), false)?;
         Ok(())
     }
 
@@ -577,12 +591,27 @@ impl Log {
     }
 }
 
+/// Creates the partition's directory; true if this call made it (nothing can be in it).
+fn make_partition_dir(dir: &Path) -> Result<bool, StorageError> {
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(StorageError::io(dir))?;
+            Ok(true)
+        }
+        Err(error) => Err(StorageError::io(dir)(error)),
+    }
+}
+
+/// The topic id of the partition in `dir` (`fresh`: a new, empty directory).
 fn reconcile_topic_id(
     dir: &Path,
     topic_id: Option<[u8; 16]>,
+    fresh: bool,
 ) -> Result<Option<[u8; 16]>, StorageError> {
     let file = PartitionMetadataFile::new(dir);
-    let stored = file.read()?;
+    let stored = if fresh { None } else { file.read()? };
     match (stored, topic_id) {
         (Some(stored), Some(given)) if stored != given => Err(StorageError::InconsistentTopicId {
             dir: dir.to_path_buf(),

@@ -248,17 +248,22 @@ impl LogManager {
             }
         }
         let now_ms = wall_clock_ms();
-        let opened = in_parallel(&placed, |(_, parent, spec)| {
-            Ok(Log::open(
-                &parent.join(spec.topic_partition.dir_name()),
-                spec.topic_partition.clone(),
-                spec.topic_id,
-                spec.config.clone(),
-                LoadParams::default(),
-                now_ms,
-            ))
-        })
-        .expect("each creation reports its own result");
+        // One thread, unlike loading: a new log is a handful of metadata operations that the
+        // page cache absorbs, and creating a big topic on every core would stall the requests
+        // served meanwhile (Kafka too creates logs on its one metadata publisher thread).
+        let opened: Vec<_> = placed
+            .iter()
+            .map(|(_, parent, spec)| {
+                Log::open(
+                    &parent.join(spec.topic_partition.dir_name()),
+                    spec.topic_partition.clone(),
+                    spec.topic_id,
+                    spec.config.clone(),
+                    LoadParams::default(),
+                    now_ms,
+                )
+            })
+            .collect();
         let mut logs = self.logs.write();
         for ((index, parent, spec), log) in placed.into_iter().zip(opened) {
             results[index] = Some(match log {

@@ -102,16 +102,21 @@ impl ProducerStateManager {
     /// Loads the newest valid snapshot at or below `log_end_offset`; newer snapshots (written
     /// for data that did not survive) are deleted. The log must be replayed from
     /// `map_end_offset()` up to its end.
+    /// The producer state of a new partition, with no snapshot yet.
+    pub(crate) fn empty(dir: &Path, log_start_offset: i64) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            producers: HashMap::new(),
+            map_end_offset: log_start_offset,
+        }
+    }
+
     pub(crate) fn load(
         dir: &Path,
         log_start_offset: i64,
         log_end_offset: i64,
     ) -> Result<Self, StorageError> {
-        let mut manager = Self {
-            dir: dir.to_path_buf(),
-            producers: HashMap::new(),
-            map_end_offset: log_start_offset,
-        };
+        let mut manager = Self::empty(dir, log_start_offset);
         let mut snapshots = manager.snapshot_offsets()?;
         snapshots.sort_unstable();
         for offset in snapshots.iter().rev().copied() {

@@ -35,6 +35,25 @@ pub(crate) struct LoadedSegments {
     pub recovered: RecoveryStats,
 }
 
+impl LoadedSegments {
+    /// A log with no segment yet: one empty segment at `base`.
+    pub(crate) fn new_log(
+        dir: &Path,
+        base: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<Self, StorageError> {
+        let segment =
+            LogSegment::create(dir, base, config, now_ms).map_err(StorageError::io(dir))?;
+        Ok(LoadedSegments {
+            segments: BTreeMap::from([(base, segment)]),
+            log_end_offset: base,
+            recovered_epochs: Vec::new(),
+            recovered: RecoveryStats::default(),
+        })
+    }
+}
+
 /// How much of a log loading re-validated batch by batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryStats {
@@ -52,15 +71,7 @@ pub(crate) fn load_segments(
 ) -> Result<LoadedSegments, StorageError> {
     let bases = segment_base_offsets(dir)?;
     let Some(&last_base) = bases.last() else {
-        let base = params.log_start_offset.max(0);
-        let segment =
-            LogSegment::create(dir, base, config, now_ms).map_err(StorageError::io(dir))?;
-        return Ok(LoadedSegments {
-            segments: BTreeMap::from([(base, segment)]),
-            log_end_offset: base,
-            recovered_epochs: Vec::new(),
-            recovered: RecoveryStats::default(),
-        });
+        return LoadedSegments::new_log(dir, params.log_start_offset.max(0), config, now_ms);
     };
     let recover_from = (!params.had_clean_shutdown).then(|| {
         bases
