@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import configs
+from krust.controller import acls, configs
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.features import (
@@ -75,6 +76,8 @@ class Controller:
         self._lock = asyncio.Lock()
         self._snapshots = SnapshotSchedule(config)
         self._snapshot_task: asyncio.Task[None] | None = None
+        # The broker's authorizer; server.py sets the configured one.
+        self.authorization = Authorization(None)
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
@@ -317,4 +320,5 @@ def install(ctx: BrokerContext) -> Controller:
         ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
     )
     configs.install(controller, ctx.dispatcher.register)
+    acls.install(controller, ctx.authorization, ctx.dispatcher.register)
     return controller

@@ -2,6 +2,8 @@
 //! paginated by a cursor and a partition limit, with ISR, eligible leader replicas (ELR) and
 //! offline replicas. Kafka's Admin `describeTopics` uses it when the broker advertises it.
 
+use std::collections::HashSet;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -24,9 +26,28 @@ pub const MAX_REQUEST_PARTITION_SIZE_LIMIT: i32 = 2000;
 const TOPIC_AUTHORIZED_OPERATIONS: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
+/// The topics a request names, or (none named) every topic: what is authorized.
+pub fn requested_names(
+    image: &MetadataImage,
+    request: &DescribeTopicPartitionsRequest,
+) -> Vec<String> {
+    if request.topics.is_empty() {
+        image.topics.keys().cloned().collect()
+    } else {
+        request
+            .topics
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .collect()
+    }
+}
+
+/// Answers a DescribeTopicPartitions; topics in `denied` (no DESCRIBE) are left out of an
+/// all-topics answer and answer TOPIC_AUTHORIZATION_FAILED when named.
 pub fn handle(
     context: &ServerContext,
     request: DescribeTopicPartitionsRequest,
+    denied: &HashSet<String>,
 ) -> DescribeTopicPartitionsResponse {
     let image = context.metadata.image();
     let local = context.settings.node_id;
@@ -37,7 +58,7 @@ pub fn handle(
             .hosted_partition(topic, partition)
             .is_err_and(|code| code == ResponseError::KafkaStorageError.code())
     };
-    describe(&image, &request, &|topic, partition, broker| {
+    describe(&image, &request, denied, &|topic, partition, broker| {
         broker == local && local_offline(topic, partition)
     })
 }
@@ -49,20 +70,13 @@ type OfflineDir<'a> = &'a dyn Fn(&str, i32, i32) -> bool;
 pub fn describe(
     image: &MetadataImage,
     request: &DescribeTopicPartitionsRequest,
+    denied: &HashSet<String>,
     offline_dir: OfflineDir<'_>,
 ) -> DescribeTopicPartitionsResponse {
     let cursor = request.cursor.as_ref();
     let cursor_topic = cursor.map_or("", |c| c.topic_name.0.as_str());
     let fetch_all = request.topics.is_empty();
-    let mut names: Vec<String> = if fetch_all {
-        image.topics.keys().cloned().collect()
-    } else {
-        request
-            .topics
-            .iter()
-            .map(|t| t.name.0.to_string())
-            .collect()
-    };
+    let mut names = requested_names(image, request);
     names.retain(|name| name.as_str() >= cursor_topic);
     names.sort();
     names.dedup();
@@ -82,6 +96,15 @@ pub fn describe(
             // The next page starts at the beginning of this topic.
             response.next_cursor = Some(cursor_at(&name, 0));
             break;
+        }
+        if denied.contains(&name) {
+            if !fetch_all {
+                response.topics.push(
+                    missing_topic(&name)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                );
+            }
+            continue;
         }
         let Some(topic) = image.topic(&name) else {
             if !fetch_all {

@@ -97,7 +97,7 @@ fn pages(response: &DescribeTopicPartitionsResponse) -> Page {
 #[test]
 fn all_topics_are_paged_in_name_order_with_a_cursor() {
     let image = image();
-    let first = describe(&image, &request(&[], 4, None), &online);
+    let first = describe_all(&image, &request(&[], 4, None), &online);
     assert_eq!(
         pages(&first),
         (
@@ -105,7 +105,7 @@ fn all_topics_are_paged_in_name_order_with_a_cursor() {
             Some(("b".into(), 2))
         )
     );
-    let second = describe(&image, &request(&[], 4, Some(("b", 2))), &online);
+    let second = describe_all(&image, &request(&[], 4, Some(("b", 2))), &online);
     assert_eq!(
         pages(&second),
         (vec![("b".into(), vec![2]), ("c".into(), vec![0])], None)
@@ -114,7 +114,7 @@ fn all_topics_are_paged_in_name_order_with_a_cursor() {
 
 #[test]
 fn a_page_that_ends_with_a_topic_points_at_the_next_one() {
-    let response = describe(&image(), &request(&[], 2, None), &online);
+    let response = describe_all(&image(), &request(&[], 2, None), &online);
     assert_eq!(
         pages(&response),
         (vec![("a".into(), vec![0, 1])], Some(("b".into(), 0)))
@@ -123,7 +123,7 @@ fn a_page_that_ends_with_a_topic_points_at_the_next_one() {
 
 #[test]
 fn named_topics_report_unknown_and_invalid_names() {
-    let response = describe(
+    let response = describe_all(
         &image(),
         &request(&["c", "nope", "bad/name"], 100, None),
         &online,
@@ -157,7 +157,7 @@ fn named_topics_report_unknown_and_invalid_names() {
 
 #[test]
 fn a_replica_in_a_failed_log_dir_is_offline() {
-    let response = describe(
+    let response = describe_all(
         &image(),
         &request(&["a"], 100, None),
         &|topic, partition, broker| topic == "a" && partition == 1 && broker == LOCAL,
@@ -172,20 +172,28 @@ fn a_replica_in_a_failed_log_dir_is_offline() {
 
 #[test]
 fn a_cursor_outside_the_requested_topics_is_an_invalid_request() {
-    let response = describe(&image(), &request(&["a"], 10, Some(("b", 0))), &online);
+    let response = describe_all(&image(), &request(&["a"], 10, Some(("b", 0))), &online);
     assert_eq!(response.topics.len(), 1);
     assert_eq!(
         response.topics[0].error_code,
         ResponseError::InvalidRequest.code()
     );
-    let response = describe(&image(), &request(&[], 10, Some(("a", -1))), &online);
+    let response = describe_all(&image(), &request(&[], 10, Some(("a", -1))), &online);
     assert!(response.topics.is_empty());
     assert!(response.next_cursor.is_none());
 }
 
 #[test]
 fn the_limit_is_at_least_one_and_at_most_kafkas_cap() {
-    let response = describe(&image(), &request(&["b"], 0, None), &online);
+    let response = describe_all(&image(), &request(&["b"], 0, None), &online);
     assert_eq!(pages(&response).0, vec![("b".into(), vec![0])]);
     assert_eq!(TOPIC_AUTHORIZED_OPERATIONS, 3576);
+}
+
+fn describe_all(
+    image: &MetadataImage,
+    request: &DescribeTopicPartitionsRequest,
+    offline_dir: OfflineDir<'_>,
+) -> DescribeTopicPartitionsResponse {
+    describe(image, request, &HashSet::new(), offline_dir)
 }
