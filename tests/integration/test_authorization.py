@@ -281,3 +281,67 @@ def test_a_plugin_that_cannot_be_imported_stops_start_up_with_exit_2(tmp_path: P
     )
     assert_config_error_naming(result, "authorizer.class.name")
     assert "no_such_module:Nope" in result.stderr and "ModuleNotFoundError" in result.stderr
+
+
+POLICY_PLUGIN = '''
+import threading
+import time
+from pathlib import Path
+
+from krust.plugins.authorizer import AuthorizationResult
+
+
+class FilePolicy:
+    """Denies the topics listed in a file; forgets the broker's cached decisions when the file
+    changes (the plugin's own policy store)."""
+
+    def configure(self, configs):
+        self.path = Path(configs["policy.file"])
+
+    def start(self, context):
+        self.denied = self._read()
+        threading.Thread(target=self._watch, args=(context,), daemon=True).start()
+
+    def _read(self):
+        return set(self.path.read_text().split())
+
+    def _watch(self, context):
+        while True:
+            time.sleep(0.05)
+            denied = self._read()
+            if denied != self.denied:
+                self.denied = denied
+                context.invalidate()
+
+    def close(self):
+        pass
+
+    def authorize(self, context, actions):
+        return [
+            AuthorizationResult.DENIED
+            if a.resource.name in self.denied
+            else AuthorizationResult.ALLOWED
+            for a in actions
+        ]
+'''
+
+
+def test_a_plugin_that_invalidates_has_its_new_policy_applied(
+    broker_factory, tmp_path: Path
+) -> None:
+    (tmp_path / "file_policy.py").write_text(textwrap.dedent(POLICY_PLUGIN))
+    policy = tmp_path / "denied-topics"
+    policy.write_text("")
+    pythonpath = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    broker: BrokerProcess = broker_factory(
+        {"authorizer.class.name": "file_policy:FilePolicy", "policy.file": str(policy)},
+        env={"PYTHONPATH": pythonpath},
+    )
+    create_topic(broker.bootstrap, "changing")
+    assert produce_error(broker.bootstrap, "changing") is None  # now cached as allowed
+    policy.write_text("changing\n")
+    deadline = time.monotonic() + TIMEOUT_S
+    error = None
+    while error is None and time.monotonic() < deadline:
+        error = produce_error(broker.bootstrap, "changing")
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
