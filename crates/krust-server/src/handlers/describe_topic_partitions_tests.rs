@@ -145,7 +145,7 @@ fn named_topics_report_unknown_and_invalid_names() {
         ]
     );
     let c = &response.topics[1];
-    assert_eq!(c.topic_authorized_operations, TOPIC_AUTHORIZED_OPERATIONS);
+    assert_eq!(c.topic_authorized_operations, all_operations(TOPIC_OPERATIONS));
     let p = &c.partitions[0];
     assert_eq!(p.leader_id, BrokerId(LOCAL));
     assert_eq!(p.leader_epoch, 4);
@@ -187,7 +187,7 @@ fn a_cursor_outside_the_requested_topics_is_an_invalid_request() {
 fn the_limit_is_at_least_one_and_at_most_kafkas_cap() {
     let response = describe_all(&image(), &request(&["b"], 0, None), &online);
     assert_eq!(pages(&response).0, vec![("b".into(), vec![0])]);
-    assert_eq!(TOPIC_AUTHORIZED_OPERATIONS, 3576);
+    assert_eq!(all_operations(TOPIC_OPERATIONS), 3576);
 }
 
 fn describe_all(
@@ -195,5 +195,5 @@ fn describe_all(
     request: &DescribeTopicPartitionsRequest,
     offline_dir: OfflineDir<'_>,
 ) -> DescribeTopicPartitionsResponse {
-    describe(image, request, &HashSet::new(), offline_dir)
+    describe(image, request, &TopicAuthorization::default(), offline_dir)
 }

@@ -13,7 +13,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 
-use crate::authorizer::{all_operations, AclOperation, Action, ResourceType};
+use crate::authorizer::{all_operations, AclOperation, Action, ResourceType, TOPIC_OPERATIONS};
 use crate::request_context::{respond, respond_as, Outcome, RequestContext};
 use crate::server_context::ServerContext;
 
@@ -134,6 +134,38 @@ pub(crate) async fn authorized_operations(
     }
 }
 
+/// DESCRIBE and KIP-430's operations of the topics a DescribeTopicPartitions names (or all).
+async fn describe_topic_partitions_authorization(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    decoded: &DescribeTopicPartitionsRequest,
+) -> describe_topic_partitions::TopicAuthorization {
+    let Some(authorizer) = &context.authorizer else {
+        return describe_topic_partitions::TopicAuthorization::default();
+    };
+    let image = context.metadata.image();
+    let names = describe_topic_partitions::requested_names(&image, decoded);
+    let denied = authorizer
+        .denied(
+            request,
+            AclOperation::Describe,
+            ResourceType::Topic,
+            names.iter().map(String::as_str),
+        )
+        .await;
+    let mut operations = HashMap::new();
+    for name in names.into_iter().filter(|name| !denied.contains(name)) {
+        let bits = authorizer
+            .authorized_operations(request, ResourceType::Topic, &name, TOPIC_OPERATIONS)
+            .await;
+        operations.insert(name, bits);
+    }
+    describe_topic_partitions::TopicAuthorization {
+        denied,
+        operations: Some(operations),
+    }
+}
+
 /// Runs the native handler of a decoded request.
 pub async fn handle_native(
     context: &ServerContext,
@@ -186,13 +218,10 @@ pub async fn handle_native(
             respond(request, &describe_producers::handle(context, r, &denied))
         }
         NativeRequest::DescribeTopicPartitions(r) => {
-            let image = context.metadata.image();
-            let names = describe_topic_partitions::requested_names(&image, &r);
-            let names = names.iter().map(String::as_str);
-            let denied = denied_topics(context, request, AclOperation::Describe, names).await;
+            let authorized = describe_topic_partitions_authorization(context, request, &r).await;
             respond(
                 request,
-                &describe_topic_partitions::handle(context, r, &denied),
+                &describe_topic_partitions::handle(context, r, &authorized),
             )
         }
         NativeRequest::DeleteRecords(r) => {
