@@ -118,22 +118,21 @@ class Authorization:
         if isinstance(plugin, AclAuthorizer) and acls is not self._loaded:
             plugin.load_acls(acls)
             self._loaded = acls
-        by_type = [a for a in actions if a.resource.pattern_type == PatternType.ANY]
-        results: list[AuthorizationResult] = []
-        if by_type:
-            # Kafka's authorizeByResourceType; an authorizer without it allows nothing so.
-            by_resource_type = getattr(plugin, "authorize_by_resource_type", None)
-            for action in actions:
-                if action.resource.pattern_type != PatternType.ANY:
-                    results.extend(plugin.authorize(context, [action]))  # type: ignore[union-attr]
-                elif by_resource_type is None:
-                    results.append(AuthorizationResult.DENIED)
-                else:
-                    results.append(
-                        by_resource_type(context, action.operation, action.resource.resource_type)
-                    )
-        else:
-            results = list(plugin.authorize(context, actions))  # type: ignore[union-attr]
+        assert plugin is not None
+        named = [a for a in actions if a.resource.pattern_type != PatternType.ANY]
+        answers = iter(plugin.authorize(context, named) if named else [])
+        # Kafka's authorizeByResourceType; an authorizer without it allows nothing so.
+        by_resource_type = getattr(plugin, "authorize_by_resource_type", None)
+        results = [
+            next(answers, None)
+            if action.resource.pattern_type != PatternType.ANY
+            else AuthorizationResult.DENIED
+            if by_resource_type is None
+            else by_resource_type(context, action.operation, action.resource.resource_type)
+            for action in actions
+        ]
+        if next(answers, None) is not None:
+            raise _Failed(f"answered more results than the {len(named)} actions asked")
         if len(results) != len(actions) or not all(
             isinstance(r, AuthorizationResult) for r in results
         ):

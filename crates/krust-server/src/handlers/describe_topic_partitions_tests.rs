@@ -145,7 +145,10 @@ fn named_topics_report_unknown_and_invalid_names() {
         ]
     );
     let c = &response.topics[1];
-    assert_eq!(c.topic_authorized_operations, all_operations(TOPIC_OPERATIONS));
+    assert_eq!(
+        c.topic_authorized_operations,
+        all_operations(TOPIC_OPERATIONS)
+    );
     let p = &c.partitions[0];
     assert_eq!(p.leader_id, BrokerId(LOCAL));
     assert_eq!(p.leader_epoch, 4);

@@ -43,12 +43,12 @@ pub async fn handle(
     let wanted = requested_topics(&request);
     // As Kafka: a topic the principal may not DESCRIBE is left out of an all-topics answer and
     // answers TOPIC_AUTHORIZATION_FAILED when named, whether or not it exists.
-    let names: Vec<&str> = if all_topics {
-        image.topics.keys().map(String::as_str).collect()
+    let mut denied = if context.authorizer.is_none() {
+        HashSet::new()
     } else {
-        wanted.iter().filter_map(|t| t.name.as_deref()).collect()
+        let names = described_names(&image, all_topics, &wanted);
+        denied_topics(context, ctx, AclOperation::Describe, names).await
     };
-    let mut denied = denied_topics(context, ctx, AclOperation::Describe, names).await;
     if auto_create {
         let mut missing: Vec<&String> = wanted
             .iter()
@@ -127,6 +127,23 @@ struct RequestedTopic {
     id: Uuid,
 }
 
+/// The names whose DESCRIBE decides the answer: every topic, or those asked for (by name, or
+/// by id from v10: the name of the topic with that id).
+fn described_names<'a>(
+    image: &'a MetadataImage,
+    all_topics: bool,
+    wanted: &'a [RequestedTopic],
+) -> Vec<&'a str> {
+    if all_topics {
+        return image.topics.keys().map(String::as_str).collect();
+    }
+    let by_id = |t: &RequestedTopic| image.topic_by_id(&t.id).map(|t| t.name.as_str());
+    wanted
+        .iter()
+        .filter_map(|t| t.name.as_deref().or_else(|| by_id(t)))
+        .collect()
+}
+
 fn requested_topics(request: &MetadataRequest) -> Vec<RequestedTopic> {
     request
         .topics
@@ -145,16 +162,21 @@ fn lookup(
     version: i16,
     denied: &HashSet<String>,
 ) -> MetadataResponseTopic {
-    let refused = requested.name.as_ref().is_some_and(|n| denied.contains(n));
     let found = match &requested.name {
         Some(name) => image.topic(name),
         None => image.topic_by_id(&requested.id),
+    };
+    // As Kafka: a topic asked for by id and not authorized is TOPIC_AUTHORIZATION_FAILED too
+    // (ids are not secret), without its name.
+    let refused = match &requested.name {
+        Some(name) => denied.contains(name),
+        None => found.is_some_and(|topic| denied.contains(&topic.name)),
     };
     if let Some(topic) = found.filter(|_| !refused) {
         return topic_response(image, topic, version);
     }
     let error = match &requested.name {
-        Some(_) if refused => ResponseError::TopicAuthorizationFailed,
+        _ if refused => ResponseError::TopicAuthorizationFailed,
         Some(name) if !is_valid_topic_name(name) => ResponseError::InvalidTopicException,
         Some(_) => ResponseError::UnknownTopicOrPartition,
         None => ResponseError::UnknownTopicId,
