@@ -8,14 +8,17 @@ import os
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    ConfigResource,
+    NewPartitions,
     ResourcePatternType,
     ResourceType,
 )
@@ -345,3 +348,36 @@ def test_a_plugin_that_invalidates_has_its_new_policy_applied(
     while error is None and time.monotonic() < deadline:
         error = produce_error(broker.bootstrap, "changing")
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_admin_apis_answer_kafkas_authorization_errors(broker_factory) -> None:
+    broker: BrokerProcess = broker_factory(OPEN_UNTIL_ACLS)
+    create_topic(broker.bootstrap, "guarded")
+    admin = admin_client(broker.bootstrap)
+    denied = (AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS)
+    for future in admin.create_acls(
+        describable_but(ResourceType.TOPIC, "guarded", *denied)
+    ).values():
+        future.result(TIMEOUT_S)
+
+    def error_of(future: Any) -> int:
+        with pytest.raises(KafkaException) as raised:
+            future.result(TIMEOUT_S)
+        return int(raised.value.args[0].code())
+
+    assert (
+        error_of(admin.delete_topics(["guarded"])["guarded"])
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    grow = admin.create_partitions([NewPartitions("guarded", 2)])["guarded"]
+    assert error_of(grow) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "guarded")
+    assert error_of(admin.describe_configs([resource])[resource]) == (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+
+    # Once the cluster has an ACL, managing ACLs needs ALTER on it.
+    deny_alter = acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)
+    admin.create_acls([deny_alter])[deny_alter].result(TIMEOUT_S)
+    again = acl(ResourceType.TOPIC, "other", AclOperation.READ)
+    assert error_of(admin.create_acls([again])[again]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED

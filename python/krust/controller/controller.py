@@ -228,6 +228,14 @@ class Controller:
             if plan.records and not request.validate_only:
                 await self._commit(plan.records)
         results = plan.results + _refused(n for n in names if n not in creatable)
+        # v5+ answers the new topics' configs, only to who may DESCRIBE_CONFIGS them.
+        describable = await self.authorization.allowed_names(
+            context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names
+        )
+        for result in results:
+            if result["name"] not in describable:
+                result.update(topic_config_error_code=ErrorCode.topic_authorization_failed)
+                result.update(configs=[])
         return make_response(CREATE_TOPICS, context.api_version, {"topics": results})
 
     async def delete_topics(self, request: Any, context: RequestContext) -> Any:
