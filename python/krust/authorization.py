@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from krust.bridge import RequestContext
+from krust.config import ConfigError
 from krust.plugins.authorizer import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -89,10 +90,18 @@ class Authorization:
         return isinstance(self.plugin, AclAuthorizer)
 
     def start(self, cluster_id: str, node_id: int, invalidate: Callable[[], None]) -> None:
+        """The plugin's `start`, on its thread; an authorizer that cannot start (raises or
+        takes longer than its timeout) stops start-up like one that cannot load (exit 2)."""
         if self.plugin is None or self._runner is None:
             return
         context = AuthorizerContext(cluster_id, node_id, invalidate)
-        self._runner.call("start", None, self.plugin.start, context)
+        try:
+            self._runner.submit(self.plugin.start, context).result(self._runner.timeout_s)
+        except Exception as error:
+            problem = f"{type(error).__name__}: {' '.join(str(error).split())}"
+            raise ConfigError(
+                CLASS_KEY, f"{type(self.plugin).__name__}.start failed: {problem}"
+            ) from error
 
     def close(self) -> None:
         if self.plugin is not None and self._runner is not None:
@@ -165,8 +174,6 @@ class Authorization:
                 Action(
                     AclOperation(op),
                     ResourcePattern(ResourceType(rtype), name, PatternType(pattern)),
-                    log_if_allowed=False,
-                    log_if_denied=False,
                 )
                 for op, rtype, pattern, name in actions
             ]

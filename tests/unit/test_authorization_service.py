@@ -129,3 +129,17 @@ def test_by_resource_type_goes_to_the_authorizers_method_or_denies() -> None:
     core = ("PLAINTEXT", "PLAINTEXT", "h", None, 22, 4, by_type)
     assert with_method.core_callback("User:admin", *core) == [True]
     assert without.core_callback("User:admin", *core) == [False]
+
+
+class CannotStart(TenantOnly):
+    def start(self, context: AuthorizerContext) -> None:
+        raise RuntimeError("no policy store")
+
+
+def test_an_authorizer_that_cannot_start_is_a_config_error() -> None:
+    authorization = Authorization(CannotStart(), timeout_s=5)
+    with pytest.raises(
+        ConfigError, match=r"CannotStart\.start failed: RuntimeError: no policy store"
+    ):
+        authorization.start("cluster", 1, lambda: None)
+    authorization.close()
