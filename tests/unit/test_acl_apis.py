@@ -17,7 +17,13 @@ from krust.controller.acls import AclAdmin
 from krust.controller.image import ImageBuilder, MetadataImage
 from krust.controller.records import decode_record, encode_record
 from krust.controller.snapshots import image_records
-from krust.plugins.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
+from krust.plugins.authorizer import (
+    AclOperation,
+    AclPermissionType,
+    AuthorizationResult,
+    PatternType,
+    ResourceType,
+)
 from krust.plugins.standard_authorizer import StandardAuthorizer
 from krust.protocol import build_entity
 
@@ -172,3 +178,26 @@ def test_without_an_acl_authorizer_the_acl_apis_are_security_disabled(
     response = describe_acls(run, acls)
     assert response.error_code == ErrorCode.security_disabled
     assert response.error_message == "No Authorizer is configured."
+
+
+class AllowsEverything:
+    def configure(self, configs: Any) -> None:
+        pass
+
+    def start(self, context: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def authorize(self, context: Any, actions: Any) -> list[Any]:
+        return [AuthorizationResult.ALLOWED for _ in actions]
+
+
+def test_an_authorizer_without_acls_leaves_the_acl_apis_security_disabled(
+    run: LoopRunner, config: BrokerConfig, fake_core: FakeCore
+) -> None:
+    acls = admin(Controller.open(config, fake_core), Authorization(AllowsEverything()))  # type: ignore[arg-type]
+    response = describe_acls(run, acls)
+    assert response.error_code == ErrorCode.security_disabled
+    assert response.error_message == "The configured authorizer does not manage ACLs."

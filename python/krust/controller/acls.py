@@ -37,6 +37,8 @@ DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
 DELETE_ACLS = 31
 NO_AUTHORIZER = "No Authorizer is configured."
+NO_ACL_AUTHORIZER = "The configured authorizer does not manage ACLs."
+Refusal = tuple[ErrorCode, str]
 # Kafka validates the binding itself before it is stored (AclControlManager.validateNewAcl).
 _BAD = (0, 1)  # UNKNOWN, ANY
 
@@ -142,11 +144,13 @@ class AclAdmin:
     def _acls(self) -> Mapping[uuid.UUID, AclBinding]:
         return self._controller.image.acls
 
-    async def _refusal(self, context: RequestContext, operation: AclOperation) -> ErrorCode | None:
-        if not self._authorization.manages_acls:
-            return ErrorCode.security_disabled
-        if not await self._authorization.allowed(context, operation, ResourceType.CLUSTER):
-            return ErrorCode.cluster_authorization_failed
+    async def _refusal(self, context: RequestContext, operation: AclOperation) -> Refusal | None:
+        authorization = self._authorization
+        if not authorization.manages_acls:
+            message = NO_ACL_AUTHORIZER if authorization.enabled else NO_AUTHORIZER
+            return ErrorCode.security_disabled, message
+        if not await authorization.allowed(context, operation, ResourceType.CLUSTER):
+            return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
         return None
 
     async def create_acls(self, request: Any, context: RequestContext) -> Any:
@@ -157,7 +161,7 @@ class AclAdmin:
             existing = set(self._acls().values())
             for creation in request.creations:
                 if refusal is not None:
-                    results.append({"error_code": refusal, "error_message": _message(refusal)})
+                    results.append({"error_code": refusal[0], "error_message": refusal[1]})
                     continue
                 try:
                     binding = new_binding(creation)
@@ -182,7 +186,7 @@ class AclAdmin:
 
         refusal = await self._refusal(context, AclOperation.DESCRIBE)
         if refusal is not None:
-            return answer(refusal, _message(refusal), [])
+            return answer(*refusal, [])
         try:
             wanted = binding_filter(request)
         except InvalidAcl as error:
@@ -208,8 +212,8 @@ class AclAdmin:
                 if refusal is not None:
                     results.append(
                         {
-                            "error_code": refusal,
-                            "error_message": _message(refusal),
+                            "error_code": refusal[0],
+                            "error_message": refusal[1],
                             "matching_acls": [],
                         }
                     )
@@ -239,12 +243,6 @@ class AclAdmin:
             if records:
                 await self._controller.commit(records)
         return make_response(DELETE_ACLS, context.api_version, {"filter_results": results})
-
-
-def _message(error: ErrorCode) -> str:
-    if error == ErrorCode.security_disabled:
-        return NO_AUTHORIZER
-    return "Cluster authorization failed."
 
 
 def install(
