@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
@@ -165,3 +166,19 @@ def test_filters_select_bindings_as_kafkas_acl_binding_filter() -> None:
     assert matching(pattern_type=P.PREFIXED) == [prefixed]
     assert matching(operation=Op.WRITE) == [wildcard]
     assert matching(principal="User:bob") == []
+
+
+def test_decisions_are_audited_in_kafkas_words_when_the_action_asks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    built_in = authorizer(acl(Op.READ, "orders"))
+    context = AuthorizableRequestContext(
+        "User:alice", "PLAINTEXT", "PLAINTEXT", "10.0.0.1", None, 0, 9
+    )
+    quiet = Action(Op.WRITE, ResourcePattern(T.TOPIC, "orders"), log_if_denied=False)
+    with caplog.at_level(logging.DEBUG, logger="kafka.authorizer.logger"):
+        built_in.authorize(context, [Action(Op.WRITE, ResourcePattern(T.TOPIC, "orders")), quiet])
+    assert [r.getMessage() for r in caplog.records] == [
+        "Principal = User:alice is Denied operation = WRITE from host = 10.0.0.1 on resource = "
+        "TOPIC:LITERAL:orders"
+    ]

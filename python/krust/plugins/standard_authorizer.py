@@ -26,7 +26,8 @@ from krust.plugins.authorizer import (
 
 # Kafka's own class name selects this authorizer too, so Kafka configs work unchanged.
 KAFKA_CLASS_NAME = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-audit = logging.getLogger("krust.authorizer")
+# Kafka's audit logger name; debug, as decisions on the Python side are not cached.
+audit = logging.getLogger("kafka.authorizer.logger")
 ALLOWED, DENIED = AuthorizationResult.ALLOWED, AuthorizationResult.DENIED
 
 
