@@ -38,6 +38,7 @@ class StandardAuthorizer:
         self.super_users: frozenset[str] = frozenset()
         self.allow_if_no_acl = False
         self._acls: Mapping[object, AclBinding] = MappingProxyType({})
+        self._by_type: dict[ResourceType, list[AclBinding]] = {}
 
     def configure(self, configs: Mapping[str, str]) -> None:
         users = str(configs.get("super.users") or "")
@@ -55,6 +56,10 @@ class StandardAuthorizer:
     def load_acls(self, acls: Mapping[object, AclBinding]) -> None:
         """Every ACL in force (by id); replaces the previous set."""
         self._acls = acls
+        by_type: dict[ResourceType, list[AclBinding]] = {}
+        for binding in acls.values():
+            by_type.setdefault(binding.pattern.resource_type, []).append(binding)
+        self._by_type = by_type
 
     def acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self._acls.values() if filter_matches(binding_filter, b)]
@@ -69,7 +74,7 @@ class StandardAuthorizer:
     ) -> AuthorizationResult:
         resource = action.resource
         allowed = context.principal in self.super_users or decide(
-            self._acls.values(),
+            self._by_type.get(resource.resource_type, ()),
             context.principal,
             context.client_address,
             action.operation,
@@ -107,9 +112,8 @@ class StandardAuthorizer:
         hosts = {context.client_address, WILDCARD_HOST}
         relevant = [
             b
-            for b in self._acls.values()
-            if b.pattern.resource_type == resource_type
-            and b.entry.principal in principals
+            for b in self._by_type.get(resource_type, ())
+            if b.entry.principal in principals
             and b.entry.host in hosts
             and operation_grants(b.entry.operation, b.entry.permission_type, operation)
         ]
@@ -130,5 +134,5 @@ class StandardAuthorizer:
         allows = [b for b in relevant if b.entry.permission_type == AclPermissionType.ALLOW]
         if any(not cancelled(b) for b in allows):
             return ALLOWED
-        no_acls = not any(b.pattern.resource_type == resource_type for b in self._acls.values())
+        no_acls = not self._by_type.get(resource_type)
         return ALLOWED if self.allow_if_no_acl and no_acls else DENIED
