@@ -381,3 +381,22 @@ def test_admin_apis_answer_kafkas_authorization_errors(broker_factory) -> None:
     admin.create_acls([deny_alter])[deny_alter].result(TIMEOUT_S)
     again = acl(ResourceType.TOPIC, "other", AclOperation.READ)
     assert error_of(admin.create_acls([again])[again]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_committing_offsets_of_a_topic_one_may_not_read_is_refused(broker_factory) -> None:
+    broker: BrokerProcess = broker_factory(OPEN_UNTIL_ACLS)
+    for topic in ("ledger", "open-ledger"):
+        create_topic(broker.bootstrap, topic)
+    admin = admin_client(broker.bootstrap)
+    for future in admin.create_acls(
+        describable_but(ResourceType.TOPIC, "ledger", AclOperation.READ)
+    ).values():
+        future.result(TIMEOUT_S)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "auditors"})
+    offsets = [TopicPartition("ledger", 0, 5), TopicPartition("open-ledger", 0, 7)]
+    with pytest.raises(KafkaException) as refused:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    fetched = consumer.committed([TopicPartition("open-ledger", 0)], timeout=TIMEOUT_S)
+    assert [tp.offset for tp in fetched] == [7]
+    consumer.close()
