@@ -200,3 +200,28 @@ fn describe_all(
 ) -> DescribeTopicPartitionsResponse {
     describe(image, request, &TopicAuthorization::default(), offline_dir)
 }
+
+#[test]
+fn topics_one_may_not_describe_are_refused_when_named_and_left_out_otherwise() {
+    let authorized = TopicAuthorization {
+        denied: HashSet::from(["b".to_string()]),
+        operations: Some(HashMap::from([
+            ("a".to_string(), 1 << 8),
+            ("c".to_string(), 0),
+        ])),
+    };
+    let all = describe(&image(), &request(&[], 100, None), &authorized, &online);
+    let names: Vec<_> = all
+        .topics
+        .iter()
+        .map(|t| t.name.as_ref().unwrap().0.to_string())
+        .collect();
+    assert_eq!(names, ["a", "c"]);
+    assert_eq!(all.topics[0].topic_authorized_operations, 1 << 8);
+    let named = describe(&image(), &request(&["b"], 100, None), &authorized, &online);
+    assert_eq!(
+        named.topics[0].error_code,
+        ResponseError::TopicAuthorizationFailed.code()
+    );
+    assert!(named.topics[0].partitions.is_empty());
+}
