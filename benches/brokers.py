@@ -215,6 +215,8 @@ class KrustBroker(BrokerProcess):
     name: str = "krust"
     # The Prometheus endpoint's port (docs/metrics.md); None: off, krust's default.
     metrics_port: int | None = None
+    # More `--override key=value`s (the authorization workload turns the authorizer on).
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def command(self) -> list[str]:
         metrics = [] if self.metrics_port is None else ["--metrics-port", str(self.metrics_port)]
@@ -235,6 +237,11 @@ class KrustBroker(BrokerProcess):
             f"log.retention.check.interval.ms={self.settings.retention_check_interval_ms}",
             "--override",
             f"log.cleaner.backoff.ms={self.settings.cleaner_backoff_ms}",
+            *(
+                arg
+                for key, value in self.overrides.items()
+                for arg in ("--override", f"{key}={value}")
+            ),
         ]
 
 

@@ -15,6 +15,7 @@ WORKLOADS = (
     "consume",
     "latency",
     "background-work",
+    "authorization",
     "loaded-start",
     "many-partitions",
 )
@@ -38,6 +39,8 @@ class Plan:
     # seconds each, so a scrape or a cleaner pass is a fair share of the run.
     background_produce_bytes: int = 1000 * _MB
     background_compacted_bytes: int = 128 * _MIB
+    # Per measured produce (and read) of the authorization workload, off and on, krust only.
+    authorization_bytes: int = 500 * _MB
     # Full mode only: start-up with data, and the 10,000-partition workload.
     loaded_start_partitions: int = 0
     loaded_start_records: int = 0

@@ -10,6 +10,7 @@ from brokers import BrokerProcess, KrustBroker
 from measure import PeakRssSampler, cpu_seconds, rss_bytes
 from plan import Plan
 from report import Better, Metric, Results
+from workloads.authorization import produce_and_fetch_with_authorization_on_and_off
 from workloads.background_work import (
     produce_with_and_without_background_work,
     produce_with_metrics_on_and_off,
@@ -79,6 +80,7 @@ class Session:
                 ("consume", self._consume),
                 ("latency", lambda: self._latency(last_repetition)),
                 ("background-work", self._background_work),
+                ("authorization", self._authorization),
             ]
             if self.plan.loaded_start_partitions:
                 workloads.append(("loaded-start", self._loaded_start))
@@ -194,6 +196,31 @@ class Session:
             ("metrics on / off (target: >= 0.97)", metrics.on_mb_per_s / metrics.off_mb_per_s),
         ):
             unit = "MB/s" if label.startswith("MB/s") else "x"
+            self.results.add(Metric(group, label, unit, Better.HIGHER), self.broker.name, value)
+
+    def _authorization(self) -> None:
+        """krust only: the ACL authorizer on (cached decisions) against authorization off."""
+        if not isinstance(self.broker, KrustBroker):
+            return
+        group = "Authorization (krust; 1 KiB acks=1 p8, librdkafka)"
+        result = produce_and_fetch_with_authorization_on_and_off(
+            self.broker, self.plan.authorization_bytes, repetitions=3
+        )
+        for label, value in (
+            ("produce MB/s, authorization off", result.off_produce_mb_per_s),
+            ("produce MB/s, ACL authorizer on", result.on_produce_mb_per_s),
+            (
+                "produce on / off (target: >= 0.95)",
+                result.on_produce_mb_per_s / result.off_produce_mb_per_s,
+            ),
+            ("fetch MB/s, authorization off", result.off_fetch_mb_per_s),
+            ("fetch MB/s, ACL authorizer on", result.on_fetch_mb_per_s),
+            (
+                "fetch on / off (target: >= 0.95)",
+                result.on_fetch_mb_per_s / result.off_fetch_mb_per_s,
+            ),
+        ):
+            unit = "x" if "/" in label.split("(")[0] else "MB/s"
             self.results.add(Metric(group, label, unit, Better.HIGHER), self.broker.name, value)
 
     def _restart_empty(self) -> None:

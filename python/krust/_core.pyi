@@ -73,6 +73,8 @@ class MetadataDelta(TypedDict):
     # Present when a dynamic broker config changed: the new broker defaults of every topic config
     # (as in MetadataImage); every hosted partition without an override takes them, live.
     log_defaults: NotRequired[dict[str, str]]
+    # True when ACLs changed: the core forgets its cached authorization decisions.
+    acls_changed: NotRequired[bool]
 
 @type_check_only
 class StoredRecord(TypedDict):
@@ -162,6 +164,11 @@ class Broker:
         handler: Callable[[BridgeRequest], None],
         python_apis: Mapping[int, tuple[int, int]],
         internal_only: Set[int],
+        authorize: Callable[
+            [str, str, str, str, str | None, int, int, list[tuple[int, int, int, str]]],
+            list[bool] | None,
+        ]
+        | None = None,
     ) -> None:
         """Listen and serve until SIGINT/SIGTERM or `shutdown()`; the GIL is released meanwhile.
 
@@ -173,8 +180,17 @@ class Broker:
         `handler` is called on the core's dedicated bridge thread, one request at a time; it must
         return quickly (hand the work to the Python event loop) and answer via `respond` later.
 
+        `authorize` (None: no authorization, no check at all) decides the native handlers'
+        authorization cache misses: it is called on the core's dedicated authorizer thread with
+        (principal, listener_name, security_protocol, client_host, client_id, api_key,
+        api_version, actions), each action (operation, resource type, pattern type, resource
+        name) as Kafka codes, and returns one bool per action, or None when the plugin failed
+        (everything denied, nothing cached). See docs/authorization.md.
+
         Raises OSError if it cannot listen, or once every log dir has failed (docs/partitions.md).
         """
+    def invalidate_authorizations(self) -> None:
+        """Forget every cached authorization decision (the authorizer plugin asked)."""
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
     def close(self) -> None:

@@ -27,6 +27,9 @@ NON_CONFIG_ENV_PREFIX = "KRUST_TEST_"
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Keys naming a plugin class: while one is set, keys krust does not know are kept for the
+# plugin (Kafka hands plugins every config it was given) instead of being refused.
+PLUGIN_CLASS_KEYS = ("authorizer.class.name",)
 
 
 class ConfigError(Exception):
@@ -284,9 +287,15 @@ class BrokerConfig(Mapping[str, Any]):
     log.flush.interval.ms, advertised.listeners; listeners are `Listener` tuples and
     listener.security.protocol.map a dict."""
 
-    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, ConfigSource]) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        sources: Mapping[str, ConfigSource],
+        originals: Mapping[str, str] | None = None,
+    ) -> None:
         self._values = dict(values)
         self._sources = dict(sources)
+        self._originals = dict(originals or {})
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
@@ -301,6 +310,11 @@ class BrokerConfig(Mapping[str, Any]):
         """Where the key's value came from (for DescribeConfigs-style config sources)."""
         return self._sources.get(key, ConfigSource.DEFAULT)
 
+    def originals(self) -> dict[str, str]:
+        """Every key given to the broker as the string it was given, a plugin's own keys
+        included (Kafka's AbstractConfig.originals): what plugins are configured with."""
+        return dict(self._originals)
+
 
 def load_config(
     config_file: Path | None = None,
@@ -310,10 +324,14 @@ def load_config(
     """Merge every source, validate every key and check that the log directories are usable."""
     raw: dict[str, str | None] = {key.name: key.default for key in BROKER_KEYS}
     sources: dict[str, ConfigSource] = {}
+    originals: dict[str, str] = {}
+    unknown: dict[str, str] = {}
 
     def put(key: str, value: str, source: ConfigSource, origin: str) -> None:
+        originals[key] = value
         if key not in KEYS:
-            raise ConfigError(origin, f"unknown configuration key {key!r}")
+            unknown.setdefault(key, origin)
+            return
         raw[key] = value
         sources[key] = source
 
@@ -333,11 +351,14 @@ def load_config(
         if not sep:
             raise ConfigError("--override", f"expected key=value, got {override!r}")
         put(key.strip(), value, ConfigSource.OVERRIDE, "--override")
+    if unknown and not any(raw.get(key) for key in PLUGIN_CLASS_KEYS):
+        key, origin = next(iter(unknown.items()))
+        raise ConfigError(origin, f"unknown configuration key {key!r}")
 
     values = {name: KEYS[name].parse(value) for name, value in raw.items()}
     _resolve(values)
     _check_log_dirs(values["log.dirs"])
-    return BrokerConfig(values, sources)
+    return BrokerConfig(values, sources, originals)
 
 
 def _read_properties(path: Path) -> dict[str, str]:

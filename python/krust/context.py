@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from krust import _core
+    from krust.authorization import Authorization
     from krust.bridge import Dispatcher
     from krust.controller import Controller
 
@@ -29,9 +30,16 @@ class CoreBroker(Protocol):
     def write_metadata_snapshot(self, end_offset: int, records: Sequence[bytes]) -> str: ...
 
 
+def _no_authorizer() -> Authorization:
+    from krust.authorization import Authorization
+
+    return Authorization(None)
+
+
 @dataclass
 class BrokerContext:
     config: Mapping[str, Any]  # validated values by Kafka name, e.g. config["node.id"]
     core: CoreBroker
     controller: Controller
     dispatcher: Dispatcher
+    authorization: Authorization = field(default_factory=_no_authorizer)

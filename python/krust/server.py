@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from krust import controller, group
+from krust.authorization import Authorization
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, core_settings
 from krust.context import BrokerContext
@@ -27,15 +28,25 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
     SIGINT/SIGTERM; then stop the services' loop and close the core (flush, checkpoints)."""
     from krust import _core  # the extension; imported here so config and controller need it not
 
+    # A plugin that cannot be loaded stops start-up before any log dir is opened.
+    authorization = Authorization.from_config(config, config.originals())
     core = _core.Broker(core_settings(config))
     dispatcher = Dispatcher()
     services: list[object] = []
     try:
+        metadata = controller.Controller.open(config, core)
+        metadata.authorization = authorization
+        authorization.use_acls(lambda: metadata.image.acls)
+        image = metadata.image
+        authorization.start(
+            image.cluster_id, image.node_id, lambda: core.invalidate_authorizations()
+        )
         ctx = BrokerContext(
             config=config,
             core=core,
-            controller=controller.Controller.open(config, core),
+            controller=metadata,
             dispatcher=dispatcher,
+            authorization=authorization,
         )
         services = [install(ctx) for install in SERVICES]
         on_ready()
@@ -44,12 +55,14 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
                 dispatcher.submit,
                 dispatcher.supported_versions(),
                 dispatcher.internal_only_apis(),
+                authorize=authorization.core_callback if authorization.enabled else None,
             )
     finally:
         log.info("closing the services, then flushing the logs and writing checkpoints")
         if services:
             _close_services(dispatcher, services)
         dispatcher.close()
+        authorization.close()
         core.close()
 
 

@@ -210,7 +210,11 @@ class ServingFakeCore(FakeCore):
         ServingFakeCore.instances.append(self)
 
     def serve(
-        self, handler: Any, python_apis: dict[int, tuple[int, int]], internal_only: frozenset[int]
+        self,
+        handler: Any,
+        python_apis: dict[int, tuple[int, int]],
+        internal_only: frozenset[int],
+        authorize: Any = None,
     ) -> None:
         self.python_apis = dict(python_apis)
         self.internal_only = frozenset(internal_only)

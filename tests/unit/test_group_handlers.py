@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
+from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.coordinator.clock import FakeClock
 from krust.group.api_admin import AdminApis
@@ -59,6 +60,7 @@ class Context:
         self.core = FakeCore()
         self.controller = controller
         self.dispatcher = dispatcher
+        self.authorization = Authorization(None)
 
 
 @async_test

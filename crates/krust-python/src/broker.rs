@@ -13,6 +13,7 @@ use pyo3::exceptions::{PyBlockingIOError, PyOSError, PyRuntimeError, PyValueErro
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use crate::authorizer_thread::run_authorizer_thread;
 use crate::bridge_request::run_bridge_thread;
 use crate::conversions::{broker_settings, log_defaults, metadata_delta, metadata_image};
 
@@ -68,6 +69,15 @@ fn open_error(error: krust_server::broker::OpenError) -> PyErr {
     }
 }
 
+/// Whether a metadata delta says the ACLs changed (`acls_changed`, absent: no).
+fn acls_changed(delta: &Bound<'_, PyAny>) -> PyResult<bool> {
+    match delta.get_item("acls_changed") {
+        Ok(value) => value.extract(),
+        Err(error) if error.is_instance_of::<pyo3::exceptions::PyKeyError>(delta.py()) => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
 fn runtime_error(error: impl std::fmt::Display) -> PyErr {
     PyRuntimeError::new_err(error.to_string())
 }
@@ -98,10 +108,21 @@ impl PyBroker {
     }
 
     fn apply_metadata_delta(&self, py: Python<'_>, delta: &Bound<'_, PyAny>) -> PyResult<()> {
+        let acls_changed = acls_changed(delta)?;
         let delta = metadata_delta(delta)?;
         let broker = self.inner.clone();
-        py.detach(|| broker.apply_metadata_delta(&delta))
-            .map_err(runtime_error)
+        py.detach(|| {
+            if acls_changed {
+                broker.invalidate_authorizations();
+            }
+            broker.apply_metadata_delta(&delta)
+        })
+        .map_err(runtime_error)
+    }
+
+    /// Forgets every cached authorization decision (the authorizer plugin's `invalidate()`).
+    fn invalidate_authorizations(&self) {
+        self.inner.invalidate_authorizations();
     }
 
     fn internal_append(
@@ -187,25 +208,38 @@ impl PyBroker {
 
     /// Serves until SIGTERM, Ctrl-C or `shutdown()`. The GIL is released while serving; the
     /// tokio runtime is made here, in the serving process, never at import (fork safety).
+    #[pyo3(signature = (handler, python_apis, internal_only, authorize=None))]
     fn serve(
         &self,
         py: Python<'_>,
         handler: Py<PyAny>,
         python_apis: BTreeMap<i16, (i16, i16)>,
         internal_only: BTreeSet<i16>,
+        authorize: Option<Py<PyAny>>,
     ) -> PyResult<()> {
         let (bridge, receiver) = Bridge::new(python_api_routes(python_apis, &internal_only)?);
         let bridge_thread = std::thread::Builder::new()
             .name("krust-bridge".into())
             .spawn(move || run_bridge_thread(receiver, handler))
             .map_err(runtime_error)?;
+        let (authorizer, authorizer_thread) = match authorize {
+            None => (None, None),
+            Some(authorize) => {
+                let (authorizer, receiver) = self.inner.authorizer();
+                let thread = std::thread::Builder::new()
+                    .name("krust-authorizer".into())
+                    .spawn(move || run_authorizer_thread(receiver, authorize))
+                    .map_err(runtime_error)?;
+                (Some(authorizer), Some(thread))
+            }
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .thread_name("krust-io")
             .enable_all()
             .build()
             .map_err(runtime_error)?;
         let broker = self.inner.clone();
-        let mut server = runtime.spawn(async move { broker.serve(bridge).await });
+        let mut server = runtime.spawn(async move { broker.serve(bridge, authorizer).await });
         let outcome = loop {
             let finished = py.detach(|| {
                 runtime.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut server).await })
@@ -221,6 +255,9 @@ impl PyBroker {
         py.detach(|| {
             runtime.shutdown_timeout(Duration::from_secs(1));
             let _ = bridge_thread.join();
+            if let Some(thread) = authorizer_thread {
+                let _ = thread.join();
+            }
         });
         match outcome {
             Ok(Ok(())) => Ok(()),

@@ -2,6 +2,7 @@
 //! python/krust/_core.pyi); everything else stays in the Rust crates.
 
 mod arrow_ffi;
+mod authorizer_thread;
 mod bridge_request;
 mod broker;
 mod conversions;

@@ -13,6 +13,7 @@ use krust_storage::scheduler::Scheduler;
 use krust_storage::{LogManager, StorageError, TopicPartition};
 use tokio::sync::watch;
 
+use crate::authorizer::{Authorizer, AuthorizerReceiver, DecisionCache};
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
@@ -67,6 +68,8 @@ pub struct Broker {
     replicas: Arc<ReplicaManager>,
     metrics: Arc<BrokerMetrics>,
     stop: Arc<watch::Sender<bool>>,
+    /// Authorization decisions of the configured authorizer, forgotten when ACLs change.
+    authorizations: Arc<DecisionCache>,
     /// Applies metadata deltas to the hosted partitions, one after another, off the
     /// controller's path (Kafka's metadata publisher): a topic's logs are created after the
     /// controller has answered.
@@ -103,6 +106,7 @@ impl Broker {
             replicas,
             metrics: Arc::default(),
             stop,
+            authorizations: Arc::default(),
             applier,
         })
     }
@@ -254,19 +258,46 @@ impl Broker {
 
     /// What connections share while serving, with Python-owned requests going to `bridge`.
     pub fn server_context(&self, bridge: Bridge) -> Arc<ServerContext> {
-        Arc::new(ServerContext::new(
-            self.settings.clone(),
-            self.metadata.clone(),
-            self.replicas.clone(),
-            bridge,
-            self.metrics.clone(),
-        ))
+        self.authorized_server_context(bridge, None)
+    }
+
+    /// Like `server_context`, with requests authorized by `authorizer`.
+    pub fn authorized_server_context(
+        &self,
+        bridge: Bridge,
+        authorizer: Option<Authorizer>,
+    ) -> Arc<ServerContext> {
+        Arc::new(
+            ServerContext::new(
+                self.settings.clone(),
+                self.metadata.clone(),
+                self.replicas.clone(),
+                bridge,
+                self.metrics.clone(),
+            )
+            .with_authorizer(authorizer),
+        )
+    }
+
+    /// An authorizer over this broker's decision cache; its misses arrive at the receiver.
+    pub fn authorizer(&self) -> (Authorizer, AuthorizerReceiver) {
+        Authorizer::new(self.authorizations.clone())
+    }
+
+    /// Forgets every cached authorization decision (ACLs changed, or the plugin asked).
+    pub fn invalidate_authorizations(&self) {
+        self.authorizations.invalidate();
     }
 
     /// Serves clients until `shutdown()`, SIGTERM or the failure of every log dir.
-    pub async fn serve(&self, bridge: Bridge) -> Result<(), BrokerServeError> {
+    pub async fn serve(
+        &self,
+        bridge: Bridge,
+        authorizer: Option<Authorizer>,
+    ) -> Result<(), BrokerServeError> {
         if !self.replicas.all_log_dirs_offline() {
-            serve(self.server_context(bridge), self.stop.subscribe()).await?;
+            let context = self.authorized_server_context(bridge, authorizer);
+            serve(context, self.stop.subscribe()).await?;
         }
         if self.replicas.all_log_dirs_offline() {
             return Err(BrokerServeError::AllLogDirsOffline {

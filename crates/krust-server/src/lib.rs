@@ -9,6 +9,7 @@ pub mod session;
 pub mod settings;
 
 // Broker state: metadata, partitions, waiting requests, fetch sessions, producer ids.
+pub mod authorizer;
 pub mod bridge;
 pub mod fetch_session;
 pub mod metadata_cache;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
+use crate::authorizer::Authorizer;
 use crate::bridge::Bridge;
 use crate::connection_limits::ConnectionCounter;
 use crate::fetch_session::FetchSessionCache;
@@ -25,6 +26,8 @@ pub struct ServerContext {
     pub fetch_sessions: FetchSessionCache,
     pub producer_ids: ProducerIdManager,
     pub connections: Arc<ConnectionCounter>,
+    /// The configured authorizer; `None`: no authorization, no check at all.
+    pub authorizer: Option<Authorizer>,
     /// queued.max.requests: permits for complete requests being handled broker-wide.
     pub request_slots: Semaphore,
 }
@@ -48,7 +51,13 @@ impl ServerContext {
             metrics,
             fetch_sessions: FetchSessionCache::default(),
             connections: Arc::default(),
+            authorizer: None,
             request_slots: Semaphore::new(slots),
         }
+    }
+
+    /// The same context, with requests authorized by `authorizer`.
+    pub fn with_authorizer(self, authorizer: Option<Authorizer>) -> Self {
+        ServerContext { authorizer, ..self }
     }
 }

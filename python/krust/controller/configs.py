@@ -31,6 +31,8 @@ from krust.controller.topic_configs import (
     validate_topic_configs,
 )
 from krust.controller.topics import topic_name_problem
+from krust.plugins.authorizer import CLUSTER_NAME, AclOperation
+from krust.plugins.authorizer import ResourceType as AclResource
 from krust.protocol import make_response
 
 if TYPE_CHECKING:
@@ -157,6 +159,27 @@ class ConfigAdmin:
 
     # DescribeConfigs (Kafka's ConfigHelper.describeConfigs).
 
+    async def _authorize(
+        self, context: RequestContext, operation: AclOperation, resource: Any
+    ) -> None:
+        """As Kafka's ConfigHelper/ConfigAdminManager: DESCRIBE_CONFIGS or ALTER_CONFIGS on the
+        topic or group, or on the cluster for broker resources; ConfigApiError if refused."""
+        code = resource.resource_type
+        if code == ResourceType.TOPIC:
+            target = (AclResource.TOPIC, resource.resource_name)
+            refusal = ErrorCode.topic_authorization_failed
+        elif code == ResourceType.GROUP:
+            target = (AclResource.GROUP, resource.resource_name)
+            refusal = ErrorCode.group_authorization_failed
+        elif code in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+            target = (AclResource.CLUSTER, CLUSTER_NAME)
+            refusal = ErrorCode.cluster_authorization_failed
+        else:
+            return
+        authorization = self._controller.authorization
+        if not await authorization.allowed(context, operation, *target):
+            raise ConfigApiError(refusal, None)
+
     async def describe_configs(self, request: Any, context: RequestContext) -> Any:
         # v1-v2 have no include_documentation.
         documentation = getattr(request, "include_documentation", False)
@@ -167,6 +190,7 @@ class ConfigAdmin:
                 "resource_name": resource.resource_name,
             }
             try:
+                await self._authorize(context, AclOperation.DESCRIBE_CONFIGS, resource)
                 entries = self._entries(_resource_type(resource.resource_type), resource)
             except ConfigApiError as error:
                 result.update(error_code=error.error, error_message=error.message, configs=[])
@@ -272,15 +296,23 @@ class ConfigAdmin:
         for resource in request.resources:
             ident = (resource.resource_type, resource.resource_name)
             seen[ident] = seen.get(ident, 0) + 1
+        refused: dict[int, ConfigApiError] = {}
+        for index, resource in enumerate(request.resources):
+            try:
+                await self._authorize(context, AclOperation.ALTER_CONFIGS, resource)
+            except ConfigApiError as error:
+                refused[index] = error
         responses = []
         async with controller.lock:
             records: list[MetadataRecord] = []
-            for resource in request.resources:
+            for index, resource in enumerate(request.resources):
                 response: dict[str, Any] = {
                     "resource_type": resource.resource_type,
                     "resource_name": resource.resource_name,
                 }
                 try:
+                    if index in refused:
+                        raise refused[index]
                     if seen[(resource.resource_type, resource.resource_name)] > 1:
                         raise _invalid_request("Each resource must appear at most once.")
                     names = [c.name for c in resource.configs]

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import configs
+from krust.controller import acls, configs
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.features import (
@@ -37,6 +38,7 @@ from krust.controller.topics import (
     plan_create_topics,
     plan_delete_topics,
 )
+from krust.plugins.authorizer import AclOperation, ResourceType
 from krust.protocol import make_response
 
 if TYPE_CHECKING:
@@ -75,6 +77,8 @@ class Controller:
         self._lock = asyncio.Lock()
         self._snapshots = SnapshotSchedule(config)
         self._snapshot_task: asyncio.Task[None] | None = None
+        # The broker's authorizer; server.py sets the configured one.
+        self.authorization = Authorization(None)
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
@@ -211,22 +215,60 @@ class Controller:
             )
             for topic in request.topics
         ]
+        # As Kafka: CREATE on the cluster, or else on each topic.
+        names = [spec.name for spec in specs]
+        creatable = set(names)
+        if not await self.authorization.allowed(context, AclOperation.CREATE, ResourceType.CLUSTER):
+            creatable = await self.authorization.allowed_names(
+                context, AclOperation.CREATE, ResourceType.TOPIC, names
+            )
         async with self._lock:
-            plan = plan_create_topics(self.image, self.broker_config(), specs)
+            allowed = [spec for spec in specs if spec.name in creatable]
+            plan = plan_create_topics(self.image, self.broker_config(), allowed)
             if plan.records and not request.validate_only:
                 await self._commit(plan.records)
-        return make_response(CREATE_TOPICS, context.api_version, {"topics": plan.results})
+        results = plan.results + _refused(n for n in names if n not in creatable)
+        # v5+ answers the new topics' configs, only to who may DESCRIBE_CONFIGS them.
+        describable = await self.authorization.allowed_names(
+            context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names
+        )
+        for result in results:
+            if result["name"] not in describable:
+                result.update(topic_config_error_code=ErrorCode.topic_authorization_failed)
+                result.update(configs=[])
+        return make_response(CREATE_TOPICS, context.api_version, {"topics": results})
 
     async def delete_topics(self, request: Any, context: RequestContext) -> Any:
         entries: list[tuple[str | None, uuid.UUID | None]] = [
             (name, None) for name in getattr(request, "topic_names", ())
         ]
         entries += [(topic.name, topic.topic_id) for topic in getattr(request, "topics", ())]
+        # As Kafka: DELETE on each topic, named or given by id.
+        by_id = self.image.topics_by_id
+        named = [
+            (name if topic_id is None or topic_id not in by_id else by_id[topic_id].name, topic_id)
+            for name, topic_id in entries
+        ]
+        deletable = await self.authorization.allowed_names(
+            context, AclOperation.DELETE, ResourceType.TOPIC, (n for n, _ in named if n)
+        )
+        refused = [
+            {"name": name, "topic_id": topic_id or uuid.UUID(int=0)}
+            for name, topic_id in named
+            if name and name not in deletable
+        ]
+        allowed = [
+            e for e, (name, _) in zip(entries, named, strict=True) if not name or name in deletable
+        ]
         async with self._lock:
-            plan = plan_delete_topics(self.image, self._config, context.api_version, entries)
+            plan = plan_delete_topics(self.image, self._config, context.api_version, allowed)
             if plan.records:
                 await self._commit(plan.records)
-        return make_response(DELETE_TOPICS, context.api_version, {"responses": plan.results})
+        results = plan.results + [
+            {**r, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
+            for r in refused
+        ]
+        return make_response(DELETE_TOPICS, context.api_version, {"responses": results})
 
     async def create_partitions(self, request: Any, context: RequestContext) -> Any:
         specs = [
@@ -239,15 +281,25 @@ class Controller:
             )
             for topic in request.topics
         ]
+        # As Kafka: ALTER on each topic.
+        alterable = await self.authorization.allowed_names(
+            context, AclOperation.ALTER, ResourceType.TOPIC, (spec.name for spec in specs)
+        )
         async with self._lock:
-            plan = plan_create_partitions(self.image, specs)
+            allowed = [spec for spec in specs if spec.name in alterable]
+            plan = plan_create_partitions(self.image, allowed)
             if plan.records and not request.validate_only:
                 await self._commit(plan.records)
-        return make_response(CREATE_PARTITIONS, context.api_version, {"results": plan.results})
+        results = plan.results + _refused(s.name for s in specs if s.name not in alterable)
+        return make_response(CREATE_PARTITIONS, context.api_version, {"results": results})
 
     async def update_features(self, request: Any, context: RequestContext) -> Any:
         """Finalize feature levels (KIP-584): all updates or none, as Kafka's QuorumController."""
         version = context.api_version
+        # As Kafka's ControllerApis: ALTER on the cluster.
+        if not await self.authorization.allowed(context, AclOperation.ALTER, ResourceType.CLUSTER):
+            refused = {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
+            return make_response(UPDATE_FEATURES, version, refused)
         updates = {
             update.feature: FeatureUpdate(
                 update.feature,
@@ -306,6 +358,18 @@ class Controller:
         return answer(ErrorCode.none, start, PRODUCER_ID_BLOCK_SIZE)
 
 
+def _refused(names: Any) -> list[dict[str, Any]]:
+    """The results of topics the principal may not act on (Kafka's message)."""
+    return [
+        {
+            "name": name,
+            "error_code": ErrorCode.topic_authorization_failed,
+            "error_message": "Authorization failed.",
+        }
+        for name in names
+    ]
+
+
 def install(ctx: BrokerContext) -> Controller:
     """Route the controller's APIs (versions Kafka 4 serves) to `ctx.controller`."""
     controller = ctx.controller
@@ -317,4 +381,5 @@ def install(ctx: BrokerContext) -> Controller:
         ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
     )
     configs.install(controller, ctx.dispatcher.register)
+    acls.install(controller, ctx.authorization, ctx.dispatcher.register)
     return controller

@@ -19,6 +19,7 @@ from krust.controller.records import (
     BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
@@ -28,8 +29,18 @@ from krust.controller.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
+)
+from krust.plugins.authorizer import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
 )
 
 if TYPE_CHECKING:
@@ -83,6 +94,8 @@ class MetadataImage:
     next_producer_id: int = 0
     # Dynamic broker configs by resource name: a broker id, or "" for the cluster-wide default.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # ACLs by id (AccessControlEntryRecords), for the built-in authorizer.
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY)
 
     @cached_property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
@@ -120,6 +133,8 @@ class ImageBuilder:
         self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
         self._broker_configs = {name: dict(c) for name, c in image.broker_configs.items()}
         self.broker_configs_changed = False
+        self._acls = dict(image.acls)
+        self.acls_changed = False
         # What changed, for `core_delta`.
         self._changed_partitions: dict[uuid.UUID, set[int]] = {}
         self._changed_topic_names: set[str] = set()
@@ -177,6 +192,15 @@ class ImageBuilder:
                     self._features[record.name] = record.feature_level
             case ProducerIdsRecord():
                 self._next_producer_id = record.next_producer_id
+            case AccessControlEntryRecord():
+                self._acls[record.id] = acl_binding(record)
+                self.acls_changed = True
+            case RemoveAccessControlEntryRecord():
+                if self._acls.pop(record.id, None) is None:
+                    raise MetadataRecordError(
+                        f"RemoveAccessControlEntryRecord for unknown {record.id}"
+                    )
+                self.acls_changed = True
             case NoOpRecord():
                 pass
         self._offset = offset
@@ -214,6 +238,7 @@ class ImageBuilder:
             broker_configs=MappingProxyType(
                 {name: MappingProxyType(dict(c)) for name, c in self._broker_configs.items() if c}
             ),
+            acls=MappingProxyType(dict(self._acls)) if self.acls_changed else self._base.acls,
         )
 
     def _register_broker(self, record: RegisterBrokerRecord) -> None:
@@ -286,7 +311,7 @@ class ImageBuilder:
                 indexes = sorted(self._changed_partitions.get(topic.topic_id, ()))
                 changed = (topic.partitions[index] for index in indexes)
             topics.append(_core_topic(topic, changed))
-        return {
+        delta: _core.MetadataDelta = {
             "metadata_offset": image.metadata_offset,
             "controller_id": image.controller_id,
             "brokers": _core_brokers(image) if self._brokers_changed else None,
@@ -294,6 +319,29 @@ class ImageBuilder:
             "deleted_topic_ids": [topic_id.bytes for topic_id in self._deleted_topic_ids],
             "finalized_features": dict(image.features) if self._features_changed else None,
         }
+        if self.acls_changed:
+            delta["acls_changed"] = True
+        return delta
+
+
+def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
+    """The ACL an AccessControlEntryRecord holds."""
+    try:
+        return AclBinding(
+            ResourcePattern(
+                ResourceType(record.resource_type),
+                record.resource_name,
+                PatternType(record.pattern_type),
+            ),
+            AccessControlEntry(
+                record.principal,
+                record.host,
+                AclOperation(record.operation),
+                AclPermissionType(record.permission_type),
+            ),
+        )
+    except ValueError as error:
+        raise MetadataRecordError(f"AccessControlEntryRecord {record.id}: {error}") from None
 
 
 def to_core_image(image: MetadataImage) -> _core.MetadataImage:

@@ -178,6 +178,35 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord:
+    """An ACL is created (Kafka's StandardAcl, with its id). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 18
+    __version__: ClassVar[int] = 0
+    id: uuid.UUID = field(metadata=_kafka("uuid"))
+    resource_type: int = field(metadata=_kafka("int8"))
+    resource_name: str = field(metadata=_kafka("string"))
+    pattern_type: int = field(metadata=_kafka("int8"))
+    principal: str = field(metadata=_kafka("string"))
+    host: str = field(metadata=_kafka("string"))
+    operation: int = field(metadata=_kafka("int8"))
+    permission_type: int = field(metadata=_kafka("int8"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord:
+    """An ACL is deleted. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 19
+    __version__: ClassVar[int] = 0
+    id: uuid.UUID = field(metadata=_kafka("uuid"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     """Advances the log without changing anything. Version 0."""
 
@@ -196,6 +225,8 @@ MetadataRecord = (
     | RemoveTopicRecord
     | FeatureLevelRecord
     | ProducerIdsRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | NoOpRecord
 )
 RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
@@ -209,6 +240,8 @@ RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
         RemoveTopicRecord,
         FeatureLevelRecord,
         ProducerIdsRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
         NoOpRecord,
     )
 }

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from krust.authorization import Authorization
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group_manager import JoinGroupRequest, LeavingMember, SyncGroupRequest
 from krust.group.results import CoordinatorLocation, ErrorCode
+from krust.plugins.authorizer import AclOperation, ResourceType
 from krust.protocol import make_response
 
 if TYPE_CHECKING:
@@ -42,8 +44,22 @@ def kafka_client_host(host: str) -> str:
 
 
 class MembershipApis:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(
+        self, coordinator: GroupCoordinator, authorization: Authorization | None = None
+    ) -> None:
         self._coordinator = coordinator
+        self._authorization = authorization or Authorization(None)
+
+    async def _may_read_group(self, context: RequestContext, group_id: str) -> bool:
+        """Kafka's check of JoinGroup, SyncGroup, Heartbeat and LeaveGroup: READ on the group."""
+        return await self._authorization.allowed(
+            context, AclOperation.READ, ResourceType.GROUP, group_id
+        )
+
+    def _group_denied(self, api_key: int, context: RequestContext) -> Any:
+        return make_response(
+            api_key, context.api_version, {"error_code": ErrorCode.group_authorization_failed}
+        )
 
     def routes(self) -> Sequence[Route]:
         return [
@@ -59,7 +75,7 @@ class MembershipApis:
         key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
         # KIP-699: v4+ looks up a batch of keys in one request.
         keys = list(request.coordinator_keys) if version >= 4 else [request.key]
-        locations = await asyncio.gather(*(self._locate(key, key_type) for key in keys))
+        locations = await asyncio.gather(*(self._locate(key, key_type, context) for key in keys))
         if version >= 4:
             coordinators = [
                 {**_location_fields(location), "key": key}
@@ -68,7 +84,23 @@ class MembershipApis:
             return make_response(FIND_COORDINATOR, version, {"coordinators": coordinators})
         return make_response(FIND_COORDINATOR, version, _location_fields(locations[0]))
 
-    async def _locate(self, key: str, key_type: int) -> CoordinatorLocation:
+    async def _locate(
+        self, key: str, key_type: int, context: RequestContext
+    ) -> CoordinatorLocation:
+        # As Kafka: DESCRIBE on the group or the transactional id the key names.
+        if key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+            resource_type, refusal = (
+                (ResourceType.GROUP, ErrorCode.group_authorization_failed)
+                if key_type == GROUP_KEY_TYPE
+                else (
+                    ResourceType.TRANSACTIONAL_ID,
+                    ErrorCode.transactional_id_authorization_failed,
+                )
+            )
+            if not await self._authorization.allowed(
+                context, AclOperation.DESCRIBE, resource_type, key
+            ):
+                return CoordinatorLocation(refusal)
         if key_type == GROUP_KEY_TYPE:
             return await self._coordinator.find_coordinator(key)
         if key_type == TRANSACTION_KEY_TYPE:
@@ -78,6 +110,8 @@ class MembershipApis:
 
     async def join_group(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
+        if not await self._may_read_group(context, request.group_id):
+            return self._group_denied(JOIN_GROUP, context)
         session_timeout_ms = millis(request.session_timeout)
         # v0 has no rebalance timeout: Kafka uses the session timeout for both.
         rebalance_timeout_ms = millis(request.rebalance_timeout) if version >= 1 else -1
@@ -125,6 +159,8 @@ class MembershipApis:
 
     async def sync_group(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
+        if not await self._may_read_group(context, request.group_id):
+            return self._group_denied(SYNC_GROUP, context)
         result = await self._coordinator.sync_group(
             SyncGroupRequest(
                 group_id=request.group_id,
@@ -149,6 +185,8 @@ class MembershipApis:
 
     async def heartbeat(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
+        if not await self._may_read_group(context, request.group_id):
+            return self._group_denied(HEARTBEAT, context)
         error = self._coordinator.heartbeat(
             request.group_id,
             request.member_id,
@@ -159,6 +197,8 @@ class MembershipApis:
 
     async def leave_group(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
+        if not await self._may_read_group(context, request.group_id):
+            return self._group_denied(LEAVE_GROUP, context)
         if version >= 3:
             # KIP-345: a batch, possibly by group.instance.id alone (admin removal).
             leaving = [LeavingMember(m.member_id, m.group_instance_id) for m in request.members]

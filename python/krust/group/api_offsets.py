@@ -12,10 +12,12 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from krust.authorization import Authorization
 from krust.group.api_membership import Route, millis
 from krust.group.coordinator import FetchedOffsets, GroupCoordinator
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit, PartitionErrors
 from krust.group.results import ErrorCode
+from krust.plugins.authorizer import AclOperation, ResourceType
 from krust.protocol import make_response
 
 if TYPE_CHECKING:
@@ -28,8 +30,23 @@ FIRST_VERSION_WITH_TOPIC_IDS = 10
 
 
 class OffsetApis:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(
+        self, coordinator: GroupCoordinator, authorization: Authorization | None = None
+    ) -> None:
         self._coordinator = coordinator
+        self._authorization = authorization or Authorization(None)
+
+    async def _allowed_topics(
+        self, context: RequestContext, operation: AclOperation, names: Any
+    ) -> set[str]:
+        return await self._authorization.allowed_names(
+            context, operation, ResourceType.TOPIC, [n for n in names if n is not None]
+        )
+
+    async def _group_allowed(
+        self, context: RequestContext, operation: AclOperation, group_id: str
+    ) -> bool:
+        return await self._authorization.allowed(context, operation, ResourceType.GROUP, group_id)
 
     def routes(self) -> Sequence[Route]:
         return [
@@ -41,6 +58,21 @@ class OffsetApis:
     async def offset_commit(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
         topics = self._named(request.topics, version)
+        # As Kafka: READ on the group, then READ on each topic.
+        if not await self._group_allowed(context, AclOperation.READ, request.group_id):
+            refused: dict[str | None, Any] = {
+                name: [
+                    (p.partition_index, ErrorCode.group_authorization_failed) for p in t.partitions
+                ]
+                for name, t in topics
+            }
+            return self._commit_response(version, topics, refused)
+        readable = await self._allowed_topics(context, AclOperation.READ, (n for n, _ in topics))
+        refused = {
+            name: [(p.partition_index, ErrorCode.topic_authorization_failed) for p in t.partitions]
+            for name, t in topics
+            if name is not None and name not in readable
+        }
         results = await self._coordinator.commit_offsets(
             OffsetCommitRequest(
                 group_id=request.group_id,
@@ -64,17 +96,21 @@ class OffsetApis:
                         ),
                     )
                     for name, topic in topics
-                    if name is not None
+                    if name is not None and name not in refused
                 ),
             )
         )
-        outcomes = dict(results)
+        return self._commit_response(version, topics, {**dict(results), **refused})
+
+    def _commit_response(
+        self, version: int, topics: list[tuple[str | None, Any]], outcomes: dict[str | None, Any]
+    ) -> Any:
         answered = [
             (
                 name,
                 topic.topic_id if version >= FIRST_VERSION_WITH_TOPIC_IDS else None,
                 outcomes[name]
-                if name is not None
+                if name is not None and name in outcomes
                 else [(p.partition_index, ErrorCode.unknown_topic_id) for p in topic.partitions],
             )
             for name, topic in topics
@@ -104,31 +140,63 @@ class OffsetApis:
 
     async def offset_fetch(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
-        if version >= FIRST_VERSION_WITH_TOPIC_IDS:
-            groups = [self._fetch_by_topic_ids(group) for group in request.groups]
-            return make_response(OFFSET_FETCH, version, {"groups": groups})
         if version >= 8:
-            groups = []
-            for group in request.groups:
-                error, fetched = self._coordinator.fetch_offsets(
-                    group.group_id, _requested(group.topics)
-                )
-                groups.append(
-                    {"group_id": group.group_id, "error_code": error, "topics": _topics(fetched)}
-                )
+            groups = [await self._fetch_group(group, version, context) for group in request.groups]
             return make_response(OFFSET_FETCH, version, {"groups": groups})
         # v2+ may ask for every committed offset with a null topic list.
         requested = _requested(request.topics)
-        error, fetched = self._coordinator.fetch_offsets(request.group_id, requested)
+        if await self._group_allowed(context, AclOperation.DESCRIBE, request.group_id):
+            error, fetched = self._coordinator.fetch_offsets(request.group_id, requested)
+        else:
+            error, fetched = ErrorCode.group_authorization_failed, []
         if version >= 2:
-            return make_response(
-                OFFSET_FETCH, version, {"error_code": error, "topics": _topics(fetched)}
-            )
+            topics = await self._describable(context, _topics(fetched), requested is None)
+            return make_response(OFFSET_FETCH, version, {"error_code": error, "topics": topics})
         # v1 has no group-level error: it is reported on every requested partition.
         if error is not ErrorCode.none:
             assert requested is not None
             fetched = [(topic, [(p, None) for p in partitions]) for topic, partitions in requested]
-        return make_response(OFFSET_FETCH, version, {"topics": _topics(fetched, error)})
+            return make_response(OFFSET_FETCH, version, {"topics": _topics(fetched, error)})
+        topics = await self._describable(context, _topics(fetched), False)
+        return make_response(OFFSET_FETCH, version, {"topics": topics})
+
+    async def _fetch_group(
+        self, group: Any, version: int, context: RequestContext
+    ) -> dict[str, Any]:
+        """One group of an OffsetFetch v8+ (KIP-709), authorized as Kafka does: DESCRIBE on
+        the group, then DESCRIBE on each topic."""
+        if not await self._group_allowed(context, AclOperation.DESCRIBE, group.group_id):
+            error = ErrorCode.group_authorization_failed
+            return {"group_id": group.group_id, "error_code": error, "topics": []}
+        if version >= FIRST_VERSION_WITH_TOPIC_IDS:
+            result = self._fetch_by_topic_ids(group)
+        else:
+            error, fetched = self._coordinator.fetch_offsets(
+                group.group_id, _requested(group.topics)
+            )
+            result = {"group_id": group.group_id, "error_code": error, "topics": _topics(fetched)}
+        result["topics"] = await self._describable(context, result["topics"], group.topics is None)
+        return result
+
+    async def _describable(
+        self, context: RequestContext, topics: list[dict[str, Any]], every_topic: bool
+    ) -> list[dict[str, Any]]:
+        """Topics the principal may not DESCRIBE: left out of an every-topic answer, each
+        partition TOPIC_AUTHORIZATION_FAILED when named."""
+        allowed = await self._allowed_topics(
+            context, AclOperation.DESCRIBE, (t.get("name") for t in topics)
+        )
+        answered = []
+        for topic in topics:
+            if topic.get("name") is None or topic["name"] in allowed:
+                answered.append(topic)
+            elif not every_topic:
+                refused = [
+                    {**p, **_NO_OFFSET, "error_code": ErrorCode.topic_authorization_failed}
+                    for p in topic["partitions"]
+                ]
+                answered.append({**topic, "partitions": refused})
+        return answered
 
     def _fetch_by_topic_ids(self, group: Any) -> dict[str, Any]:
         """One group of an OffsetFetch v10: topics named by id, in the request's order."""
@@ -160,15 +228,40 @@ class OffsetApis:
         return {"group_id": group.group_id, "error_code": error, "topics": topics}
 
     async def offset_delete(self, request: Any, context: RequestContext) -> Any:
+        # As Kafka: DELETE on the group, then READ on each topic.
+        if not await self._group_allowed(context, AclOperation.DELETE, request.group_id):
+            return make_response(
+                OFFSET_DELETE,
+                context.api_version,
+                {"error_code": ErrorCode.group_authorization_failed, "topics": []},
+            )
+        readable = await self._allowed_topics(
+            context, AclOperation.READ, (t.name for t in request.topics)
+        )
         error, results = await self._coordinator.delete_offsets(
             request.group_id,
-            [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics],
+            [
+                (t.name, [p.partition_index for p in t.partitions])
+                for t in request.topics
+                if t.name in readable
+            ],
         )
+        results = list(results) + [
+            (
+                t.name,
+                [(p.partition_index, ErrorCode.topic_authorization_failed) for p in t.partitions],
+            )
+            for t in request.topics
+            if t.name not in readable
+        ]
         return make_response(
             OFFSET_DELETE,
             context.api_version,
             {"error_code": error, "topics": _partition_errors(results)},
         )
+
+
+_NO_OFFSET = {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""}
 
 
 def _requested(topics: Any) -> list[tuple[str, list[int]]] | None:

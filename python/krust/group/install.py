@@ -25,7 +25,12 @@ def install(ctx: BrokerContext) -> GroupCoordinator:
         AsyncioClock(loop),
         loop,
     )
-    for apis in (MembershipApis(coordinator), OffsetApis(coordinator), AdminApis(coordinator)):
+    authorization = ctx.authorization
+    for apis in (
+        MembershipApis(coordinator, authorization),
+        OffsetApis(coordinator, authorization),
+        AdminApis(coordinator, authorization),
+    ):
         for api_key, min_version, max_version, handler in apis.routes():
             ctx.dispatcher.register(api_key, min_version, max_version, handler)
     # The loop runs on the dispatcher's thread; timers must be created there.

@@ -5,8 +5,9 @@ A plugin is a plain class named `module:Class` in a config key (e.g. `authorizer
 timeout, and contains its failures.
 """
 
+from krust.plugins.authorizer import Authorizer
 from krust.plugins.containment import PluginRunner
 from krust.plugins.lifecycle import Plugin, PluginContext
 from krust.plugins.loading import load_plugin
 
-__all__ = ["Plugin", "PluginContext", "PluginRunner", "load_plugin"]
+__all__ = ["Authorizer", "Plugin", "PluginContext", "PluginRunner", "load_plugin"]

@@ -28,3 +28,20 @@ def load_plugin(key: str, spec: str, configs: Mapping[str, str]) -> object:
             key, f"cannot load {spec}: {type(error).__name__}: {' '.join(str(error).split())}"
         ) from error
     return plugin
+
+
+def plugin_configs(config: Mapping[str, object], originals: Mapping[str, str]) -> dict[str, str]:
+    """What a plugin's `configure` gets: every broker config as Kafka writes it (booleans as
+    true/false, lists comma-separated), then every key the broker was given, as given (the
+    plugin's own keys included)."""
+
+    def text(value: object) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list | tuple):
+            return ",".join(text(item) for item in value)
+        return str(value)
+
+    configs = {key: text(value) for key, value in config.items() if value is not None}
+    configs.update(originals)
+    return configs

@@ -10,6 +10,8 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
+use crate::authorizer::AclOperation;
+use crate::handlers::denied_topics;
 use crate::request_context::RequestContext;
 use crate::server_context::ServerContext;
 
@@ -19,6 +21,8 @@ pub async fn handle(
     ctx: &RequestContext<'_>,
 ) -> DeleteRecordsResponse {
     let image = context.metadata.image();
+    let names = request.topics.iter().map(|t| t.name.0.as_str());
+    let denied = denied_topics(context, ctx, AclOperation::Delete, names).await;
     let mut moved = false;
     let topics = request
         .topics
@@ -28,6 +32,7 @@ pub async fn handle(
             // Kafka refuses DeleteRecords on internal topics (ReplicaManager.deleteRecords):
             // their records are the coordinators' state.
             let internal = image.topic(&name).is_some_and(|t| t.internal);
+            let refused = denied.contains(&name);
             let partitions = topic
                 .partitions
                 .iter()
@@ -35,6 +40,10 @@ pub async fn handle(
                     let result = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if refused {
+                        return result
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     if internal {
                         return result.with_error_code(ResponseError::InvalidTopicException.code());
                     }

@@ -5,6 +5,9 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::authorizer::{AclOperation, ResourceType, CLUSTER_NAME, CLUSTER_OPERATIONS};
+use crate::handlers::{authorized_operations, cluster_allows};
+use crate::request_context::RequestContext;
 use crate::server_context::ServerContext;
 
 /// Kafka's "authorized operations were not requested" marker.
@@ -12,10 +15,23 @@ const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
-pub fn handle(context: &ServerContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
+pub async fn handle(
+    context: &ServerContext,
+    request: DescribeClusterRequest,
+    ctx: &RequestContext<'_>,
+) -> DescribeClusterResponse {
+    // KIP-430, as Kafka: the operations only to a principal that may DESCRIBE the cluster.
+    let operations = if !request.include_cluster_authorized_operations {
+        AUTHORIZED_OPERATIONS_OMITTED
+    } else if cluster_allows(context, ctx, AclOperation::Describe).await {
+        let (cluster, supported) = (ResourceType::Cluster, CLUSTER_OPERATIONS);
+        authorized_operations(context, ctx, cluster, CLUSTER_NAME, supported).await
+    } else {
+        0
+    };
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+        .with_cluster_authorized_operations(operations);
     // KIP-919: a broker serves the broker endpoint type; v0 cannot ask for another.
     let error = match request.endpoint_type {
         ENDPOINT_TYPE_BROKERS => None,

@@ -18,6 +18,12 @@ use crate::server_context::ServerContext;
 /// Partitions of one log dir, by topic.
 type DirTopics = BTreeMap<String, Vec<DescribeLogDirsPartition>>;
 
+/// Kafka's answer without DESCRIBE on the cluster: an error (v3+) and no log dirs.
+pub fn cluster_authorization_failed() -> DescribeLogDirsResponse {
+    DescribeLogDirsResponse::default()
+        .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+}
+
 pub fn handle(context: &ServerContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     // A null topic list asks for every partition.
     let wanted: Option<HashSet<TopicPartition>> = request.topics.map(|topics| {

@@ -1,6 +1,8 @@
 //! DescribeProducers (KIP-664): the producer state each partition's log keeps, so operators
 //! can find the producer behind a hanging transaction.
 
+use std::collections::HashSet;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
@@ -10,9 +12,11 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::server_context::ServerContext;
 
+/// Answers a DescribeProducers; topics in `denied` (no READ) get TOPIC_AUTHORIZATION_FAILED.
 pub fn handle(
     context: &ServerContext,
     request: DescribeProducersRequest,
+    denied: &HashSet<String>,
 ) -> DescribeProducersResponse {
     let image = context.metadata.image();
     let topics = request
@@ -21,11 +25,18 @@ pub fn handle(
         .map(|topic| {
             let name = topic.name.0.as_str();
             let known = image.topic(name).is_some();
+            let refused = denied.contains(name);
             let partitions = topic
                 .partition_indexes
                 .iter()
                 .map(|&index| {
                     let response = PartitionResponse::default().with_partition_index(index);
+                    if refused {
+                        return with_error(
+                            response,
+                            ResponseError::TopicAuthorizationFailed.code(),
+                        );
+                    }
                     if !known {
                         return with_error(response, ResponseError::UnknownTopicOrPartition.code());
                     }

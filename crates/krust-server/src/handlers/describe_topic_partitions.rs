@@ -2,6 +2,8 @@
 //! paginated by a cursor and a partition limit, with ISR, eligible leader replicas (ELR) and
 //! offline replicas. Kafka's Admin `describeTopics` uses it when the broker advertises it.
 
+use std::collections::{HashMap, HashSet};
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -12,6 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use crate::authorizer::{all_operations, TOPIC_OPERATIONS};
 use crate::handlers::metadata::is_valid_topic_name;
 use crate::metadata_cache::{MetadataImage, TopicMetadata};
 use crate::server_context::ServerContext;
@@ -19,14 +22,46 @@ use crate::server_context::ServerContext;
 /// Kafka's default `max.request.partition.size.limit`: the most partitions one response holds.
 pub const MAX_REQUEST_PARTITION_SIZE_LIMIT: i32 = 2000;
 
-/// KIP-430 with no authorizer: every operation a topic supports (READ, WRITE, CREATE, DELETE,
-/// ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), one bit per AclOperation code.
-const TOPIC_AUTHORIZED_OPERATIONS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// What the principal may do with the requested topics.
+#[derive(Debug, Default)]
+pub struct TopicAuthorization {
+    /// Topics it may not DESCRIBE.
+    pub denied: HashSet<String>,
+    /// KIP-430's operations per topic; `None` (no authorizer): every operation of a topic.
+    pub operations: Option<HashMap<String, i32>>,
+}
 
+impl TopicAuthorization {
+    fn operations(&self, topic: &str) -> i32 {
+        match &self.operations {
+            None => all_operations(TOPIC_OPERATIONS),
+            Some(by_topic) => by_topic.get(topic).copied().unwrap_or(0),
+        }
+    }
+}
+
+/// The topics a request names, or (none named) every topic: what is authorized.
+pub fn requested_names(
+    image: &MetadataImage,
+    request: &DescribeTopicPartitionsRequest,
+) -> Vec<String> {
+    if request.topics.is_empty() {
+        image.topics.keys().cloned().collect()
+    } else {
+        request
+            .topics
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .collect()
+    }
+}
+
+/// Answers a DescribeTopicPartitions; topics the principal may not DESCRIBE are left out of an
+/// all-topics answer and answer TOPIC_AUTHORIZATION_FAILED when named.
 pub fn handle(
     context: &ServerContext,
     request: DescribeTopicPartitionsRequest,
+    authorized: &TopicAuthorization,
 ) -> DescribeTopicPartitionsResponse {
     let image = context.metadata.image();
     let local = context.settings.node_id;
@@ -37,7 +72,7 @@ pub fn handle(
             .hosted_partition(topic, partition)
             .is_err_and(|code| code == ResponseError::KafkaStorageError.code())
     };
-    describe(&image, &request, &|topic, partition, broker| {
+    describe(&image, &request, authorized, &|topic, partition, broker| {
         broker == local && local_offline(topic, partition)
     })
 }
@@ -49,20 +84,13 @@ type OfflineDir<'a> = &'a dyn Fn(&str, i32, i32) -> bool;
 pub fn describe(
     image: &MetadataImage,
     request: &DescribeTopicPartitionsRequest,
+    authorized: &TopicAuthorization,
     offline_dir: OfflineDir<'_>,
 ) -> DescribeTopicPartitionsResponse {
     let cursor = request.cursor.as_ref();
     let cursor_topic = cursor.map_or("", |c| c.topic_name.0.as_str());
     let fetch_all = request.topics.is_empty();
-    let mut names: Vec<String> = if fetch_all {
-        image.topics.keys().cloned().collect()
-    } else {
-        request
-            .topics
-            .iter()
-            .map(|t| t.name.0.to_string())
-            .collect()
-    };
+    let mut names = requested_names(image, request);
     names.retain(|name| name.as_str() >= cursor_topic);
     names.sort();
     names.dedup();
@@ -82,6 +110,15 @@ pub fn describe(
             // The next page starts at the beginning of this topic.
             response.next_cursor = Some(cursor_at(&name, 0));
             break;
+        }
+        if authorized.denied.contains(&name) {
+            if !fetch_all {
+                response.topics.push(
+                    missing_topic(&name)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                );
+            }
+            continue;
         }
         let Some(topic) = image.topic(&name) else {
             if !fetch_all {
@@ -106,7 +143,7 @@ pub fn describe(
                 .with_topic_id(topic.topic_id)
                 .with_is_internal(topic.internal)
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(TOPIC_AUTHORIZED_OPERATIONS),
+                .with_topic_authorized_operations(authorized.operations(&name)),
         );
         if end < count {
             response.next_cursor = Some(cursor_at(&name, end));
@@ -157,7 +194,7 @@ fn missing_topic(name: &str) -> DescribeTopicPartitionsResponseTopic {
         .with_error_code(error.code())
         .with_name(Some(topic_name(name)))
         .with_topic_id(Uuid::nil())
-        .with_topic_authorized_operations(TOPIC_AUTHORIZED_OPERATIONS)
+        .with_topic_authorized_operations(all_operations(TOPIC_OPERATIONS))
 }
 
 /// Kafka refuses a cursor outside the requested topics, or with a negative partition, by

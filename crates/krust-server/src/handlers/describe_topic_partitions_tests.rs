@@ -97,7 +97,7 @@ fn pages(response: &DescribeTopicPartitionsResponse) -> Page {
 #[test]
 fn all_topics_are_paged_in_name_order_with_a_cursor() {
     let image = image();
-    let first = describe(&image, &request(&[], 4, None), &online);
+    let first = describe_all(&image, &request(&[], 4, None), &online);
     assert_eq!(
         pages(&first),
         (
@@ -105,7 +105,7 @@ fn all_topics_are_paged_in_name_order_with_a_cursor() {
             Some(("b".into(), 2))
         )
     );
-    let second = describe(&image, &request(&[], 4, Some(("b", 2))), &online);
+    let second = describe_all(&image, &request(&[], 4, Some(("b", 2))), &online);
     assert_eq!(
         pages(&second),
         (vec![("b".into(), vec![2]), ("c".into(), vec![0])], None)
@@ -114,7 +114,7 @@ fn all_topics_are_paged_in_name_order_with_a_cursor() {
 
 #[test]
 fn a_page_that_ends_with_a_topic_points_at_the_next_one() {
-    let response = describe(&image(), &request(&[], 2, None), &online);
+    let response = describe_all(&image(), &request(&[], 2, None), &online);
     assert_eq!(
         pages(&response),
         (vec![("a".into(), vec![0, 1])], Some(("b".into(), 0)))
@@ -123,7 +123,7 @@ fn a_page_that_ends_with_a_topic_points_at_the_next_one() {
 
 #[test]
 fn named_topics_report_unknown_and_invalid_names() {
-    let response = describe(
+    let response = describe_all(
         &image(),
         &request(&["c", "nope", "bad/name"], 100, None),
         &online,
@@ -145,7 +145,10 @@ fn named_topics_report_unknown_and_invalid_names() {
         ]
     );
     let c = &response.topics[1];
-    assert_eq!(c.topic_authorized_operations, TOPIC_AUTHORIZED_OPERATIONS);
+    assert_eq!(
+        c.topic_authorized_operations,
+        all_operations(TOPIC_OPERATIONS)
+    );
     let p = &c.partitions[0];
     assert_eq!(p.leader_id, BrokerId(LOCAL));
     assert_eq!(p.leader_epoch, 4);
@@ -157,7 +160,7 @@ fn named_topics_report_unknown_and_invalid_names() {
 
 #[test]
 fn a_replica_in_a_failed_log_dir_is_offline() {
-    let response = describe(
+    let response = describe_all(
         &image(),
         &request(&["a"], 100, None),
         &|topic, partition, broker| topic == "a" && partition == 1 && broker == LOCAL,
@@ -172,20 +175,53 @@ fn a_replica_in_a_failed_log_dir_is_offline() {
 
 #[test]
 fn a_cursor_outside_the_requested_topics_is_an_invalid_request() {
-    let response = describe(&image(), &request(&["a"], 10, Some(("b", 0))), &online);
+    let response = describe_all(&image(), &request(&["a"], 10, Some(("b", 0))), &online);
     assert_eq!(response.topics.len(), 1);
     assert_eq!(
         response.topics[0].error_code,
         ResponseError::InvalidRequest.code()
     );
-    let response = describe(&image(), &request(&[], 10, Some(("a", -1))), &online);
+    let response = describe_all(&image(), &request(&[], 10, Some(("a", -1))), &online);
     assert!(response.topics.is_empty());
     assert!(response.next_cursor.is_none());
 }
 
 #[test]
 fn the_limit_is_at_least_one_and_at_most_kafkas_cap() {
-    let response = describe(&image(), &request(&["b"], 0, None), &online);
+    let response = describe_all(&image(), &request(&["b"], 0, None), &online);
     assert_eq!(pages(&response).0, vec![("b".into(), vec![0])]);
-    assert_eq!(TOPIC_AUTHORIZED_OPERATIONS, 3576);
+    assert_eq!(all_operations(TOPIC_OPERATIONS), 3576);
+}
+
+fn describe_all(
+    image: &MetadataImage,
+    request: &DescribeTopicPartitionsRequest,
+    offline_dir: OfflineDir<'_>,
+) -> DescribeTopicPartitionsResponse {
+    describe(image, request, &TopicAuthorization::default(), offline_dir)
+}
+
+#[test]
+fn topics_one_may_not_describe_are_refused_when_named_and_left_out_otherwise() {
+    let authorized = TopicAuthorization {
+        denied: HashSet::from(["b".to_string()]),
+        operations: Some(HashMap::from([
+            ("a".to_string(), 1 << 8),
+            ("c".to_string(), 0),
+        ])),
+    };
+    let all = describe(&image(), &request(&[], 100, None), &authorized, &online);
+    let names: Vec<_> = all
+        .topics
+        .iter()
+        .map(|t| t.name.as_ref().unwrap().0.to_string())
+        .collect();
+    assert_eq!(names, ["a", "c"]);
+    assert_eq!(all.topics[0].topic_authorized_operations, 1 << 8);
+    let named = describe(&image(), &request(&["b"], 100, None), &authorized, &online);
+    assert_eq!(
+        named.topics[0].error_code,
+        ResponseError::TopicAuthorizationFailed.code()
+    );
+    assert!(named.topics[0].partitions.is_empty());
 }

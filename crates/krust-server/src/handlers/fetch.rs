@@ -1,6 +1,7 @@
 //! Fetch: slices of segment files for each partition, with incremental sessions (KIP-227) and
 //! DelayedFetch (wait for `min_bytes` up to `max_wait_ms`).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use krust_storage::FileSlice;
 use uuid::Uuid;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
 use crate::partition::{check_current_leader_epoch, Partition};
@@ -66,10 +68,26 @@ pub async fn handle(
             incremental,
         } => (session_id, partitions, incremental),
     };
+    let denied = match &context.authorizer {
+        None => HashSet::new(),
+        Some(authorizer) => {
+            let names = targets
+                .iter()
+                .map(|t| t.topic.as_str())
+                .filter(|n| !n.is_empty());
+            authorizer
+                .denied(ctx, AclOperation::Read, ResourceType::Topic, names)
+                .await
+        }
+    };
     let wanted: Vec<Wanted> = targets
         .into_iter()
         .map(|request| {
-            let partition = locate(context, &image, &request, version);
+            let partition = if denied.contains(&request.topic) {
+                Err(ResponseError::TopicAuthorizationFailed.code())
+            } else {
+                locate(context, &image, &request, version)
+            };
             Wanted { request, partition }
         })
         .collect();

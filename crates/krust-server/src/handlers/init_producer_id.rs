@@ -3,6 +3,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use crate::authorizer::{AclOperation, Action, ResourceType};
 use crate::request_context::RequestContext;
 use crate::server_context::ServerContext;
 
@@ -14,6 +15,9 @@ pub async fn handle(
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
+    if let Some(refused) = authorization_error(context, &request, ctx).await {
+        return response.with_error_code(refused.code());
+    }
     if request.transactional_id.is_some() {
         // Transactions need the transaction coordinator, which this broker does not run yet.
         return response.with_error_code(ResponseError::CoordinatorNotAvailable.code());
@@ -37,4 +41,29 @@ pub async fn handle(
             response.with_error_code(ResponseError::CoordinatorNotAvailable.code())
         }
     }
+}
+
+/// As Kafka: a transactional producer needs WRITE on its transactional id; an idempotent one
+/// IDEMPOTENT_WRITE on the cluster or WRITE on at least one topic.
+async fn authorization_error(
+    context: &ServerContext,
+    request: &InitProducerIdRequest,
+    ctx: &RequestContext<'_>,
+) -> Option<ResponseError> {
+    let authorizer = context.authorizer.as_ref()?;
+    if let Some(id) = &request.transactional_id {
+        let action = Action::new(
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            id.0.as_str(),
+        );
+        return (!authorizer.allows(ctx, action).await)
+            .then_some(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    let actions = [
+        Action::on_cluster(AclOperation::IdempotentWrite),
+        Action::any_of_type(AclOperation::Write, ResourceType::Topic),
+    ];
+    let allowed = authorizer.authorize(ctx, &actions).await.contains(&true);
+    (!allowed).then_some(ResponseError::ClusterAuthorizationFailed)
 }

@@ -7,9 +7,11 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-use crate::server_context::ServerContext;
+use std::collections::HashSet;
 
 use kafka_protocol::error::ResponseError;
+
+use crate::server_context::ServerContext;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -37,10 +39,12 @@ fn min_version_for(timestamp: i64) -> Option<i16> {
     }
 }
 
+/// Answers a ListOffsets; topics in `denied` (no DESCRIBE) get TOPIC_AUTHORIZATION_FAILED.
 pub fn handle(
     context: &ServerContext,
     request: ListOffsetsRequest,
     version: i16,
+    denied: &HashSet<String>,
 ) -> ListOffsetsResponse {
     let topics = request
         .topics
@@ -50,7 +54,16 @@ pub fn handle(
             let partitions = topic
                 .partitions
                 .iter()
-                .map(|p| lookup(context, &name, p.partition_index, p.timestamp, version))
+                .map(|p| {
+                    if denied.contains(&name) {
+                        return ListOffsetsPartitionResponse::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                            .with_offset(-1)
+                            .with_timestamp(-1);
+                    }
+                    lookup(context, &name, p.partition_index, p.timestamp, version)
+                })
                 .collect();
             ListOffsetsTopicResponse::default()
                 .with_name(topic.name)

@@ -1,5 +1,6 @@
 //! Metadata: brokers, controller, and topics with partition leadership; auto-creates topics.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -13,6 +14,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use crate::authorizer::{
+    AclOperation, ResourceType, CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS,
+};
+use crate::handlers::{authorized_operations, cluster_allows, denied_topics};
 use crate::metadata_cache::{MetadataImage, TopicMetadata};
 use crate::request_context::RequestContext;
 use crate::server_context::ServerContext;
@@ -36,12 +41,29 @@ pub async fn handle(
         && (version < 4 || request.allow_auto_topic_creation);
     let mut image = context.metadata.image();
     let wanted = requested_topics(&request);
+    // As Kafka: a topic the principal may not DESCRIBE is left out of an all-topics answer and
+    // answers TOPIC_AUTHORIZATION_FAILED when named, whether or not it exists.
+    let mut denied = if context.authorizer.is_none() {
+        HashSet::new()
+    } else {
+        let names = described_names(&image, all_topics, &wanted);
+        denied_topics(context, ctx, AclOperation::Describe, names).await
+    };
     if auto_create {
-        let missing: Vec<&String> = wanted
+        let mut missing: Vec<&String> = wanted
             .iter()
             .filter_map(|t| t.name.as_ref())
-            .filter(|name| image.topic(name).is_none() && is_valid_topic_name(name))
+            .filter(|name| {
+                image.topic(name).is_none() && is_valid_topic_name(name) && !denied.contains(*name)
+            })
             .collect();
+        // Creating needs CREATE on the cluster or on the topic.
+        if !missing.is_empty() && !cluster_allows(context, ctx, AclOperation::Create).await {
+            let names = missing.iter().map(|name| name.as_str());
+            let refused = denied_topics(context, ctx, AclOperation::Create, names).await;
+            missing.retain(|name| !refused.contains(*name));
+            denied.extend(refused);
+        }
         if !missing.is_empty() {
             // The controller, in Python, creates them.
             ctx.park();
@@ -49,8 +71,12 @@ pub async fn handle(
             image = context.metadata.image();
         }
     }
-    let topics = if all_topics {
-        let mut all: Vec<&Arc<TopicMetadata>> = image.topics.values().collect();
+    let mut topics: Vec<MetadataResponseTopic> = if all_topics {
+        let mut all: Vec<&Arc<TopicMetadata>> = image
+            .topics
+            .values()
+            .filter(|topic| !denied.contains(&topic.name))
+            .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all.into_iter()
             .map(|topic| topic_response(&image, topic, version))
@@ -58,14 +84,31 @@ pub async fn handle(
     } else {
         wanted
             .iter()
-            .map(|requested| lookup(&image, requested, version))
+            .map(|requested| lookup(&image, requested, version, &denied))
             .collect()
+    };
+    if request.include_topic_authorized_operations {
+        for topic in topics.iter_mut().filter(|t| t.error_code == 0) {
+            let name = topic.name.as_ref().map_or("", |n| n.0.as_str());
+            topic.topic_authorized_operations =
+                authorized_operations(context, ctx, ResourceType::Topic, name, TOPIC_OPERATIONS)
+                    .await;
+        }
+    }
+    // KIP-430 (v8-v10), as DescribeCluster: only to a principal that may DESCRIBE the cluster.
+    let cluster_operations = if !request.include_cluster_authorized_operations {
+        AUTHORIZED_OPERATIONS_OMITTED
+    } else if cluster_allows(context, ctx, AclOperation::Describe).await {
+        let (cluster, supported) = (ResourceType::Cluster, CLUSTER_OPERATIONS);
+        authorized_operations(context, ctx, cluster, CLUSTER_NAME, supported).await
+    } else {
+        0
     };
     // kafka-protocol refuses to encode a field set in a version that lacks it.
     let response = MetadataResponse::default()
         .with_brokers(brokers(&image, version))
         .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+        .with_cluster_authorized_operations(cluster_operations);
     let response = if version >= 1 {
         response.with_controller_id(BrokerId(image.controller_id))
     } else {
@@ -84,6 +127,23 @@ struct RequestedTopic {
     id: Uuid,
 }
 
+/// The names whose DESCRIBE decides the answer: every topic, or those asked for (by name, or
+/// by id from v10: the name of the topic with that id).
+fn described_names<'a>(
+    image: &'a MetadataImage,
+    all_topics: bool,
+    wanted: &'a [RequestedTopic],
+) -> Vec<&'a str> {
+    if all_topics {
+        return image.topics.keys().map(String::as_str).collect();
+    }
+    let by_id = |t: &RequestedTopic| image.topic_by_id(&t.id).map(|t| t.name.as_str());
+    wanted
+        .iter()
+        .filter_map(|t| t.name.as_deref().or_else(|| by_id(t)))
+        .collect()
+}
+
 fn requested_topics(request: &MetadataRequest) -> Vec<RequestedTopic> {
     request
         .topics
@@ -100,15 +160,23 @@ fn lookup(
     image: &MetadataImage,
     requested: &RequestedTopic,
     version: i16,
+    denied: &HashSet<String>,
 ) -> MetadataResponseTopic {
     let found = match &requested.name {
         Some(name) => image.topic(name),
         None => image.topic_by_id(&requested.id),
     };
-    if let Some(topic) = found {
+    // As Kafka: a topic asked for by id and not authorized is TOPIC_AUTHORIZATION_FAILED too
+    // (ids are not secret), without its name.
+    let refused = match &requested.name {
+        Some(name) => denied.contains(name),
+        None => found.is_some_and(|topic| denied.contains(&topic.name)),
+    };
+    if let Some(topic) = found.filter(|_| !refused) {
         return topic_response(image, topic, version);
     }
     let error = match &requested.name {
+        _ if refused => ResponseError::TopicAuthorizationFailed,
         Some(name) if !is_valid_topic_name(name) => ResponseError::InvalidTopicException,
         Some(_) => ResponseError::UnknownTopicOrPartition,
         None => ResponseError::UnknownTopicId,

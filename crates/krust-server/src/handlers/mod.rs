@@ -13,6 +13,8 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 
+use std::collections::{HashMap, HashSet};
+
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, DeleteRecordsRequest, DescribeClusterRequest,
@@ -22,6 +24,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 
+use crate::authorizer::{all_operations, AclOperation, Action, ResourceType, TOPIC_OPERATIONS};
 use crate::request_context::{respond, respond_as, Outcome, RequestContext};
 use crate::server_context::ServerContext;
 
@@ -78,6 +81,91 @@ impl NativeRequest {
     }
 }
 
+/// The topics among `names` the request may not do `operation` on; none without an
+/// authorizer (then nothing is asked at all).
+pub(crate) async fn denied_topics<'n>(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    operation: AclOperation,
+    names: impl IntoIterator<Item = &'n str>,
+) -> HashSet<String> {
+    match &context.authorizer {
+        None => HashSet::new(),
+        Some(authorizer) => {
+            authorizer
+                .denied(request, operation, ResourceType::Topic, names)
+                .await
+        }
+    }
+}
+
+/// Whether the request may do `operation` on the cluster; always without an authorizer.
+pub(crate) async fn cluster_allows(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    operation: AclOperation,
+) -> bool {
+    match &context.authorizer {
+        None => true,
+        Some(authorizer) => {
+            authorizer
+                .allows(request, Action::on_cluster(operation))
+                .await
+        }
+    }
+}
+
+/// KIP-430: the operations among `supported` the request may perform on the resource, as
+/// Kafka's bit field; every one of them without an authorizer.
+pub(crate) async fn authorized_operations(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    resource_type: ResourceType,
+    name: &str,
+    supported: &[AclOperation],
+) -> i32 {
+    match &context.authorizer {
+        None => all_operations(supported),
+        Some(authorizer) => {
+            authorizer
+                .authorized_operations(request, resource_type, name, supported)
+                .await
+        }
+    }
+}
+
+/// DESCRIBE and KIP-430's operations of the topics a DescribeTopicPartitions names (or all).
+async fn describe_topic_partitions_authorization(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    decoded: &DescribeTopicPartitionsRequest,
+) -> describe_topic_partitions::TopicAuthorization {
+    let Some(authorizer) = &context.authorizer else {
+        return describe_topic_partitions::TopicAuthorization::default();
+    };
+    let image = context.metadata.image();
+    let names = describe_topic_partitions::requested_names(&image, decoded);
+    let denied = authorizer
+        .denied(
+            request,
+            AclOperation::Describe,
+            ResourceType::Topic,
+            names.iter().map(String::as_str),
+        )
+        .await;
+    let mut operations = HashMap::new();
+    for name in names.into_iter().filter(|name| !denied.contains(name)) {
+        let bits = authorizer
+            .authorized_operations(request, ResourceType::Topic, &name, TOPIC_OPERATIONS)
+            .await;
+        operations.insert(name, bits);
+    }
+    describe_topic_partitions::TopicAuthorization {
+        denied,
+        operations: Some(operations),
+    }
+}
+
 /// Runs the native handler of a decoded request.
 pub async fn handle_native(
     context: &ServerContext,
@@ -93,29 +181,48 @@ pub async fn handle_native(
         }
         NativeRequest::Produce(r) => produce::handle(context, r, request).await,
         NativeRequest::Fetch(r) => fetch::handle(context, r, request).await,
-        NativeRequest::ListOffsets(r) => respond_as(
-            request,
-            &list_offsets::handle(context, r, request.version()),
-            list_offsets::codec_version(request.version()),
-        ),
-        NativeRequest::DescribeCluster(r) => {
-            respond(request, &describe_cluster::handle(context, r))
+        NativeRequest::ListOffsets(r) => {
+            let names = r.topics.iter().map(|t| t.name.0.as_str());
+            let denied = denied_topics(context, request, AclOperation::Describe, names).await;
+            respond_as(
+                request,
+                &list_offsets::handle(context, r, request.version(), &denied),
+                list_offsets::codec_version(request.version()),
+            )
         }
+        NativeRequest::DescribeCluster(r) => respond(
+            request,
+            &describe_cluster::handle(context, r, request).await,
+        ),
         NativeRequest::InitProducerId(r) => respond(
             request,
             &init_producer_id::handle(context, r, request).await,
         ),
         NativeRequest::OffsetForLeaderEpoch(r) => {
-            respond(request, &offset_for_leader_epoch::handle(context, r))
+            let names = r.topics.iter().map(|t| t.topic.0.as_str());
+            let denied = denied_topics(context, request, AclOperation::Describe, names).await;
+            respond(
+                request,
+                &offset_for_leader_epoch::handle(context, r, &denied),
+            )
         }
         NativeRequest::DescribeLogDirs(r) => {
+            if !cluster_allows(context, request, AclOperation::Describe).await {
+                return respond(request, &describe_log_dirs::cluster_authorization_failed());
+            }
             respond(request, &describe_log_dirs::handle(context, r))
         }
         NativeRequest::DescribeProducers(r) => {
-            respond(request, &describe_producers::handle(context, r))
+            let names = r.topics.iter().map(|t| t.name.0.as_str());
+            let denied = denied_topics(context, request, AclOperation::Read, names).await;
+            respond(request, &describe_producers::handle(context, r, &denied))
         }
         NativeRequest::DescribeTopicPartitions(r) => {
-            respond(request, &describe_topic_partitions::handle(context, r))
+            let authorized = describe_topic_partitions_authorization(context, request, &r).await;
+            respond(
+                request,
+                &describe_topic_partitions::handle(context, r, &authorized),
+            )
         }
         NativeRequest::DeleteRecords(r) => {
             respond(request, &delete_records::handle(context, r, request).await)

@@ -1,6 +1,8 @@
 //! OffsetForLeaderEpoch (KIP-101, KIP-320): where each requested leader epoch ended, from the
 //! leader's epoch cache. Consumers ask it after a leader change to detect log truncation.
 
+use std::collections::HashSet;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -9,9 +11,12 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 
 use crate::server_context::ServerContext;
 
+/// Answers an OffsetForLeaderEpoch; topics in `denied` (no DESCRIBE) get
+/// TOPIC_AUTHORIZATION_FAILED.
 pub fn handle(
     context: &ServerContext,
     request: OffsetForLeaderEpochRequest,
+    denied: &HashSet<String>,
 ) -> OffsetForLeaderEpochResponse {
     let image = context.metadata.image();
     let topics = request
@@ -20,6 +25,7 @@ pub fn handle(
         .map(|topic| {
             let name = topic.topic.0.as_str();
             let known = image.topic(name).is_some();
+            let refused = denied.contains(name);
             let partitions = topic
                 .partitions
                 .iter()
@@ -28,6 +34,10 @@ pub fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
+                    if refused {
+                        return response
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     if !known {
                         return response
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code());

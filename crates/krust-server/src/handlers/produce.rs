@@ -1,5 +1,6 @@
 //! Produce: validate and append each partition's batches; acks=all waits for the high watermark.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::AppendError;
 
+use crate::authorizer::{AclOperation, Action, ResourceType};
 use crate::clock::now_ms;
+use crate::metadata_cache::MetadataImage;
 use crate::partition::{Partition, PartitionError};
 use crate::purgatory::await_high_watermarks;
 use crate::request_context::{respond, Outcome, RequestContext};
@@ -33,6 +36,7 @@ pub async fn handle(
     let mut responses = Vec::with_capacity(request.topic_data.len());
     // Kafka's ReplicaManager answers any other acks with INVALID_REQUIRED_ACKS, writing nothing.
     let valid_acks = matches!(request.acks, -1..=1);
+    let (transaction_denied, denied) = authorize(context, &request, ctx, &image).await;
     for topic in request.topic_data {
         // KIP-516: v13 names topics by id only.
         let (name, unknown_id) = if version >= 13 {
@@ -52,6 +56,15 @@ pub async fn handle(
             .map(|data| {
                 if unknown_id {
                     return error_response(data.index, ResponseError::UnknownTopicId);
+                }
+                if transaction_denied {
+                    return error_response(
+                        data.index,
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                    );
+                }
+                if denied.contains(&name) {
+                    return error_response(data.index, ResponseError::TopicAuthorizationFailed);
                 }
                 if internal {
                     context.metrics.topics.record_refused_produce();
@@ -143,6 +156,50 @@ pub async fn handle(
         };
     }
     respond(ctx, &ProduceResponse::default().with_responses(responses))
+}
+
+/// As Kafka: a transactional produce needs WRITE on its transactional id (else every partition
+/// fails), and each topic WRITE. Returns whether the transactional id was refused and the
+/// refused topics.
+async fn authorize(
+    context: &ServerContext,
+    request: &ProduceRequest,
+    ctx: &RequestContext<'_>,
+    image: &MetadataImage,
+) -> (bool, HashSet<String>) {
+    let Some(authorizer) = &context.authorizer else {
+        return (false, HashSet::new());
+    };
+    if let Some(id) = &request.transactional_id {
+        let action = Action::new(
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            id.0.as_str(),
+        );
+        if !authorizer.allows(ctx, action).await {
+            return (true, HashSet::new());
+        }
+    }
+    let names: Vec<String> = request
+        .topic_data
+        .iter()
+        .filter_map(|topic| {
+            if ctx.version() >= 13 {
+                image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
+            } else {
+                Some(topic.name.0.to_string())
+            }
+        })
+        .collect();
+    let denied = authorizer
+        .denied(
+            ctx,
+            AclOperation::Write,
+            ResourceType::Topic,
+            names.iter().map(String::as_str),
+        )
+        .await;
+    (false, denied)
 }
 
 fn error_response(index: i32, error: ResponseError) -> PartitionProduceResponse {
