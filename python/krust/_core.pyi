@@ -177,6 +177,24 @@ class Broker:
         """
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
+    def set_client_quotas(
+        self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
+    ) -> None:
+        """Install the metadata image's client quotas: each entity's (type, name; None for the
+        default) pairs and its quota values by key. ValueError for an unknown entity type."""
+    def use_quota_callback(self) -> None:
+        """From now on `client.quota.callback.class` decides every client's quotas."""
+    def take_unresolved_quota_clients(self, timeout_s: float) -> list[tuple[str, str]]:
+        """The (principal name, client id) pairs the callback must be asked about, waiting
+        up to `timeout_s` for one (the GIL is released meanwhile)."""
+    def set_quota_callback_limits(
+        self,
+        limits: Sequence[tuple[tuple[str, str], tuple[float | None, float | None, float | None]]],
+    ) -> None:
+        """The callback's answers: per client its producer_byte_rate, consumer_byte_rate and
+        request_percentage (None: unlimited)."""
+    def reset_quota_callback_limits(self) -> None:
+        """The callback's quotas changed: every client seen so far is asked about again."""
     def close(self) -> None:
         """Flush logs, write checkpoints and the clean-shutdown marker."""
 

@@ -35,6 +35,7 @@ class FakeCore:
         self.images: list[dict[str, Any]] = []
         self.deltas: list[dict[str, Any]] = []
         self.fail_appends = False
+        self.client_quotas: list[tuple[list[tuple[str, str | None]], dict[str, float]]] = []
 
     def apply_metadata(self, image: dict[str, Any]) -> None:
         self.images.append(image)
@@ -63,6 +64,11 @@ class FakeCore:
             topics[index] = {**change, "partitions": [partitions[i] for i in sorted(partitions)]}
         image["topics"] = topics
         self.images.append(image)
+
+    def set_client_quotas(
+        self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
+    ) -> None:
+        self.client_quotas = list(quotas)
 
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]

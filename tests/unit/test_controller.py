@@ -513,6 +513,8 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
             32: (1, 4),
             33: (0, 2),
             44: (0, 1),
+            48: (0, 1),
+            49: (0, 1),
         }
         request_type = load_request_schema(19, 7)
         body = encode_entity(

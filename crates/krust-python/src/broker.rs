@@ -7,6 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
+use krust_server::quota::entities::ImageEntity;
+use krust_server::quota::ClientQuotaTable;
 use krust_server::routing::{Exposure, PythonApi};
 use krust_storage::StorageError;
 use pyo3::exceptions::{PyBlockingIOError, PyOSError, PyRuntimeError, PyValueError};
@@ -18,6 +20,8 @@ use crate::conversions::{broker_settings, log_defaults, metadata_delta, metadata
 
 /// A record as Python passes it: (key, value), either may be None.
 type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+/// A client's quotas from the callback: produce, fetch and request (None: unlimited).
+type QuotaValues = (Option<f64>, Option<f64>, Option<f64>);
 
 /// How often the serving loop wakes up to let Python see signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
@@ -231,6 +235,46 @@ impl PyBroker {
 
     fn shutdown(&self) {
         self.inner.shutdown();
+    }
+
+    /// Installs the metadata image's client quotas: (entity pairs, quota values by key).
+    fn set_client_quotas(&self, quotas: Vec<ImageEntity>) -> PyResult<()> {
+        let table = ClientQuotaTable::from_entities(quotas)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        self.inner.quotas().set_table(table);
+        Ok(())
+    }
+
+    /// From now on the client quota callback decides every client's quotas.
+    fn use_quota_callback(&self) {
+        self.inner.quotas().use_callback();
+    }
+
+    /// The (principal name, client id) pairs to ask the callback about; waits up to
+    /// `timeout_s` for one, without the GIL.
+    fn take_unresolved_quota_clients(
+        &self,
+        py: Python<'_>,
+        timeout_s: f64,
+    ) -> Vec<(String, String)> {
+        let broker = self.inner.clone();
+        let timeout = Duration::from_secs_f64(timeout_s.max(0.0));
+        py.detach(|| broker.quotas().take_unresolved(timeout))
+    }
+
+    /// The callback's answers: ((principal name, client id), (produce, fetch, request)).
+    fn set_quota_callback_limits(&self, limits: Vec<((String, String), QuotaValues)>) {
+        self.inner.quotas().set_callback_limits(
+            limits
+                .into_iter()
+                .map(|(client, (p, f, r))| (client, [p, f, r]))
+                .collect(),
+        );
+    }
+
+    /// The callback's quotas changed: every known client is asked about again.
+    fn reset_quota_callback_limits(&self) {
+        self.inner.quotas().reset_callback_limits();
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {

@@ -18,6 +18,7 @@ use crate::clock::now_ms;
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
+use crate::quota::ClientQuotaManager;
 use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
@@ -66,6 +67,7 @@ pub struct Broker {
     metadata: Arc<MetadataCache>,
     replicas: Arc<ReplicaManager>,
     metrics: Arc<BrokerMetrics>,
+    quotas: Arc<ClientQuotaManager>,
     stop: Arc<watch::Sender<bool>>,
     /// Applies metadata deltas to the hosted partitions, one after another, off the
     /// controller's path (Kafka's metadata publisher): a topic's logs are created after the
@@ -98,6 +100,7 @@ impl Broker {
         let applier =
             Scheduler::start("krust-metadata-applier").map_err(OpenError::MetadataApplier)?;
         Ok(Broker {
+            quotas: Arc::new(ClientQuotaManager::new(settings.quota_window)),
             settings,
             metadata: Arc::default(),
             replicas,
@@ -115,6 +118,11 @@ impl Broker {
     /// `BrokerMetrics::set_cleaner_backlog`.
     pub fn metrics(&self) -> &Arc<BrokerMetrics> {
         &self.metrics
+    }
+
+    /// The client quotas the broker enforces (set from the metadata image, or by a callback).
+    pub fn quotas(&self) -> &Arc<ClientQuotaManager> {
+        &self.quotas
     }
 
     /// Sets the broker defaults of the topic configs (topic key names, from the static and
@@ -260,6 +268,7 @@ impl Broker {
             self.replicas.clone(),
             bridge,
             self.metrics.clone(),
+            self.quotas.clone(),
         ))
     }
 

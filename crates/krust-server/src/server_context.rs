@@ -10,6 +10,7 @@ use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::BrokerMetrics;
 use crate::producer_ids::ProducerIdManager;
+use crate::quota::ClientQuotaManager;
 use crate::replica_manager::ReplicaManager;
 use crate::routing::RoutingTable;
 use crate::settings::BrokerSettings;
@@ -25,6 +26,8 @@ pub struct ServerContext {
     pub fetch_sessions: FetchSessionCache,
     pub producer_ids: ProducerIdManager,
     pub connections: Arc<ConnectionCounter>,
+    /// Client quotas: producer and consumer byte rates, request time.
+    pub quotas: Arc<ClientQuotaManager>,
     /// queued.max.requests: permits for complete requests being handled broker-wide.
     pub request_slots: Semaphore,
 }
@@ -36,6 +39,7 @@ impl ServerContext {
         replicas: Arc<ReplicaManager>,
         bridge: Bridge,
         metrics: Arc<BrokerMetrics>,
+        quotas: Arc<ClientQuotaManager>,
     ) -> Self {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
@@ -48,6 +52,7 @@ impl ServerContext {
             metrics,
             fetch_sessions: FetchSessionCache::default(),
             connections: Arc::default(),
+            quotas,
             request_slots: Semaphore::new(slots),
         }
     }

@@ -17,9 +17,10 @@ from kio.schema.errors import ErrorCode
 
 from krust.bridge import RequestContext
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import configs
+from krust.controller import configs, quota_apis
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
+from krust.controller.client_quotas import core_client_quotas
 from krust.controller.features import (
     FeatureUpdate,
     UpgradeType,
@@ -99,6 +100,7 @@ class Controller:
         records.append(registration_record(config, broker_epoch=end + len(records)))
         controller._append(records)
         core.apply_metadata(controller.core_image())
+        core.set_client_quotas(core_client_quotas(controller.image.client_quotas))
         return controller
 
     def core_image(self) -> _core.MetadataImage:
@@ -140,6 +142,8 @@ class Controller:
         if builder.broker_configs_changed:
             delta["log_defaults"] = self.broker_config().topic_defaults()
         self._core.apply_metadata_delta(delta)
+        if builder.client_quotas_changed:
+            self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         # The append fsyncs: keep the event loop free for other requests meanwhile.
@@ -317,4 +321,5 @@ def install(ctx: BrokerContext) -> Controller:
         ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
     )
     configs.install(controller, ctx.dispatcher.register)
+    quota_apis.install(controller, ctx.dispatcher.register)
     return controller

@@ -14,11 +14,13 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from krust.controller.client_quotas import ClientQuotas, QuotaEntity, replay_client_quota
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
     BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
@@ -83,6 +85,7 @@ class MetadataImage:
     next_producer_id: int = 0
     # Dynamic broker configs by resource name: a broker id, or "" for the cluster-wide default.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    client_quotas: ClientQuotas = field(default_factory=lambda: EMPTY)
 
     @cached_property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
@@ -120,6 +123,10 @@ class ImageBuilder:
         self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
         self._broker_configs = {name: dict(c) for name, c in image.broker_configs.items()}
         self.broker_configs_changed = False
+        self._client_quotas: dict[QuotaEntity, dict[str, float]] = {
+            entity: dict(values) for entity, values in image.client_quotas.items()
+        }
+        self.client_quotas_changed = False
         # What changed, for `core_delta`.
         self._changed_partitions: dict[uuid.UUID, set[int]] = {}
         self._changed_topic_names: set[str] = set()
@@ -177,6 +184,9 @@ class ImageBuilder:
                     self._features[record.name] = record.feature_level
             case ProducerIdsRecord():
                 self._next_producer_id = record.next_producer_id
+            case ClientQuotaRecord():
+                replay_client_quota(self._client_quotas, record)
+                self.client_quotas_changed = True
             case NoOpRecord():
                 pass
         self._offset = offset
@@ -213,6 +223,9 @@ class ImageBuilder:
             next_producer_id=self._next_producer_id,
             broker_configs=MappingProxyType(
                 {name: MappingProxyType(dict(c)) for name, c in self._broker_configs.items() if c}
+            ),
+            client_quotas=MappingProxyType(
+                {e: MappingProxyType(dict(v)) for e, v in self._client_quotas.items()}
             ),
         )
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use krust_storage::FileSlice;
 use uuid::Uuid;
 
@@ -15,9 +15,11 @@ use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
 use crate::partition::{check_current_leader_epoch, Partition};
 use crate::purgatory::NewDataWatch;
+use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
 use crate::response_frame::SplicedRecords;
 use crate::server_context::ServerContext;
+use crate::throttling;
 
 /// One partition to read, with what the client asked of it.
 struct Wanted {
@@ -73,7 +75,14 @@ pub async fn handle(
             Wanted { request, partition }
         })
         .collect();
-    let results = read_with_wait(ctx, &request, &wanted).await;
+    // Followers are not clients: no client quota applies to them (Kafka's isFromFollower).
+    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
+    let max_bytes = if from_follower {
+        usize::MAX
+    } else {
+        throttling::max_fetch_bytes(context, ctx)
+    };
+    let results = read_with_wait(ctx, &request, &wanted, max_bytes).await;
     record_reads(context, &wanted, &results);
     let responses = build_response(&wanted, results, incremental, version);
     if session_id != 0 {
@@ -121,7 +130,20 @@ pub async fn handle(
                 })
                 .collect(),
         );
-    respond_with_records(ctx, &response, Some(spliced))
+    if from_follower {
+        return respond_with_records(ctx, &response, Some(spliced));
+    }
+    let size = response.compute_size(version).unwrap_or(0);
+    let charge = throttling::charge(context, ctx, ClientQuotaType::Fetch, size, true);
+    if charge.throttle_ms == 0 {
+        return respond_with_records(ctx, &response, Some(spliced));
+    }
+    // As Kafka: a throttled consumer gets no records, and they do not count against it.
+    throttling::refund(context, ctx, ClientQuotaType::Fetch, size);
+    let throttled = FetchResponse::default()
+        .with_session_id(session_id)
+        .with_throttle_time_ms(charge.throttle_time_ms());
+    respond(ctx, &throttled).throttled(charge.throttle(ctx))
 }
 
 /// The topic's name: from the request before v13, from its id from v13 on ("" if unknown).
@@ -189,7 +211,9 @@ async fn read_with_wait(
     ctx: &RequestContext<'_>,
     request: &FetchRequest,
     wanted: &[Wanted],
+    quota_max_bytes: usize,
 ) -> Vec<ReadResult> {
+    let min_bytes = (request.min_bytes.max(0) as usize).min(quota_max_bytes);
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let watched: Vec<Arc<Partition>> = wanted
         .iter()
@@ -197,14 +221,14 @@ async fn read_with_wait(
         .collect();
     let mut new_data = NewDataWatch::new(&watched);
     loop {
-        let results = read_once(request, wanted);
+        let results = read_once(request, wanted, quota_max_bytes);
         let bytes: usize = results
             .iter()
             .map(|r| r.records.as_ref().map_or(0, FileSlice::len))
             .sum();
         let has_error = results.iter().any(|r| r.error_code != 0);
         let now = Instant::now();
-        if has_error || bytes >= request.min_bytes.max(0) as usize || now >= deadline {
+        if has_error || bytes >= min_bytes || now >= deadline {
             return results;
         }
         ctx.park();
@@ -212,12 +236,13 @@ async fn read_with_wait(
     }
 }
 
-fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
+fn read_once(request: &FetchRequest, wanted: &[Wanted], quota_max_bytes: usize) -> Vec<ReadResult> {
     let mut remaining = if request.max_bytes > 0 {
         request.max_bytes as usize
     } else {
         usize::MAX
-    };
+    }
+    .min(quota_max_bytes);
     let mut any_data = false;
     wanted
         .iter()

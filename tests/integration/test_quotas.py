@@ -1,0 +1,158 @@
+"""Client quotas with real clients: Kafka's kafka-configs sets and describes them, they survive a
+restart, and throttled producers and consumers keep to their byte rates (KIP-219)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from kafka.protocol.admin import AlterClientQuotasRequest
+
+from .broker_process import BrokerProcess
+from .clients.confluent import create_topic
+from .kafka_api import call_broker
+from .kafka_cli import CONFIG_COMMAND, run_tool
+
+# Short windows so a client's first burst (up to samples - 1 windows of its quota) is over
+# before the measured stretch starts.
+WINDOW = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
+WARM_UP_S = 3.0
+MEASURED_S = 10.0
+VALUE = b"v" * 1000
+RATE = 100_000
+TOLERANCE = 0.15
+
+
+def set_quota(
+    broker: BrokerProcess, entity: list[tuple[str, str | None]], key: str, value: float
+) -> None:
+    entry = AlterClientQuotasRequest.EntryData
+    request = AlterClientQuotasRequest(
+        entries=[
+            entry(
+                entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                ops=[entry.OpData(key=key, value=float(value), remove=False)],
+            )
+        ],
+        validate_only=False,
+    )
+    response = call_broker(broker.port, request, 1)
+    assert [entry.error_code for entry in response.entries] == [0]
+
+
+def measured_rate(events: list[tuple[float, int]], start: float) -> float:
+    """Bytes per second of the events between `start + WARM_UP_S` and MEASURED_S later."""
+    begin, end = start + WARM_UP_S, start + WARM_UP_S + MEASURED_S
+    return sum(size for at, size in events if begin <= at < end) / MEASURED_S
+
+
+def test_kafka_configs_sets_and_describes_quotas_that_survive_a_restart(
+    broker_factory: Any,
+) -> None:
+    broker = broker_factory()
+    entity = ("--entity-type", "clients", "--entity-name", "app")
+    done = run_tool(
+        CONFIG_COMMAND,
+        broker.bootstrap,
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=1024,consumer_byte_rate=2048",
+        *entity,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_tool(
+        CONFIG_COMMAND,
+        broker.bootstrap,
+        "--alter",
+        "--add-config",
+        "request_percentage=50",
+        "--entity-type",
+        "users",
+        "--entity-default",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    broker.stop()
+    broker.restart()
+    described = run_tool(CONFIG_COMMAND, broker.bootstrap, "--describe", *entity)
+    assert described.returncode == 0, described.stderr
+    assert "Quota configs for client-id 'app' are" in described.stdout
+    assert "producer_byte_rate=1024.0" in described.stdout
+    assert "consumer_byte_rate=2048.0" in described.stdout
+    defaults = run_tool(
+        CONFIG_COMMAND, broker.bootstrap, "--describe", "--entity-type", "users", "--entity-default"
+    )
+    assert "request_percentage=50.0" in defaults.stdout, defaults.stdout + defaults.stderr
+    refused = run_tool(
+        CONFIG_COMMAND,
+        broker.bootstrap,
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=1.5",
+        *entity,
+    )
+    assert refused.returncode != 0
+    assert "cannot be a fractional value" in refused.stdout + refused.stderr
+
+
+def test_a_throttled_producer_keeps_to_its_byte_rate(broker_factory: Any) -> None:
+    broker = broker_factory(WINDOW)
+    create_topic(broker.bootstrap, "throttled")
+    set_quota(broker, [("client-id", "slow")], "producer_byte_rate", RATE)
+    events: list[tuple[float, int]] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": "slow",
+            "linger.ms": 5,
+            "batch.size": 16_384,
+        }
+    )
+
+    def delivered(error: Any, message: Any) -> None:
+        assert error is None, error
+        events.append((time.monotonic(), len(message.value())))
+
+    start = time.monotonic()
+    while time.monotonic() < start + WARM_UP_S + MEASURED_S:
+        try:
+            producer.produce("throttled", VALUE, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(30)
+    rate = measured_rate(events, start)
+    assert abs(rate - RATE) <= TOLERANCE * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
+
+
+def test_a_throttled_consumer_keeps_to_its_byte_rate(broker_factory: Any) -> None:
+    broker = broker_factory(WINDOW)
+    create_topic(broker.bootstrap, "backlog")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    records = int(RATE * (WARM_UP_S + MEASURED_S + 3) / len(VALUE))
+    for _ in range(records):
+        producer.produce("backlog", VALUE)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    set_quota(broker, [("user", None)], "consumer_byte_rate", RATE)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": "reader",
+            "group.id": "readers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["backlog"])
+    events: list[tuple[float, int]] = []
+    while consumer.poll(0.5) is None:
+        pass
+    start = time.monotonic()
+    while time.monotonic() < start + WARM_UP_S + MEASURED_S:
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            events.append((time.monotonic(), len(message.value())))
+    consumer.close()
+    rate = measured_rate(events, start)
+    assert abs(rate - RATE) <= TOLERANCE * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
