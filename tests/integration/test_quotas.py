@@ -128,7 +128,11 @@ def test_a_throttled_producer_keeps_to_its_byte_rate(broker_factory: Any) -> Non
 def test_a_throttled_consumer_keeps_to_its_byte_rate(broker_factory: Any) -> None:
     broker = broker_factory(WINDOW)
     create_topic(broker.bootstrap, "backlog")
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    # Small batches: a fetch returns at least one whole batch, and one larger than the
+    # consumer's quota window allows would be throttled every time (as in Kafka).
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16_384}
+    )
     records = int(RATE * (WARM_UP_S + MEASURED_S + 3) / len(VALUE))
     for _ in range(records):
         producer.produce("backlog", VALUE)
@@ -142,6 +146,11 @@ def test_a_throttled_consumer_keeps_to_its_byte_rate(broker_factory: Any) -> Non
             "group.id": "readers",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            # Fetches small against the quota window, so a throttled fetch (whose records are
+            # not sent) costs little of the measured stretch.
+            "max.partition.fetch.bytes": 16_384,
+            "fetch.max.bytes": 16_384,
+            "message.max.bytes": 16_384,
         }
     )
     consumer.subscribe(["backlog"])
