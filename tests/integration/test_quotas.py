@@ -8,11 +8,15 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from kafka.protocol.admin import AlterClientQuotasRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
 
+from . import wire
 from .broker_process import BrokerProcess
 from .clients.confluent import create_topic
-from .kafka_api import call_broker
+from .kafka_api import call, call_broker
 from .kafka_cli import CONFIG_COMMAND, run_tool
+from .records import now_ms
 
 # Short windows so a client's first burst (up to samples - 1 windows of its quota) is over
 # before the measured stretch starts.
@@ -165,3 +169,52 @@ def test_a_throttled_consumer_keeps_to_its_byte_rate(broker_factory: Any) -> Non
     consumer.close()
     rate = measured_rate(events, start)
     assert abs(rate - RATE) <= TOLERANCE * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
+
+
+def produce_request(topic: str, value_bytes: int) -> ProduceRequest:
+    data = ProduceRequest.TopicProduceData
+    batch = wire.record_batch([(None, b"x" * value_bytes)], now_ms())
+    return ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=10_000,
+        topic_data=[
+            data(name=topic, partition_data=[data.PartitionProduceData(index=0, records=batch)])
+        ],
+    )
+
+
+def metadata_request() -> MetadataRequest:
+    return MetadataRequest(topics=[], allow_auto_topic_creation=False)
+
+
+def test_an_over_quota_produce_carries_its_throttle_time_and_mutes_the_connection(
+    broker_factory: Any,
+) -> None:
+    # Windows of 1 s: 10 kB against 5 kB/s is a throttle time of (10 - 5) / 5 x 1 s.
+    broker = broker_factory({"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    create_topic(broker.bootstrap, "raw")
+    done = run_tool(
+        CONFIG_COMMAND,
+        broker.bootstrap,
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=5000",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        wire.CLIENT_ID,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with wire.connect("127.0.0.1", broker.port, timeout=30) as sock:
+        produced = call(sock, produce_request("raw", 10_000), 9)
+        answered = time.monotonic()
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        throttle_ms = produced.throttle_time_ms
+        assert 900 <= throttle_ms <= 1100
+        # The connection is not read until the throttle time is over.
+        call(sock, metadata_request(), 12)
+        assert time.monotonic() - answered >= throttle_ms / 1000 * 0.95
+    set_quota(broker, [("client-id", wire.CLIENT_ID)], "producer_byte_rate", 10_000_000)
+    with wire.connect("127.0.0.1", broker.port, timeout=30) as sock:
+        assert call(sock, produce_request("raw", 10_000), 9).throttle_time_ms == 0
