@@ -8,5 +8,7 @@ timeout, and contains its failures.
 from krust.plugins.containment import PluginRunner
 from krust.plugins.lifecycle import Plugin, PluginContext
 from krust.plugins.loading import load_plugin
+from krust.plugins.quota import ClientQuotaCallback, ClientQuotaType, QuotaCallbackContext
 
 __all__ = ["Plugin", "PluginContext", "PluginRunner", "load_plugin"]
+__all__ += ["ClientQuotaCallback", "ClientQuotaType", "QuotaCallbackContext"]
