@@ -1,12 +1,14 @@
 //! `krust._core.Broker`: storage, metadata, internal logs and the serving loop.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
+use krust_server::connection_limits::ConnectionLimits;
 use krust_server::quota::entities::ImageEntity;
 use krust_server::quota::ClientQuotaTable;
 use krust_server::routing::{Exposure, PythonApi};
@@ -241,7 +243,34 @@ impl PyBroker {
     fn set_client_quotas(&self, quotas: Vec<ImageEntity>) -> PyResult<()> {
         let table = ClientQuotaTable::from_entities(quotas)
             .map_err(|error| PyValueError::new_err(error.to_string()))?;
-        self.inner.quotas().set_table(table);
+        self.inner.set_client_quotas(table);
+        Ok(())
+    }
+
+    /// max.connections, max.connections.per.ip, max.connections.per.ip.overrides (by ip
+    /// address) and max.connection.creation.rate in force; ValueError for a bad address.
+    fn set_connection_limits(
+        &self,
+        max_connections: usize,
+        max_per_ip: usize,
+        per_ip_overrides: HashMap<String, usize>,
+        max_creation_rate: i32,
+    ) -> PyResult<()> {
+        let per_ip_overrides = per_ip_overrides
+            .into_iter()
+            .map(|(address, count)| {
+                address
+                    .parse::<IpAddr>()
+                    .map(|ip| (ip, count))
+                    .map_err(|error| PyValueError::new_err(format!("{address}: {error}")))
+            })
+            .collect::<PyResult<_>>()?;
+        self.inner.set_connection_limits(ConnectionLimits {
+            max_connections,
+            max_per_ip,
+            per_ip_overrides,
+            max_creation_rate: f64::from(max_creation_rate),
+        });
         Ok(())
     }
 

@@ -2,9 +2,10 @@
 //! bridge to the Python controller and coordinators. Modules are listed bottom-up: each one
 //! uses only modules above it.
 
-// Foundations: time, settings, who is connected.
+// Foundations: time, quotas, settings, who is connected.
 pub mod clock;
 pub mod connection_limits;
+pub mod quota;
 pub mod session;
 pub mod settings;
 
@@ -17,7 +18,6 @@ pub mod metrics;
 pub mod partition;
 pub mod producer_ids;
 pub mod purgatory;
-pub mod quota;
 pub mod replica_manager;
 pub mod routing;
 pub mod server_context;

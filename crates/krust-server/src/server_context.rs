@@ -40,6 +40,7 @@ impl ServerContext {
         bridge: Bridge,
         metrics: Arc<BrokerMetrics>,
         quotas: Arc<ClientQuotaManager>,
+        connections: Arc<ConnectionCounter>,
     ) -> Self {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
@@ -51,7 +52,7 @@ impl ServerContext {
             bridge,
             metrics,
             fetch_sessions: FetchSessionCache::default(),
-            connections: Arc::default(),
+            connections,
             quotas,
             request_slots: Semaphore::new(slots),
         }

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from krust.bridge import RequestContext
+from krust.connection_limits import push_connection_limits
 from krust.context import BrokerContext, CoreBroker
 from krust.controller import configs, quota_apis
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
@@ -101,6 +102,7 @@ class Controller:
         controller._append(records)
         core.apply_metadata(controller.core_image())
         core.set_client_quotas(core_client_quotas(controller.image.client_quotas))
+        push_connection_limits(core, controller.broker_config())
         return controller
 
     def core_image(self) -> _core.MetadataImage:
@@ -142,6 +144,8 @@ class Controller:
         if builder.broker_configs_changed:
             delta["log_defaults"] = self.broker_config().topic_defaults()
         self._core.apply_metadata_delta(delta)
+        if builder.broker_configs_changed:
+            push_connection_limits(self._core, self.broker_config())
         if builder.client_quotas_changed:
             self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
 
