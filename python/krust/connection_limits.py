@@ -71,7 +71,7 @@ def limits_problem(config: Mapping[str, Any]) -> str | None:
 
 def _address(host: str) -> str | None:
     try:
-        return socket.getaddrinfo(host, None)[0][4][0]
+        return str(socket.getaddrinfo(host, None)[0][4][0])
     except (OSError, UnicodeError):
         return None
 
