@@ -70,3 +70,26 @@ def test_per_ip_limits_and_their_overrides_change_without_restart(broker_factory
     assert done.returncode == 0, done.stdout + done.stderr
     with ExitStack() as stack:
         assert [served(stack, broker.port) for _ in range(2)] == [True, False]
+
+
+def test_an_ip_over_its_connection_creation_rate_has_new_connections_closed(
+    broker_factory: Any,
+) -> None:
+    broker = broker_factory({"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    done = run_tool(
+        CONFIG_COMMAND,
+        broker.bootstrap,
+        "--alter",
+        "--entity-type",
+        "ips",
+        "--entity-name",
+        CLIENT,
+        "--add-config",
+        "connection_creation_rate=1",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with ExitStack() as stack:
+        # Two connections within a second are two per second: the second is closed.
+        assert [served(stack, broker.port) for _ in range(2)] == [True, False]
+        with wire.connect(HOST, broker.port) as other:
+            assert wire.api_versions(other, 0, 1).error_code == 0
