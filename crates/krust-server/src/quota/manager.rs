@@ -7,7 +7,7 @@
 //! queued for Python, which answers off the request path (`set_callback_limits`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +29,13 @@ type SharedMetered = Arc<Mutex<Metered>>;
 #[derive(Debug)]
 struct ClientRates {
     rates: [SharedMetered; 3],
+    /// When the client was last metered, for expiring clients that went away.
+    last_used_ms: AtomicI64,
 }
+
+/// How long a client's rates are kept after its last request (Kafka's
+/// InactiveSensorExpirationTimeSeconds).
+pub const INACTIVE_CLIENT_EXPIRY_MS: i64 = 3_600_000;
 
 /// A (principal name, client id) whose quotas the callback is asked for.
 pub type ClientKey = (String, String);
@@ -152,8 +158,9 @@ impl ClientQuotaManager {
         if !self.enabled() {
             return 0;
         }
-        let metered = self.rates_of(user, client_id).rates[quota_type.index()].clone();
-        let mut metered = metered.lock();
+        let client = self.rates_of(user, client_id);
+        client.last_used_ms.store(now_ms, Ordering::Relaxed);
+        let mut metered = client.rates[quota_type.index()].lock();
         let throttle = match metered.limit {
             Some(limit) => metered.rate.record_and_throttle_ms(value, now_ms, limit),
             None => {
@@ -195,6 +202,31 @@ impl ClientQuotaManager {
             .limit?;
         let window_s = self.window.window_ms as f64 / 1000.0;
         Some(limit * (self.window.samples as f64 - 1.0) * window_s)
+    }
+
+    /// Forgets clients not metered since `now_ms - max_idle_ms`, and rates no client uses
+    /// any more; a client that comes back starts afresh (and the callback is asked again).
+    pub fn expire_inactive(&self, now_ms: i64, max_idle_ms: i64) {
+        let mut inner = self.inner.write();
+        let inner = &mut *inner;
+        let mut expired = Vec::new();
+        for (user, clients) in inner.clients.iter_mut() {
+            clients.retain(|client_id, rates| {
+                let active = now_ms - rates.last_used_ms.load(Ordering::Relaxed) < max_idle_ms;
+                if !active {
+                    expired.push((user.clone(), client_id.clone()));
+                }
+                active
+            });
+        }
+        inner.clients.retain(|_, clients| !clients.is_empty());
+        for client in expired {
+            inner.callback_limits.remove(&client);
+        }
+        // Held only by the map: no client is metered by it any more.
+        inner
+            .rates
+            .retain(|_, metered| Arc::strong_count(metered) > 1);
     }
 
     fn rates_of(&self, user: &str, client_id: &str) -> Arc<ClientRates> {
@@ -240,7 +272,10 @@ impl ClientQuotaManager {
             metered.lock().limit = limit;
             metered
         });
-        let rates = Arc::new(ClientRates { rates });
+        let rates = Arc::new(ClientRates {
+            rates,
+            last_used_ms: AtomicI64::new(crate::clock::now_ms()),
+        });
         inner
             .clients
             .entry(user.to_string())
@@ -302,6 +337,29 @@ mod tests {
             quotas.max_value_in_window(produce, "u", "c"),
             Some(1000.0 * 10.0)
         );
+    }
+
+    #[test]
+    fn clients_that_went_away_are_forgotten() {
+        let quotas = manager();
+        quotas.set_table(table_with(
+            vec![("client-id".to_string(), None)],
+            "producer_byte_rate",
+            100.0,
+        ));
+        let produce = ClientQuotaType::Produce;
+        let now = crate::clock::now_ms();
+        quotas.record_and_throttle_ms(produce, "u", "gone", 10.0, now - 10_000, None);
+        quotas.record_and_throttle_ms(produce, "u", "here", 10.0, now, None);
+        quotas.expire_inactive(now, 5_000);
+        let inner = quotas.inner.read();
+        assert_eq!(inner.clients["u"].keys().collect::<Vec<_>>(), vec!["here"]);
+        let tags: Vec<&str> = inner
+            .rates
+            .keys()
+            .map(|(_, t)| t.client_id.as_str())
+            .collect();
+        assert!(!tags.contains(&"gone"));
     }
 
     #[test]
