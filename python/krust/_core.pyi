@@ -182,6 +182,16 @@ class Broker:
     ) -> None:
         """Install the metadata image's client quotas: each entity's (type, name; None for the
         default) pairs and its quota values by key. ValueError for an unknown entity type."""
+    def set_connection_limits(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        max_creation_rate: int,
+    ) -> None:
+        """max.connections, max.connections.per.ip, its overrides by ip address and
+        max.connection.creation.rate, applied to new connections from now on. ValueError for
+        an override that is not an ip address."""
     def use_quota_callback(self) -> None:
         """From now on `client.quota.callback.class` decides every client's quotas."""
     def take_unresolved_quota_clients(self, timeout_s: float) -> list[tuple[str, str]]:
