@@ -85,8 +85,9 @@ pub async fn handle(
     let results = read_with_wait(ctx, &request, &wanted, max_bytes).await;
     record_reads(context, &wanted, &results);
     let responses = build_response(&wanted, results, incremental, version);
-    if session_id != 0 {
-        let sent: Vec<(String, i32, i64, i64)> = responses
+    // Recorded in the session only once the response is sent with its partitions.
+    let sent: Option<Vec<(String, i32, i64, i64)>> = (session_id != 0).then(|| {
+        responses
             .iter()
             .flat_map(|(name, _, partitions)| {
                 partitions.iter().map(move |(p, _)| {
@@ -98,9 +99,8 @@ pub async fn handle(
                     )
                 })
             })
-            .collect();
-        context.fetch_sessions.record_sent(session_id, &sent);
-    }
+            .collect()
+    });
     let max_records_len = responses
         .iter()
         .flat_map(|(_, _, partitions)| partitions.iter().map(|(_, records)| records.len()))
@@ -130,20 +130,22 @@ pub async fn handle(
                 })
                 .collect(),
         );
-    if from_follower {
-        return respond_with_records(ctx, &response, Some(spliced));
+    if !from_follower {
+        let size = response.compute_size(version).unwrap_or(0);
+        let charge = throttling::charge(context, ctx, ClientQuotaType::Fetch, size, true);
+        if charge.throttle_ms > 0 {
+            // As Kafka: a throttled consumer gets no records, and they do not count against it.
+            throttling::refund(context, ctx, ClientQuotaType::Fetch, size);
+            let throttled = FetchResponse::default()
+                .with_session_id(session_id)
+                .with_throttle_time_ms(charge.throttle_time_ms());
+            return respond(ctx, &throttled).throttled(charge.throttle(ctx));
+        }
     }
-    let size = response.compute_size(version).unwrap_or(0);
-    let charge = throttling::charge(context, ctx, ClientQuotaType::Fetch, size, true);
-    if charge.throttle_ms == 0 {
-        return respond_with_records(ctx, &response, Some(spliced));
+    if let Some(sent) = sent {
+        context.fetch_sessions.record_sent(session_id, &sent);
     }
-    // As Kafka: a throttled consumer gets no records, and they do not count against it.
-    throttling::refund(context, ctx, ClientQuotaType::Fetch, size);
-    let throttled = FetchResponse::default()
-        .with_session_id(session_id)
-        .with_throttle_time_ms(charge.throttle_time_ms());
-    respond(ctx, &throttled).throttled(charge.throttle(ctx))
+    respond_with_records(ctx, &response, Some(spliced))
 }
 
 /// The topic's name: from the request before v13, from its id from v13 on ("" if unknown).
