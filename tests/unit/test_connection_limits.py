@@ -71,3 +71,17 @@ def test_the_limits_reach_the_core_at_start_and_when_altered(
     error, message = incremental(run, admin, ResourceType.BROKER, "", bad)
     assert error == ErrorCode.invalid_request
     assert message is not None and "contains invalid addresses : a b" in message
+
+
+def test_zero_connections_per_ip_is_refused_at_run_time_without_overrides(
+    tmp_path: Path, fake_core: FakeCore, run: LoopRunner
+) -> None:
+    admin = ConfigAdmin(Controller.open(make_config([tmp_path]), fake_core))
+    zero = ("max.connections.per.ip", "0", OpType.SET)
+    error, message = incremental(run, admin, ResourceType.BROKER, "", zero)
+    assert error == ErrorCode.invalid_request
+    assert message is not None and "can be set to zero only if" in message
+    overrides = ("max.connections.per.ip.overrides", "127.0.0.1:5", OpType.SET)
+    assert incremental(run, admin, ResourceType.BROKER, "", zero, overrides)[0] == ErrorCode.none
+    assert fake_core.connection_limits is not None
+    assert fake_core.connection_limits[1:3] == (0, {"127.0.0.1": 5})
