@@ -63,9 +63,7 @@ def overrides_problem(text: str) -> str | None:
 def limits_problem(config: Mapping[str, Any]) -> str | None:
     """Kafka's rule across the keys: max.connections.per.ip may be 0 only with overrides."""
     if config["max.connections.per.ip"] == 0 and not parse_overrides(config[OVERRIDES_KEY]):
-        return (
-            f"max.connections.per.ip can be set to zero only if {OVERRIDES_KEY} property is set."
-        )
+        return f"max.connections.per.ip can be set to zero only if {OVERRIDES_KEY} property is set."
     return None
 
 
