@@ -235,3 +235,15 @@ def test_a_client_too_old_to_throttle_itself_gets_its_response_after_the_throttl
         produced = call(sock, produce_request("raw", 10_000), 5)
         assert produced.throttle_time_ms > 0
         assert time.monotonic() - sent >= produced.throttle_time_ms / 1000 * 0.95
+
+
+def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
+    broker_factory: Any,
+) -> None:
+    broker = broker_factory({"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    # A millionth of a second per second: any request's handling time goes over it.
+    set_quota(broker, [("client-id", "busy")], "request_percentage", 0.0001)
+    throttled = call_broker(broker.port, metadata_request(), 12, client_id="busy")
+    assert 0 < throttled.throttle_time_ms <= 1000, "capped at one quota window"
+    other = call_broker(broker.port, metadata_request(), 12, client_id="idle")
+    assert other.throttle_time_ms == 0

@@ -1,9 +1,14 @@
-//! What a Produce or Fetch costs a client against its quotas (KIP-219): its bytes against the
-//! byte rate, its handling time against request_percentage; the larger throttle time wins.
+//! What a request costs a client against its quotas (KIP-219): a Produce's or Fetch's bytes
+//! against the byte rate, every native request's handling time against request_percentage;
+//! the larger throttle time wins.
 
 use std::time::Duration;
 
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, DeleteRecordsResponse, DescribeClusterResponse,
+    DescribeLogDirsResponse, DescribeProducersResponse, DescribeTopicPartitionsResponse,
+    InitProducerIdResponse, ListOffsetsResponse, MetadataResponse, OffsetForLeaderEpochResponse,
+};
 
 use crate::clock::now_ms;
 use crate::quota::ClientQuotaType;
@@ -65,6 +70,65 @@ pub fn max_fetch_bytes(context: &ServerContext, ctx: &RequestContext<'_>) -> usi
         .map_or(usize::MAX, |bytes| bytes as usize)
 }
 
+/// A response that carries Kafka's throttle_time_ms.
+pub trait ThrottleTime {
+    fn set_throttle_time_ms(&mut self, ms: i32);
+}
+
+macro_rules! throttle_time_field {
+    ($($response:ty),* $(,)?) => {
+        $(impl ThrottleTime for $response {
+            fn set_throttle_time_ms(&mut self, ms: i32) {
+                self.throttle_time_ms = ms;
+            }
+        })*
+    };
+}
+
+throttle_time_field!(
+    ApiVersionsResponse,
+    DeleteRecordsResponse,
+    DescribeClusterResponse,
+    DescribeLogDirsResponse,
+    DescribeProducersResponse,
+    DescribeTopicPartitionsResponse,
+    InitProducerIdResponse,
+    ListOffsetsResponse,
+    MetadataResponse,
+    OffsetForLeaderEpochResponse,
+);
+
+/// Charges a request's handling time against its client's request_percentage and puts the
+/// throttle time in its response; how the connection is then held back.
+pub fn charge_request_time<T: ThrottleTime>(
+    context: &ServerContext,
+    ctx: &RequestContext<'_>,
+    response: &mut T,
+) -> Throttle {
+    if !context.quotas.enabled() {
+        return QuotaCharge::NONE.throttle(ctx);
+    }
+    let charge = QuotaCharge {
+        throttle_ms: request_time_throttle_ms(context, ctx, now_ms()),
+    };
+    response.set_throttle_time_ms(charge.throttle_time_ms());
+    charge.throttle(ctx)
+}
+
+fn request_time_throttle_ms(context: &ServerContext, ctx: &RequestContext<'_>, now: i64) -> i64 {
+    let percent = ctx.handling_time().as_nanos() as f64 * NANOS_TO_PERCENT;
+    // Kafka caps a request-time throttle at one quota window.
+    let max = context.quotas.window().window_ms;
+    context.quotas.record_and_throttle_ms(
+        ClientQuotaType::Request,
+        ctx.session.principal.name.as_str(),
+        ctx.client_id(),
+        percent,
+        now,
+        Some(max),
+    )
+}
+
 /// Records `bytes` against the client's `quota_type` byte rate and, when `count_time`, the
 /// request's handling time against its request_percentage.
 pub fn charge(
@@ -84,17 +148,7 @@ pub fn charge(
     let byte_throttle =
         quotas.record_and_throttle_ms(quota_type, user, client_id, bytes as f64, now, None);
     let request_throttle = if count_time {
-        let percent = ctx.handling_time().as_nanos() as f64 * NANOS_TO_PERCENT;
-        // Kafka caps a request-time throttle at one quota window.
-        let max = quotas.window().window_ms;
-        quotas.record_and_throttle_ms(
-            ClientQuotaType::Request,
-            user,
-            client_id,
-            percent,
-            now,
-            Some(max),
-        )
+        request_time_throttle_ms(context, ctx, now)
     } else {
         0
     };

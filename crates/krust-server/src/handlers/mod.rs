@@ -20,10 +20,11 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
     ProduceRequest,
 };
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::protocol::{Decodable, Encodable};
 
-use crate::request_context::{respond, respond_as, Outcome, RequestContext};
+use crate::request_context::{respond_as, Outcome, RequestContext};
 use crate::server_context::ServerContext;
+use crate::throttling::{charge_request_time, ThrottleTime};
 
 /// A decoded request of an api the core answers itself.
 #[derive(Debug)]
@@ -84,41 +85,81 @@ pub async fn handle_native(
     request: &RequestContext<'_>,
     decoded: NativeRequest,
 ) -> Outcome {
+    let version = request.version();
     match decoded {
-        NativeRequest::ApiVersions(r) => {
-            respond(request, &api_versions::handle(context, request, r))
-        }
-        NativeRequest::Metadata(r) => {
-            respond(request, &metadata::handle(context, r, request).await)
-        }
+        NativeRequest::ApiVersions(r) => metered(
+            context,
+            request,
+            api_versions::handle(context, request, r),
+            version,
+        ),
+        NativeRequest::Metadata(r) => metered(
+            context,
+            request,
+            metadata::handle(context, r, request).await,
+            version,
+        ),
         NativeRequest::Produce(r) => produce::handle(context, r, request).await,
         NativeRequest::Fetch(r) => fetch::handle(context, r, request).await,
-        NativeRequest::ListOffsets(r) => respond_as(
+        NativeRequest::ListOffsets(r) => metered(
+            context,
             request,
-            &list_offsets::handle(context, r, request.version()),
-            list_offsets::codec_version(request.version()),
+            list_offsets::handle(context, r, version),
+            list_offsets::codec_version(version),
         ),
-        NativeRequest::DescribeCluster(r) => {
-            respond(request, &describe_cluster::handle(context, r))
-        }
-        NativeRequest::InitProducerId(r) => respond(
+        NativeRequest::DescribeCluster(r) => metered(
+            context,
             request,
-            &init_producer_id::handle(context, r, request).await,
+            describe_cluster::handle(context, r),
+            version,
         ),
-        NativeRequest::OffsetForLeaderEpoch(r) => {
-            respond(request, &offset_for_leader_epoch::handle(context, r))
-        }
-        NativeRequest::DescribeLogDirs(r) => {
-            respond(request, &describe_log_dirs::handle(context, r))
-        }
-        NativeRequest::DescribeProducers(r) => {
-            respond(request, &describe_producers::handle(context, r))
-        }
-        NativeRequest::DescribeTopicPartitions(r) => {
-            respond(request, &describe_topic_partitions::handle(context, r))
-        }
-        NativeRequest::DeleteRecords(r) => {
-            respond(request, &delete_records::handle(context, r, request).await)
-        }
+        NativeRequest::InitProducerId(r) => metered(
+            context,
+            request,
+            init_producer_id::handle(context, r, request).await,
+            version,
+        ),
+        NativeRequest::OffsetForLeaderEpoch(r) => metered(
+            context,
+            request,
+            offset_for_leader_epoch::handle(context, r),
+            version,
+        ),
+        NativeRequest::DescribeLogDirs(r) => metered(
+            context,
+            request,
+            describe_log_dirs::handle(context, r),
+            version,
+        ),
+        NativeRequest::DescribeProducers(r) => metered(
+            context,
+            request,
+            describe_producers::handle(context, r),
+            version,
+        ),
+        NativeRequest::DescribeTopicPartitions(r) => metered(
+            context,
+            request,
+            describe_topic_partitions::handle(context, r),
+            version,
+        ),
+        NativeRequest::DeleteRecords(r) => metered(
+            context,
+            request,
+            delete_records::handle(context, r, request).await,
+            version,
+        ),
     }
+}
+
+/// The response, encoded as `codec_version`, with the request's handling time charged
+/// against its client's request_percentage (Kafka's request quota).
+fn metered<T: Encodable + ThrottleTime>(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    mut response: T,
+    codec_version: i16,
+) -> Outcome {
+    let throttle = charge_request_time(context, request, &mut response);
+    respond_as(request, &response, codec_version).throttled(throttle)
 }
