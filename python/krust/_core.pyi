@@ -193,6 +193,34 @@ class Broker:
         """Forget every cached authorization decision (the authorizer plugin asked)."""
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
+    def set_client_quotas(
+        self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
+    ) -> None:
+        """Install the metadata image's client quotas: each entity's (type, name; None for the
+        default) pairs and its quota values by key. ValueError for an unknown entity type."""
+    def set_connection_limits(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        max_creation_rate: int,
+    ) -> None:
+        """max.connections, max.connections.per.ip, its overrides by ip address and
+        max.connection.creation.rate, applied to new connections from now on. ValueError for
+        an override that is not an ip address."""
+    def use_quota_callback(self) -> None:
+        """From now on `client.quota.callback.class` decides every client's quotas."""
+    def take_unresolved_quota_clients(self, timeout_s: float) -> list[tuple[str, str]]:
+        """The (principal name, client id) pairs the callback must be asked about, waiting
+        up to `timeout_s` for one (the GIL is released meanwhile)."""
+    def set_quota_callback_limits(
+        self,
+        limits: Sequence[tuple[tuple[str, str], tuple[float | None, float | None, float | None]]],
+    ) -> None:
+        """The callback's answers: per client its producer_byte_rate, consumer_byte_rate and
+        request_percentage (None: unlimited)."""
+    def reset_quota_callback_limits(self) -> None:
+        """The callback's quotas changed: every client seen so far is asked about again."""
     def close(self) -> None:
         """Flush logs, write checkpoints and the clean-shutdown marker."""
 

@@ -117,12 +117,19 @@ def _throttled_replicas(replicas: list[str]) -> str | None:
     return None if not text or _THROTTLED.fullmatch(text) else "expected * or partition:broker,..."
 
 
+def _ip_overrides(text: str) -> str | None:
+    from krust.connection_limits import overrides_problem
+
+    return overrides_problem(text)
+
+
 # The table's named checks: what bounds and choices cannot say.
 CHECKS: Mapping[str, Validator] = {
     "uuid": _valid_uuid,
     "voters": _valid_voters,
     "gzip_level": _gzip_level,
     "throttled_replicas": _throttled_replicas,
+    "ip_overrides": _ip_overrides,
 }
 
 
@@ -483,6 +490,11 @@ def _resolve(values: dict[str, Any]) -> None:
             f"{', '.join(others)}: krust's controller quorum is this node alone (node.id "
             f"{values['node.id']})",
         )
+    from krust.connection_limits import limits_problem
+
+    problem = limits_problem(values)
+    if problem:
+        raise ConfigError("max.connections.per.ip", problem)
     if set(values["process.roles"]) != {"broker", "controller"}:
         raise ConfigError("process.roles", "krust runs combined nodes only: broker,controller")
     values["listener.security.protocol.map"] = _protocol_map(

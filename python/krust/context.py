@@ -28,6 +28,16 @@ class CoreBroker(Protocol):
     def log_start_offset(self, topic: str, partition: int) -> int: ...
     def latest_metadata_snapshot(self) -> tuple[int, list[bytes]] | None: ...
     def write_metadata_snapshot(self, end_offset: int, records: Sequence[bytes]) -> str: ...
+    def set_connection_limits(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        max_creation_rate: int,
+    ) -> None: ...
+    def set_client_quotas(
+        self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
+    ) -> None: ...
 
 
 def _no_authorizer() -> Authorization:

@@ -19,9 +19,11 @@ from . import wire
 _CORRELATION_ID = 7
 
 
-def call(sock: socket.socket, request: ApiMessage, version: int) -> Any:
+def call(
+    sock: socket.socket, request: ApiMessage, version: int, client_id: str = wire.CLIENT_ID
+) -> Any:
     """Sends `request` as `version` on `sock` and decodes the answer of the same version."""
-    request.with_header(correlation_id=_CORRELATION_ID, client_id=wire.CLIENT_ID)
+    request.with_header(correlation_id=_CORRELATION_ID, client_id=client_id)
     sock.sendall(bytes(request.encode(version=version, header=True, framed=True)))
     response_class = request.header.get_response_class()
     response = response_class.decode(wire.read_frame(sock), version=version, header=True)
@@ -29,14 +31,21 @@ def call(sock: socket.socket, request: ApiMessage, version: int) -> Any:
     return response
 
 
-def call_broker(port: int, request: ApiMessage, version: int) -> Any:
+def call_broker(
+    port: int, request: ApiMessage, version: int, client_id: str = wire.CLIENT_ID
+) -> Any:
     """`call` on a fresh connection to the broker on 127.0.0.1:`port`."""
     with wire.connect("127.0.0.1", port) as sock:
-        return call(sock, request, version)
+        return call(sock, request, version, client_id)
 
 
 def produce(
-    port: int, version: int, topic: str | uuid.UUID, batches: dict[int, bytes], acks: int = -1
+    port: int,
+    version: int,
+    topic: str | uuid.UUID,
+    batches: dict[int, bytes],
+    acks: int = -1,
+    client_id: str = wire.CLIENT_ID,
 ) -> Any:
     """One Produce request with a batch per partition, naming the topic by name or (v13+) id."""
     data = ProduceRequest.TopicProduceData
@@ -55,4 +64,4 @@ def produce(
             )
         ],
     )
-    return call_broker(port, request, version)
+    return call_broker(port, request, version, client_id)

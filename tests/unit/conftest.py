@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +35,8 @@ class FakeCore:
         self.images: list[dict[str, Any]] = []
         self.deltas: list[dict[str, Any]] = []
         self.fail_appends = False
+        self.client_quotas: list[tuple[list[tuple[str, str | None]], dict[str, float]]] = []
+        self.connection_limits: tuple[int, int, dict[str, int], int] | None = None
 
     def apply_metadata(self, image: dict[str, Any]) -> None:
         self.images.append(image)
@@ -63,6 +65,25 @@ class FakeCore:
             topics[index] = {**change, "partitions": [partitions[i] for i in sorted(partitions)]}
         image["topics"] = topics
         self.images.append(image)
+
+    def set_connection_limits(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        max_creation_rate: int,
+    ) -> None:
+        self.connection_limits = (
+            max_connections,
+            max_per_ip,
+            dict(per_ip_overrides),
+            max_creation_rate,
+        )
+
+    def set_client_quotas(
+        self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
+    ) -> None:
+        self.client_quotas = list(quotas)
 
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]

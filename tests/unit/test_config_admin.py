@@ -291,10 +291,10 @@ def test_dynamic_broker_configs_reach_the_core_and_survive_a_restart(
         ),
         (
             "1",
-            "max.connections",
+            "log.cleaner.backoff.ms",
             "10",
             ErrorCode.invalid_config,
-            "krust cannot apply a change of max.connections while running: set it in the "
+            "krust cannot apply a change of log.cleaner.backoff.ms while running: set it in the "
             "broker's config file and restart",
         ),
         (

@@ -516,6 +516,8 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
             29: (1, 3),
             30: (2, 3),
             31: (1, 3),
+            48: (0, 1),
+            49: (0, 1),
         }
         request_type = load_request_schema(19, 7)
         body = encode_entity(

@@ -1,12 +1,16 @@
 //! `krust._core.Broker`: storage, metadata, internal logs and the serving loop.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
+use krust_server::connection_limits::ConnectionLimits;
+use krust_server::quota::entities::ImageEntity;
+use krust_server::quota::ClientQuotaTable;
 use krust_server::routing::{Exposure, PythonApi};
 use krust_storage::StorageError;
 use pyo3::exceptions::{PyBlockingIOError, PyOSError, PyRuntimeError, PyValueError};
@@ -19,6 +23,8 @@ use crate::conversions::{broker_settings, log_defaults, metadata_delta, metadata
 
 /// A record as Python passes it: (key, value), either may be None.
 type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+/// A client's quotas from the callback: produce, fetch and request (None: unlimited).
+type QuotaValues = (Option<f64>, Option<f64>, Option<f64>);
 
 /// How often the serving loop wakes up to let Python see signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
@@ -268,6 +274,73 @@ impl PyBroker {
 
     fn shutdown(&self) {
         self.inner.shutdown();
+    }
+
+    /// Installs the metadata image's client quotas: (entity pairs, quota values by key).
+    fn set_client_quotas(&self, quotas: Vec<ImageEntity>) -> PyResult<()> {
+        let table = ClientQuotaTable::from_entities(quotas)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        self.inner.set_client_quotas(table);
+        Ok(())
+    }
+
+    /// max.connections, max.connections.per.ip, max.connections.per.ip.overrides (by ip
+    /// address) and max.connection.creation.rate in force; ValueError for a bad address.
+    fn set_connection_limits(
+        &self,
+        max_connections: usize,
+        max_per_ip: usize,
+        per_ip_overrides: HashMap<String, usize>,
+        max_creation_rate: i32,
+    ) -> PyResult<()> {
+        let per_ip_overrides = per_ip_overrides
+            .into_iter()
+            .map(|(address, count)| {
+                address
+                    .parse::<IpAddr>()
+                    .map(|ip| (ip, count))
+                    .map_err(|error| PyValueError::new_err(format!("{address}: {error}")))
+            })
+            .collect::<PyResult<_>>()?;
+        self.inner.set_connection_limits(ConnectionLimits {
+            max_connections,
+            max_per_ip,
+            per_ip_overrides,
+            max_creation_rate: f64::from(max_creation_rate),
+        });
+        Ok(())
+    }
+
+    /// From now on the client quota callback decides every client's quotas.
+    fn use_quota_callback(&self) {
+        self.inner.quotas().use_callback();
+    }
+
+    /// The (principal name, client id) pairs to ask the callback about; waits up to
+    /// `timeout_s` for one, without the GIL.
+    fn take_unresolved_quota_clients(
+        &self,
+        py: Python<'_>,
+        timeout_s: f64,
+    ) -> Vec<(String, String)> {
+        let broker = self.inner.clone();
+        let timeout = Duration::from_secs_f64(timeout_s.max(0.0));
+        py.detach(|| broker.quotas().take_unresolved(timeout))
+    }
+
+    /// The callback's answers: ((principal name, client id), (produce, fetch, request)).
+    fn set_quota_callback_limits(&self, limits: Vec<((String, String), QuotaValues)>) {
+        self.inner.quotas().set_callback_limits(
+            limits
+                .into_iter()
+                .map(|(client, (p, f, r))| (client, [p, f, r]))
+                .collect(),
+        );
+    }
+
+    /// The callback's quotas changed: every known client is asked about again.
+    fn reset_quota_callback_limits(&self) {
+        self.inner.quotas().reset_callback_limits();
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {

@@ -111,6 +111,10 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         &mut s.max_connections_per_ip,
     )?;
     set(mapping, "max.connections", &mut s.max_connections)?;
+    set(mapping, "quota.window.num", &mut s.quota_window.samples)?;
+    if let Some(seconds) = get::<i64>(mapping, "quota.window.size.seconds")? {
+        s.quota_window.window_ms = seconds.saturating_mul(1000);
+    }
     s.metrics_port = get(mapping, "krust.metrics.port")?;
     set_long(
         mapping,

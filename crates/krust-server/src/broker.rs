@@ -16,9 +16,11 @@ use tokio::sync::watch;
 use crate::authorizer::{Authorizer, AuthorizerReceiver, DecisionCache};
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
+use crate::connection_limits::{ConnectionCounter, ConnectionLimits};
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
+use crate::quota::{ClientQuotaManager, ClientQuotaTable};
 use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
@@ -67,6 +69,8 @@ pub struct Broker {
     metadata: Arc<MetadataCache>,
     replicas: Arc<ReplicaManager>,
     metrics: Arc<BrokerMetrics>,
+    quotas: Arc<ClientQuotaManager>,
+    connections: Arc<ConnectionCounter>,
     stop: Arc<watch::Sender<bool>>,
     /// Authorization decisions of the configured authorizer, forgotten when ACLs change.
     authorizations: Arc<DecisionCache>,
@@ -101,6 +105,15 @@ impl Broker {
         let applier =
             Scheduler::start("krust-metadata-applier").map_err(OpenError::MetadataApplier)?;
         Ok(Broker {
+            quotas: Arc::new(ClientQuotaManager::new(settings.quota_window)),
+            connections: Arc::new(ConnectionCounter::new(
+                ConnectionLimits {
+                    max_connections: settings.max_connections,
+                    max_per_ip: settings.max_connections_per_ip,
+                    ..ConnectionLimits::default()
+                },
+                settings.quota_window,
+            )),
             settings,
             metadata: Arc::default(),
             replicas,
@@ -119,6 +132,25 @@ impl Broker {
     /// `BrokerMetrics::set_cleaner_backlog`.
     pub fn metrics(&self) -> &Arc<BrokerMetrics> {
         &self.metrics
+    }
+
+    /// The client quotas the broker enforces (set from the metadata image, or by a callback).
+    pub fn quotas(&self) -> &Arc<ClientQuotaManager> {
+        &self.quotas
+    }
+
+    /// Installs the metadata image's client quotas: user and client-id quotas, and the ip
+    /// entities' connection_creation_rate.
+    pub fn set_client_quotas(&self, table: ClientQuotaTable) {
+        self.connections
+            .set_ip_connection_rates(table.ip_connection_rates.clone());
+        self.quotas.set_table(table);
+    }
+
+    /// The connection limits (max.connections, max.connections.per.ip and its overrides,
+    /// max.connection.creation.rate), changed while the broker runs.
+    pub fn set_connection_limits(&self, limits: ConnectionLimits) {
+        self.connections.set_limits(limits);
     }
 
     /// Sets the broker defaults of the topic configs (topic key names, from the static and
@@ -274,6 +306,8 @@ impl Broker {
                 self.replicas.clone(),
                 bridge,
                 self.metrics.clone(),
+                self.quotas.clone(),
+                self.connections.clone(),
             )
             .with_authorizer(authorizer),
         )

@@ -38,6 +38,7 @@ pub async fn handle_request<'a>(
     frame: Bytes,
     slot: RequestSlot<'a>,
 ) -> Outcome {
+    let size = frame.len();
     let (api_key, header, body) = match parse_header(frame) {
         Ok(parsed) => parsed,
         Err(reason) => return Outcome::Close(reason),
@@ -57,7 +58,7 @@ pub async fn handle_request<'a>(
     if version < route.min_version || version > route.max_version {
         return Outcome::Close(format!("unsupported version {version} of {api_key:?}"));
     }
-    let request = RequestContext::new(header, api_key, session, slot);
+    let request = RequestContext::new(header, api_key, session, size, slot);
     match route.handler {
         Handler::Python => forward_to_python(context, request, body).await,
         Handler::Native => match NativeRequest::decode(api_key, version, body) {

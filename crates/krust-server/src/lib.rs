@@ -2,9 +2,10 @@
 //! bridge to the Python controller and coordinators. Modules are listed bottom-up: each one
 //! uses only modules above it.
 
-// Foundations: time, settings, who is connected.
+// Foundations: time, quotas, settings, who is connected.
 pub mod clock;
 pub mod connection_limits;
+pub mod quota;
 pub mod session;
 pub mod settings;
 
@@ -30,3 +31,4 @@ pub mod network;
 pub mod request_context;
 pub mod response_frame;
 pub mod server;
+pub mod throttling;

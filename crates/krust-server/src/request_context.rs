@@ -1,5 +1,7 @@
 //! What a handler is given about a request (header, session, queue slot) and what it returns.
 
+use std::time::{Duration, Instant};
+
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Encodable;
 use parking_lot::Mutex;
@@ -17,6 +19,41 @@ pub enum Outcome {
     NoResponse,
     /// Close the connection; the reason is logged.
     Close(String),
+    /// A client over its quota (KIP-219): the response (None for acks=0), and for how long
+    /// the connection is not read.
+    Throttled {
+        response: Option<ResponseFrame>,
+        throttle: Throttle,
+    },
+}
+
+/// How a throttled client's connection is held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    pub time: Duration,
+    /// Clients too old to throttle themselves (KIP-219) get their response only after the
+    /// throttle time; newer ones get it at once and the connection is muted afterwards.
+    pub before_send: bool,
+}
+
+impl Outcome {
+    /// This outcome, held back by `throttle` when its time is not zero.
+    pub fn throttled(self, throttle: Throttle) -> Outcome {
+        if throttle.time.is_zero() {
+            return self;
+        }
+        match self {
+            Outcome::Respond(frame) => Outcome::Throttled {
+                response: Some(frame),
+                throttle,
+            },
+            Outcome::NoResponse => Outcome::Throttled {
+                response: None,
+                throttle,
+            },
+            other => other,
+        }
+    }
 }
 
 /// A request's place among the `queued.max.requests` being handled broker-wide.
@@ -47,6 +84,11 @@ impl<'a> RequestSlot<'a> {
         }
     }
 
+    /// The time the request has been handled so far, parked time left out.
+    fn handling_time(&self, now: Instant) -> Duration {
+        self.times.map_or(Duration::ZERO, |t| t.local_until(now))
+    }
+
     fn release(&self) {
         self.permit.lock().take();
         if let Some(times) = self.times {
@@ -60,6 +102,8 @@ pub struct RequestContext<'a> {
     pub header: RequestHeader,
     pub api_key: ApiKey,
     pub session: &'a Session,
+    /// The request's size in bytes (its frame without the size prefix), as quotas count it.
+    pub size: usize,
     slot: RequestSlot<'a>,
 }
 
@@ -68,12 +112,14 @@ impl<'a> RequestContext<'a> {
         header: RequestHeader,
         api_key: ApiKey,
         session: &'a Session,
+        size: usize,
         slot: RequestSlot<'a>,
     ) -> Self {
         RequestContext {
             header,
             api_key,
             session,
+            size,
             slot,
         }
     }
@@ -86,6 +132,17 @@ impl<'a> RequestContext<'a> {
     /// the request stops counting against queued.max.requests.
     pub fn park(&self) {
         self.slot.release();
+    }
+
+    /// The time spent handling the request so far, not counting time parked (what Kafka's
+    /// request quota meters).
+    pub fn handling_time(&self) -> Duration {
+        self.slot.handling_time(Instant::now())
+    }
+
+    /// The client id of the header ("" when it has none), as quotas see it.
+    pub fn client_id(&self) -> &str {
+        self.header.client_id.as_deref().unwrap_or("")
     }
 }
 

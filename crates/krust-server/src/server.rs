@@ -9,10 +9,13 @@ use tokio::sync::watch;
 use crate::clock::now_ms;
 use crate::metrics::endpoint::serve_metrics;
 use crate::network::acceptor::run_listener;
+use crate::quota::manager::INACTIVE_CLIENT_EXPIRY_MS;
 use crate::server_context::ServerContext;
 
 /// How long shutdown waits for in-flight requests before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How often client quota rates of inactive clients are looked for.
+const QUOTA_EXPIRY_CHECK_INTERVAL: Duration = Duration::from_secs(60);
 /// Kafka's log.flush.offset.checkpoint.interval.ms default.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -64,6 +67,10 @@ pub async fn serve(
         shutdown_rx.clone(),
     ));
     tasks.spawn(retain_periodically(context.clone(), shutdown_rx.clone()));
+    tasks.spawn(expire_quota_rates_periodically(
+        context.clone(),
+        shutdown_rx.clone(),
+    ));
     wait_for_stop(&mut stop).await;
     let _ = shutdown_tx.send(true);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
@@ -133,6 +140,24 @@ async fn retain_periodically(context: Arc<ServerContext>, mut shutdown: watch::R
             _ = shutdown.wait_for(|s| *s) => return,
         }
         off_the_workers(&context, |c| c.replicas.cleanup_logs(now_ms())).await;
+    }
+}
+
+/// Client quota rates of clients that went away are dropped after an hour, as Kafka expires
+/// its inactive quota sensors.
+async fn expire_quota_rates_periodically(
+    context: Arc<ServerContext>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(QUOTA_EXPIRY_CHECK_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        context
+            .quotas
+            .expire_inactive(now_ms(), INACTIVE_CLIENT_EXPIRY_MS);
     }
 }
 

@@ -11,6 +11,7 @@ use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::BrokerMetrics;
 use crate::producer_ids::ProducerIdManager;
+use crate::quota::ClientQuotaManager;
 use crate::replica_manager::ReplicaManager;
 use crate::routing::RoutingTable;
 use crate::settings::BrokerSettings;
@@ -28,6 +29,8 @@ pub struct ServerContext {
     pub connections: Arc<ConnectionCounter>,
     /// The configured authorizer; `None`: no authorization, no check at all.
     pub authorizer: Option<Authorizer>,
+    /// Client quotas: producer and consumer byte rates, request time.
+    pub quotas: Arc<ClientQuotaManager>,
     /// queued.max.requests: permits for complete requests being handled broker-wide.
     pub request_slots: Semaphore,
 }
@@ -39,6 +42,8 @@ impl ServerContext {
         replicas: Arc<ReplicaManager>,
         bridge: Bridge,
         metrics: Arc<BrokerMetrics>,
+        quotas: Arc<ClientQuotaManager>,
+        connections: Arc<ConnectionCounter>,
     ) -> Self {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
@@ -50,7 +55,8 @@ impl ServerContext {
             bridge,
             metrics,
             fetch_sessions: FetchSessionCache::default(),
-            connections: Arc::default(),
+            connections,
+            quotas,
             authorizer: None,
             request_slots: Semaphore::new(slots),
         }

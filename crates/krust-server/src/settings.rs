@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use krust_storage::{CleanerConfig, LogConfig};
 
 use crate::metadata_log::MetadataLogSettings;
+use crate::quota::QuotaWindow;
 use crate::session::SecurityProtocol;
 
 /// One listener: a name (e.g. PLAINTEXT), the address to bind and its security protocol.
@@ -43,6 +44,8 @@ pub struct BrokerSettings {
     pub max_connections_per_ip: usize,
     /// max.connections
     pub max_connections: usize,
+    /// quota.window.num and quota.window.size.seconds
+    pub quota_window: QuotaWindow,
     /// connections.max.idle.ms
     pub connections_max_idle_ms: u64,
     /// socket.send.buffer.bytes (-1: the OS default)
@@ -85,6 +88,7 @@ impl Default for BrokerSettings {
             max_connections_per_ip: i32::MAX as usize,
             max_connections: i32::MAX as usize,
             connections_max_idle_ms: 600_000,
+            quota_window: QuotaWindow::default(),
             socket_send_buffer_bytes: 102_400,
             socket_receive_buffer_bytes: 102_400,
             log_flush_scheduler_interval_ms: u64::MAX,

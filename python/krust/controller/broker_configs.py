@@ -22,6 +22,7 @@ from krust.config import (
     ConfigSource,
     DynamicUpdateMode,
 )
+from krust.connection_limits import CONNECTION_LIMIT_KEYS, OVERRIDES_KEY
 
 
 class Source(enum.IntEnum):
@@ -54,11 +55,15 @@ class BrokerConfigChangeError(ValueError):
         self.invalid_config = invalid_config
 
 
-# The broker keys that are a topic config's default: the core re-applies them live.
-LIVE_KEYS = frozenset(
-    key.synonyms[0]
-    for key in TOPIC_KEYS
-    if key.synonyms and KEYS[key.synonyms[0]].dynamic is not DynamicUpdateMode.READ_ONLY
+# The broker keys that are a topic config's default: the core re-applies them live; and the
+# connection limits, which the core applies to new connections.
+LIVE_KEYS = (
+    frozenset(
+        key.synonyms[0]
+        for key in TOPIC_KEYS
+        if key.synonyms and KEYS[key.synonyms[0]].dynamic is not DynamicUpdateMode.READ_ONLY
+    )
+    | CONNECTION_LIMIT_KEYS
 )
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key's derived-key family.
 _FAMILIES = {name: key.synonyms for key in TOPIC_KEYS for name in key.synonyms}
@@ -162,6 +167,15 @@ def validate_broker_change(
     for name in sorted(changed):
         if name in new_configs:
             _check_value(KEYS[name], new_configs[name])
+    # Kafka's rule across keys; the overrides must come with a dynamic 0 (not only from the
+    # static file), so a change cannot shut every client out.
+    if (
+        new_configs.get("max.connections.per.ip", "").strip() == "0"
+        and not new_configs.get(OVERRIDES_KEY, "").strip()
+    ):
+        raise BrokerConfigChangeError(
+            f"max.connections.per.ip can be set to zero only if {OVERRIDES_KEY} property is set."
+        )
     not_live = sorted(changed - LIVE_KEYS)
     if not_live:
         raise BrokerConfigChangeError(

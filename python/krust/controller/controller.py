@@ -17,10 +17,12 @@ from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
 from krust.bridge import RequestContext
+from krust.connection_limits import push_connection_limits
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import acls, configs
+from krust.controller import acls, configs, quota_apis
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
+from krust.controller.client_quotas import core_client_quotas
 from krust.controller.features import (
     FeatureUpdate,
     UpgradeType,
@@ -103,6 +105,8 @@ class Controller:
         records.append(registration_record(config, broker_epoch=end + len(records)))
         controller._append(records)
         core.apply_metadata(controller.core_image())
+        core.set_client_quotas(core_client_quotas(controller.image.client_quotas))
+        push_connection_limits(core, controller.broker_config())
         return controller
 
     def core_image(self) -> _core.MetadataImage:
@@ -144,6 +148,10 @@ class Controller:
         if builder.broker_configs_changed:
             delta["log_defaults"] = self.broker_config().topic_defaults()
         self._core.apply_metadata_delta(delta)
+        if builder.broker_configs_changed:
+            push_connection_limits(self._core, self.broker_config())
+        if builder.client_quotas_changed:
+            self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         # The append fsyncs: keep the event loop free for other requests meanwhile.
@@ -382,4 +390,5 @@ def install(ctx: BrokerContext) -> Controller:
     )
     configs.install(controller, ctx.dispatcher.register)
     acls.install(controller, ctx.authorization, ctx.dispatcher.register)
+    quota_apis.install(controller, ctx.dispatcher.register)
     return controller

@@ -14,12 +14,14 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from krust.controller.client_quotas import ClientQuotas, QuotaEntity, replay_client_quota
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
     BROKER_RESOURCE,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
@@ -96,6 +98,7 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     # ACLs by id (AccessControlEntryRecords), for the built-in authorizer.
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY)
+    client_quotas: ClientQuotas = field(default_factory=lambda: EMPTY)
 
     @cached_property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
@@ -135,6 +138,10 @@ class ImageBuilder:
         self.broker_configs_changed = False
         self._acls = dict(image.acls)
         self.acls_changed = False
+        self._client_quotas: dict[QuotaEntity, dict[str, float]] = {
+            entity: dict(values) for entity, values in image.client_quotas.items()
+        }
+        self.client_quotas_changed = False
         # What changed, for `core_delta`.
         self._changed_partitions: dict[uuid.UUID, set[int]] = {}
         self._changed_topic_names: set[str] = set()
@@ -201,6 +208,9 @@ class ImageBuilder:
                         f"RemoveAccessControlEntryRecord for unknown {record.id}"
                     )
                 self.acls_changed = True
+            case ClientQuotaRecord():
+                replay_client_quota(self._client_quotas, record)
+                self.client_quotas_changed = True
             case NoOpRecord():
                 pass
         self._offset = offset
@@ -239,6 +249,9 @@ class ImageBuilder:
                 {name: MappingProxyType(dict(c)) for name, c in self._broker_configs.items() if c}
             ),
             acls=MappingProxyType(dict(self._acls)) if self.acls_changed else self._base.acls,
+            client_quotas=MappingProxyType(
+                {e: MappingProxyType(dict(v)) for e, v in self._client_quotas.items()}
+            ),
         )
 
     def _register_broker(self, record: RegisterBrokerRecord) -> None:

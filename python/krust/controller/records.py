@@ -207,6 +207,29 @@ class RemoveAccessControlEntryRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class QuotaEntityData:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    entity_type: str = field(metadata=_kafka("string"))
+    entity_name: str | None = field(metadata=_kafka("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord:
+    """A client quota of an entity (user, client-id, both, or ip; a None name is the entity
+    type's default) is set, or removed. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 14
+    __version__: ClassVar[int] = 0
+    entity: tuple[QuotaEntityData, ...]
+    key: str = field(metadata=_kafka("string"))
+    value: float = field(metadata=_kafka("float64"))
+    remove: bool = field(metadata=_kafka("bool"), default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     """Advances the log without changing anything. Version 0."""
 
@@ -227,6 +250,7 @@ MetadataRecord = (
     | ProducerIdsRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
     | NoOpRecord
 )
 RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
@@ -242,6 +266,7 @@ RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
         ProducerIdsRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
         NoOpRecord,
     )
 }

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from krust.controller.client_quotas import client_quota_records
 from krust.controller.image import MetadataImage
 from krust.controller.records import (
     BROKER_RESOURCE,
@@ -29,7 +30,7 @@ from krust.controller.records import (
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
     """Records that replay into `image` from an empty one, metadata.version first (a loader
     needs it before anything else), then brokers, topics with their partitions and configs,
-    broker configs, the producer id block and the ACLs."""
+    broker configs, the producer id block, the ACLs and client quotas."""
     records: list[MetadataRecord] = []
     features = sorted(image.features.items(), key=lambda f: f[0] != METADATA_VERSION_FEATURE)
     records.extend(FeatureLevelRecord(name=name, feature_level=level) for name, level in features)
@@ -67,6 +68,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         )
         for acl_id, acl in image.acls.items()
     )
+    records.extend(client_quota_records(image.client_quotas))
     return records
 
 

@@ -9,5 +9,15 @@ from krust.plugins.authorizer import Authorizer
 from krust.plugins.containment import PluginRunner
 from krust.plugins.lifecycle import Plugin, PluginContext
 from krust.plugins.loading import load_plugin
+from krust.plugins.quota import ClientQuotaCallback, ClientQuotaType, QuotaCallbackContext
 
-__all__ = ["Authorizer", "Plugin", "PluginContext", "PluginRunner", "load_plugin"]
+__all__ = [
+    "Authorizer",
+    "ClientQuotaCallback",
+    "ClientQuotaType",
+    "Plugin",
+    "PluginContext",
+    "PluginRunner",
+    "QuotaCallbackContext",
+    "load_plugin",
+]

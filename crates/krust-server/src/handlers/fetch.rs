@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use krust_storage::FileSlice;
 use uuid::Uuid;
 
@@ -17,9 +17,11 @@ use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
 use crate::partition::{check_current_leader_epoch, Partition};
 use crate::purgatory::NewDataWatch;
+use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
 use crate::response_frame::SplicedRecords;
 use crate::server_context::ServerContext;
+use crate::throttling;
 
 /// One partition to read, with what the client asked of it.
 struct Wanted {
@@ -91,11 +93,19 @@ pub async fn handle(
             Wanted { request, partition }
         })
         .collect();
-    let results = read_with_wait(ctx, &request, &wanted).await;
+    // Followers are not clients: no client quota applies to them (Kafka's isFromFollower).
+    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
+    let max_bytes = if from_follower {
+        usize::MAX
+    } else {
+        throttling::max_fetch_bytes(context, ctx)
+    };
+    let results = read_with_wait(ctx, &request, &wanted, max_bytes).await;
     record_reads(context, &wanted, &results);
     let responses = build_response(&wanted, results, incremental, version);
-    if session_id != 0 {
-        let sent: Vec<(String, i32, i64, i64)> = responses
+    // Recorded in the session only once the response is sent with its partitions.
+    let sent: Option<Vec<(String, i32, i64, i64)>> = (session_id != 0).then(|| {
+        responses
             .iter()
             .flat_map(|(name, _, partitions)| {
                 partitions.iter().map(move |(p, _)| {
@@ -107,9 +117,8 @@ pub async fn handle(
                     )
                 })
             })
-            .collect();
-        context.fetch_sessions.record_sent(session_id, &sent);
-    }
+            .collect()
+    });
     let max_records_len = responses
         .iter()
         .flat_map(|(_, _, partitions)| partitions.iter().map(|(_, records)| records.len()))
@@ -139,6 +148,21 @@ pub async fn handle(
                 })
                 .collect(),
         );
+    if !from_follower {
+        let size = response.compute_size(version).unwrap_or(0);
+        let charge = throttling::charge(context, ctx, ClientQuotaType::Fetch, size, true);
+        if charge.throttle_ms > 0 {
+            // As Kafka: a throttled consumer gets no records, and they do not count against it.
+            throttling::refund(context, ctx, ClientQuotaType::Fetch, size);
+            let throttled = FetchResponse::default()
+                .with_session_id(session_id)
+                .with_throttle_time_ms(charge.throttle_time_ms());
+            return respond(ctx, &throttled).throttled(charge.throttle(ctx));
+        }
+    }
+    if let Some(sent) = sent {
+        context.fetch_sessions.record_sent(session_id, &sent);
+    }
     respond_with_records(ctx, &response, Some(spliced))
 }
 
@@ -207,7 +231,9 @@ async fn read_with_wait(
     ctx: &RequestContext<'_>,
     request: &FetchRequest,
     wanted: &[Wanted],
+    quota_max_bytes: usize,
 ) -> Vec<ReadResult> {
+    let min_bytes = (request.min_bytes.max(0) as usize).min(quota_max_bytes);
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let watched: Vec<Arc<Partition>> = wanted
         .iter()
@@ -215,14 +241,14 @@ async fn read_with_wait(
         .collect();
     let mut new_data = NewDataWatch::new(&watched);
     loop {
-        let results = read_once(request, wanted);
+        let results = read_once(request, wanted, quota_max_bytes);
         let bytes: usize = results
             .iter()
             .map(|r| r.records.as_ref().map_or(0, FileSlice::len))
             .sum();
         let has_error = results.iter().any(|r| r.error_code != 0);
         let now = Instant::now();
-        if has_error || bytes >= request.min_bytes.max(0) as usize || now >= deadline {
+        if has_error || bytes >= min_bytes || now >= deadline {
             return results;
         }
         ctx.park();
@@ -230,12 +256,13 @@ async fn read_with_wait(
     }
 }
 
-fn read_once(request: &FetchRequest, wanted: &[Wanted]) -> Vec<ReadResult> {
+fn read_once(request: &FetchRequest, wanted: &[Wanted], quota_max_bytes: usize) -> Vec<ReadResult> {
     let mut remaining = if request.max_bytes > 0 {
         request.max_bytes as usize
     } else {
         usize::MAX
-    };
+    }
+    .min(quota_max_bytes);
     let mut any_data = false;
     wanted
         .iter()

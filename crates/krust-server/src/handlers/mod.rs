@@ -22,11 +22,12 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
     ProduceRequest,
 };
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::authorizer::{all_operations, AclOperation, Action, ResourceType, TOPIC_OPERATIONS};
-use crate::request_context::{respond, respond_as, Outcome, RequestContext};
+use crate::request_context::{respond_as, Outcome, RequestContext};
 use crate::server_context::ServerContext;
+use crate::throttling::{charge_request_time, ThrottleTime};
 
 /// A decoded request of an api the core answers itself.
 #[derive(Debug)]
@@ -172,60 +173,98 @@ pub async fn handle_native(
     request: &RequestContext<'_>,
     decoded: NativeRequest,
 ) -> Outcome {
+    let version = request.version();
     match decoded {
-        NativeRequest::ApiVersions(r) => {
-            respond(request, &api_versions::handle(context, request, r))
-        }
-        NativeRequest::Metadata(r) => {
-            respond(request, &metadata::handle(context, r, request).await)
-        }
+        NativeRequest::ApiVersions(r) => metered(
+            context,
+            request,
+            api_versions::handle(context, request, r),
+            version,
+        ),
+        NativeRequest::Metadata(r) => metered(
+            context,
+            request,
+            metadata::handle(context, r, request).await,
+            version,
+        ),
         NativeRequest::Produce(r) => produce::handle(context, r, request).await,
         NativeRequest::Fetch(r) => fetch::handle(context, r, request).await,
         NativeRequest::ListOffsets(r) => {
             let names = r.topics.iter().map(|t| t.name.0.as_str());
             let denied = denied_topics(context, request, AclOperation::Describe, names).await;
-            respond_as(
+            metered(
+                context,
                 request,
-                &list_offsets::handle(context, r, request.version(), &denied),
-                list_offsets::codec_version(request.version()),
+                list_offsets::handle(context, r, version, &denied),
+                list_offsets::codec_version(version),
             )
         }
-        NativeRequest::DescribeCluster(r) => respond(
+        NativeRequest::DescribeCluster(r) => metered(
+            context,
             request,
-            &describe_cluster::handle(context, r, request).await,
+            describe_cluster::handle(context, r, request).await,
+            version,
         ),
-        NativeRequest::InitProducerId(r) => respond(
+        NativeRequest::InitProducerId(r) => metered(
+            context,
             request,
-            &init_producer_id::handle(context, r, request).await,
+            init_producer_id::handle(context, r, request).await,
+            version,
         ),
         NativeRequest::OffsetForLeaderEpoch(r) => {
             let names = r.topics.iter().map(|t| t.topic.0.as_str());
             let denied = denied_topics(context, request, AclOperation::Describe, names).await;
-            respond(
+            metered(
+                context,
                 request,
-                &offset_for_leader_epoch::handle(context, r, &denied),
+                offset_for_leader_epoch::handle(context, r, &denied),
+                version,
             )
         }
         NativeRequest::DescribeLogDirs(r) => {
-            if !cluster_allows(context, request, AclOperation::Describe).await {
-                return respond(request, &describe_log_dirs::cluster_authorization_failed());
-            }
-            respond(request, &describe_log_dirs::handle(context, r))
+            let response = if cluster_allows(context, request, AclOperation::Describe).await {
+                describe_log_dirs::handle(context, r)
+            } else {
+                describe_log_dirs::cluster_authorization_failed()
+            };
+            metered(context, request, response, version)
         }
         NativeRequest::DescribeProducers(r) => {
             let names = r.topics.iter().map(|t| t.name.0.as_str());
             let denied = denied_topics(context, request, AclOperation::Read, names).await;
-            respond(request, &describe_producers::handle(context, r, &denied))
+            metered(
+                context,
+                request,
+                describe_producers::handle(context, r, &denied),
+                version,
+            )
         }
         NativeRequest::DescribeTopicPartitions(r) => {
             let authorized = describe_topic_partitions_authorization(context, request, &r).await;
-            respond(
+            metered(
+                context,
                 request,
-                &describe_topic_partitions::handle(context, r, &authorized),
+                describe_topic_partitions::handle(context, r, &authorized),
+                version,
             )
         }
-        NativeRequest::DeleteRecords(r) => {
-            respond(request, &delete_records::handle(context, r, request).await)
-        }
+        NativeRequest::DeleteRecords(r) => metered(
+            context,
+            request,
+            delete_records::handle(context, r, request).await,
+            version,
+        ),
     }
+}
+
+/// The response, encoded as `codec_version`, with the request's handling time charged
+/// against its client's request_percentage (Kafka's request quota).
+fn metered<T: Encodable + ThrottleTime>(
+    context: &ServerContext,
+    request: &RequestContext<'_>,
+    mut response: T,
+    codec_version: i16,
+) -> Outcome {
+    let throttle = charge_request_time(context, request, &mut response);
+    respond_as(request, &response, codec_version).throttled(throttle)
 }

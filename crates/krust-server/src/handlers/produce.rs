@@ -17,8 +17,10 @@ use crate::clock::now_ms;
 use crate::metadata_cache::MetadataImage;
 use crate::partition::{Partition, PartitionError};
 use crate::purgatory::await_high_watermarks;
+use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, Outcome, RequestContext};
 use crate::server_context::ServerContext;
+use crate::throttling::charge;
 
 /// Kafka's message when a client produces to an internal topic (its ReplicaManager's).
 const INTERNAL_TOPIC_MESSAGE: &str = "Cannot append to internal topic";
@@ -137,6 +139,15 @@ pub async fn handle(
             mark_timed_out(&mut responses, &waits);
         }
     }
+    // As Kafka: an acks=0 produce counts against the byte rate but not the request time.
+    let charge = charge(
+        context,
+        ctx,
+        ClientQuotaType::Produce,
+        ctx.size,
+        request.acks != 0,
+    );
+    let throttle = charge.throttle(ctx);
     // Counted for acks=0 too, which gets no response.
     let requests = &context.metrics.requests;
     for partition in responses.iter().flat_map(|t| &t.partition_responses) {
@@ -152,10 +163,13 @@ pub async fn handle(
         return if failed {
             Outcome::Close("an acks=0 produce failed".to_string())
         } else {
-            Outcome::NoResponse
+            Outcome::NoResponse.throttled(throttle)
         };
     }
-    respond(ctx, &ProduceResponse::default().with_responses(responses))
+    let response = ProduceResponse::default()
+        .with_responses(responses)
+        .with_throttle_time_ms(charge.throttle_time_ms());
+    respond(ctx, &response).throttled(throttle)
 }
 
 /// As Kafka: a transactional produce needs WRITE on its transactional id (else every partition

@@ -57,6 +57,12 @@ impl RequestTimes {
         self.parked.get_or_init(Instant::now);
     }
 
+    /// The local time up to `now`: from the queue slot until parked (or `now`).
+    pub fn local_until(&self, now: Instant) -> Duration {
+        let until = self.parked.get().copied().unwrap_or(now).min(now);
+        until.saturating_duration_since(self.dequeued)
+    }
+
     /// The stages of a request whose response was complete at `completed` and written at `sent`.
     pub fn durations(&self, completed: Instant, sent: Instant) -> RequestDurations {
         let parked = self

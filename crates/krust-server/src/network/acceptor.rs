@@ -1,13 +1,17 @@
-//! One accept loop per listener, enforcing max.connections and max.connections.per.ip.
+//! One accept loop per listener, enforcing max.connections, max.connections.per.ip (and its
+//! overrides) and the connection creation rates (KIP-612).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::connection::serve_connection;
+use crate::clock::now_ms;
+use crate::connection_limits::ConnectionThrottle;
 use crate::server_context::ServerContext;
 use crate::session::Session;
 use crate::settings::Listener;
@@ -26,7 +30,14 @@ pub async fn run_listener(
             accepted = socket.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let session = Session::client(&listener.name, listener.security_protocol, peer);
-                    admit(&mut connections, stream, session, &context, &shutdown);
+                    let wait = admit(&mut connections, stream, session, &context, &shutdown);
+                    // Over max.connection.creation.rate: accept nothing more meanwhile.
+                    if !wait.is_zero() {
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = shutdown.changed() => break,
+                        }
+                    }
                 }
                 Err(error) => tracing::warn!("accept failed: {error}"),
             },
@@ -38,23 +49,36 @@ pub async fn run_listener(
     while connections.join_next().await.is_some() {}
 }
 
+/// Starts serving an accepted connection if the limits allow it; how long the listener then
+/// waits before accepting another.
 fn admit(
     connections: &mut JoinSet<()>,
     stream: tokio::net::TcpStream,
     session: Session,
     context: &Arc<ServerContext>,
     shutdown: &watch::Receiver<bool>,
-) {
+) -> Duration {
     let settings = &context.settings;
     let peer: SocketAddr = session.client_address;
-    let Some(slot) = context.connections.try_acquire(
-        peer.ip(),
-        settings.max_connections_per_ip,
-        settings.max_connections,
-    ) else {
+    let Some(slot) = context.connections.try_acquire(peer.ip()) else {
         tracing::info!("refusing connection from {peer}: connection limit reached");
-        return;
+        return Duration::ZERO;
     };
+    let mut wait = Duration::ZERO;
+    match context.connections.record_connection(peer.ip(), now_ms()) {
+        Some(ConnectionThrottle::Ip(ms)) => {
+            // As Kafka: the connection is closed once the throttle time is over, so the
+            // client does not reconnect at once.
+            tracing::debug!("closing connection from {peer} in {ms} ms: connection_creation_rate");
+            connections.spawn(async move {
+                tokio::time::sleep(Duration::from_millis(ms.unsigned_abs())).await;
+                drop((stream, slot));
+            });
+            return Duration::ZERO;
+        }
+        Some(ConnectionThrottle::Broker(ms)) => wait = Duration::from_millis(ms.unsigned_abs()),
+        None => {}
+    }
     let _ = stream.set_nodelay(true);
     if let Err(error) = set_socket_buffers(
         &stream,
@@ -69,6 +93,7 @@ fn admit(
         serve_connection(stream, session, context, shutdown).await;
         drop(slot);
     });
+    wait
 }
 
 /// socket.send.buffer.bytes and socket.receive.buffer.bytes on an accepted socket, as Kafka's

@@ -33,7 +33,15 @@ pub async fn serve_connection(
     let peer = session.client_address;
     let idle = Duration::from_millis(context.settings.connections_max_idle_ms);
     let max_request = context.settings.socket_request_max_bytes;
+    // KIP-219: a throttled client's connection is not read until its throttle time is over.
+    let mut muted_until: Option<Instant> = None;
     loop {
+        if let Some(until) = muted_until.take() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
         let received = tokio::select! {
             received = receive_frame(&mut stream, idle, max_request) => received,
             _ = shutdown.changed() => return,
@@ -59,19 +67,34 @@ pub async fn serve_connection(
         let slot = RequestSlot::new(permit).timed(&times);
         let outcome = handle_request(&context, &session, frame, slot).await;
         let completed = Instant::now();
-        let response_bytes = match outcome {
-            Outcome::Respond(response) => {
+        let (response, throttle) = match outcome {
+            Outcome::Respond(response) => (Some(response), None),
+            Outcome::NoResponse => (None, None),
+            Outcome::Throttled { response, throttle } => (response, Some(throttle)),
+            Outcome::Close(reason) => {
+                tracing::warn!("closing connection from {peer}: {reason}");
+                return;
+            }
+        };
+        if let Some(throttle) = throttle {
+            if throttle.before_send {
+                tokio::select! {
+                    _ = tokio::time::sleep(throttle.time) => {}
+                    _ = shutdown.changed() => return,
+                }
+            } else {
+                muted_until = Some(Instant::now() + throttle.time);
+            }
+        }
+        let response_bytes = match response {
+            Some(response) => {
                 if let Err(error) = write_frame(&mut stream, &response).await {
                     tracing::debug!("closing connection from {peer}: {error}");
                     return;
                 }
                 response.len()
             }
-            Outcome::NoResponse => 0,
-            Outcome::Close(reason) => {
-                tracing::warn!("closing connection from {peer}: {reason}");
-                return;
-            }
+            None => 0,
         };
         if let Some(header) = header {
             let durations = times.durations(completed, Instant::now());

@@ -1,0 +1,10 @@
+//! Client quotas (KIP-13, KIP-55, KIP-124, KIP-219): which quota applies to a client, the
+//! rates clients are metered by, and the throttle time of a request over its quota.
+
+pub mod entities;
+pub mod manager;
+pub mod rate;
+
+pub use entities::{ClientQuotaTable, ClientQuotaType};
+pub use manager::ClientQuotaManager;
+pub use rate::QuotaWindow;
