@@ -11,7 +11,7 @@ from types import FrameType
 
 from krust import controller, group
 from krust.bridge import Dispatcher
-from krust.config import BrokerConfig, core_settings
+from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.context import BrokerContext
 
 Installer = Callable[[BrokerContext], object]
@@ -27,7 +27,11 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
     SIGINT/SIGTERM; then stop the services' loop and close the core (flush, checkpoints)."""
     from krust import _core  # the extension; imported here so config and controller need it not
 
-    core = _core.Broker(core_settings(config))
+    try:
+        core = _core.Broker(core_settings(config))
+    except ValueError as error:
+        # The core's checks of settings (TLS material, mapping rules) name the key.
+        raise ConfigError(None, str(error)) from None
     dispatcher = Dispatcher()
     services: list[object] = []
     try:

@@ -99,7 +99,13 @@ def test_first_start_formats_dirs_and_registers_this_broker(
         ("PLAINTEXT", "127.0.0.1", 19092)
     ]
     assert fake_core.last_image["brokers"] == [
-        {"node_id": 1, "host": "127.0.0.1", "port": 19092, "rack": None}
+        {
+            "node_id": 1,
+            "host": "127.0.0.1",
+            "port": 19092,
+            "rack": None,
+            "listeners": {"PLAINTEXT": ("127.0.0.1", 19092)},
+        }
     ]
     assert fake_core.last_image["cluster_id"] == controller.image.cluster_id
     assert controller.image.features == {"metadata.version": 14}

@@ -19,6 +19,7 @@ use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
 use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
+use crate::security::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
 use crate::settings::BrokerSettings;
@@ -71,6 +72,8 @@ pub struct Broker {
     /// controller's path (Kafka's metadata publisher): a topic's logs are created after the
     /// controller has answered.
     applier: Scheduler,
+    /// The SCRAM credentials of the metadata image (SASL/SCRAM listeners read them).
+    scram_credentials: Arc<ScramCredentials>,
 }
 
 impl Broker {
@@ -104,11 +107,21 @@ impl Broker {
             metrics: Arc::default(),
             stop,
             applier,
+            scram_credentials: Arc::default(),
         })
     }
 
     pub fn settings(&self) -> &BrokerSettings {
         &self.settings
+    }
+
+    /// Replaces the SCRAM credentials SASL/SCRAM authenticates against (the metadata image's
+    /// UserScramCredentialRecords); connections authenticate against the new set at once.
+    pub fn set_scram_credentials(
+        &self,
+        credentials: HashMap<(String, ScramMechanism), ScramCredential>,
+    ) {
+        self.scram_credentials.replace_all(credentials);
     }
 
     /// The broker's metrics; the log cleaner reports its backlog through
@@ -254,13 +267,16 @@ impl Broker {
 
     /// What connections share while serving, with Python-owned requests going to `bridge`.
     pub fn server_context(&self, bridge: Bridge) -> Arc<ServerContext> {
-        Arc::new(ServerContext::new(
-            self.settings.clone(),
-            self.metadata.clone(),
-            self.replicas.clone(),
-            bridge,
-            self.metrics.clone(),
-        ))
+        Arc::new(ServerContext {
+            scram_credentials: self.scram_credentials.clone(),
+            ..ServerContext::new(
+                self.settings.clone(),
+                self.metadata.clone(),
+                self.replicas.clone(),
+                bridge,
+                self.metrics.clone(),
+            )
+        })
     }
 
     /// Serves clients until `shutdown()`, SIGTERM or the failure of every log dir.

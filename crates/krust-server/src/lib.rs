@@ -5,6 +5,7 @@
 // Foundations: time, settings, who is connected.
 pub mod clock;
 pub mod connection_limits;
+pub mod security;
 pub mod session;
 pub mod settings;
 

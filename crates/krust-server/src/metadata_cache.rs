@@ -15,6 +15,19 @@ pub struct BrokerEndpoint {
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// Its address on each listener, by listener name (clients are told the address of the
+    /// listener they came in on, as Kafka does); `host`/`port` are the first listener's.
+    pub listeners: HashMap<String, (String, i32)>,
+}
+
+impl BrokerEndpoint {
+    /// The address to give a client of `listener` (the first listener's when it has none).
+    pub fn address_for(&self, listener: &str) -> (&str, i32) {
+        match self.listeners.get(listener) {
+            Some((host, port)) => (host, *port),
+            None => (&self.host, self.port),
+        }
+    }
 }
 
 /// One partition's placement and leadership.

@@ -12,6 +12,7 @@ use crate::metrics::BrokerMetrics;
 use crate::producer_ids::ProducerIdManager;
 use crate::replica_manager::ReplicaManager;
 use crate::routing::RoutingTable;
+use crate::security::scram::ScramCredentials;
 use crate::settings::BrokerSettings;
 
 /// The broker state a request may read or change, shared by every connection.
@@ -27,6 +28,8 @@ pub struct ServerContext {
     pub connections: Arc<ConnectionCounter>,
     /// queued.max.requests: permits for complete requests being handled broker-wide.
     pub request_slots: Semaphore,
+    /// The SCRAM credentials of the metadata image, for SASL/SCRAM authentication.
+    pub scram_credentials: Arc<ScramCredentials>,
 }
 
 impl ServerContext {
@@ -49,6 +52,7 @@ impl ServerContext {
             fetch_sessions: FetchSessionCache::default(),
             connections: Arc::default(),
             request_slots: Semaphore::new(slots),
+            scram_credentials: Arc::default(),
         }
     }
 }

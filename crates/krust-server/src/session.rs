@@ -20,6 +20,14 @@ impl KafkaPrincipal {
             name: "ANONYMOUS".into(),
         }
     }
+
+    /// `User:<name>`, the principal SASL and TLS authentication give.
+    pub fn user(name: impl Into<String>) -> Self {
+        KafkaPrincipal {
+            principal_type: "User".into(),
+            name: name.into(),
+        }
+    }
 }
 
 impl fmt::Display for KafkaPrincipal {

@@ -315,7 +315,16 @@ def to_core_image(image: MetadataImage) -> _core.MetadataImage:
 
 def _core_brokers(image: MetadataImage) -> list[_core.BrokerImage]:
     return [
-        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {
+            "node_id": b.node_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "listeners": {
+                e.name: (e.host, e.port)
+                for e in (b.registration.end_points if b.registration else ())
+            },
+        }
         for b in image.brokers.values()
         if not b.fenced
     ]

@@ -12,7 +12,12 @@ const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
-pub fn handle(context: &ServerContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
+/// `listener`: the listener the request came in on; brokers are listed with their address there.
+pub fn handle(
+    context: &ServerContext,
+    request: DescribeClusterRequest,
+    listener: &str,
+) -> DescribeClusterResponse {
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
@@ -38,10 +43,11 @@ pub fn handle(context: &ServerContext, request: DescribeClusterRequest) -> Descr
         .brokers
         .values()
         .map(|b| {
+            let (host, port) = b.address_for(listener);
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port)
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port)
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
         })
         .collect();

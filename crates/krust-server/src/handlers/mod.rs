@@ -12,13 +12,14 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl;
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, DeleteRecordsRequest, DescribeClusterRequest,
     DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest,
     InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest,
+    ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -40,6 +41,8 @@ pub enum NativeRequest {
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
     DeleteRecords(DeleteRecordsRequest),
+    SaslHandshake(SaslHandshakeRequest),
+    SaslAuthenticate(SaslAuthenticateRequest),
 }
 
 fn decode_exact<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, String> {
@@ -73,6 +76,8 @@ impl NativeRequest {
                 Self::DescribeTopicPartitions(decode_exact(body, version)?)
             }
             ApiKey::DeleteRecords => Self::DeleteRecords(decode_exact(body, version)?),
+            ApiKey::SaslHandshake => Self::SaslHandshake(decode_exact(body, version)?),
+            ApiKey::SaslAuthenticate => Self::SaslAuthenticate(decode_exact(body, version)?),
             other => return Err(format!("{other:?} has no native handler")),
         })
     }
@@ -98,9 +103,10 @@ pub async fn handle_native(
             &list_offsets::handle(context, r, request.version()),
             list_offsets::codec_version(request.version()),
         ),
-        NativeRequest::DescribeCluster(r) => {
-            respond(request, &describe_cluster::handle(context, r))
-        }
+        NativeRequest::DescribeCluster(r) => respond(
+            request,
+            &describe_cluster::handle(context, r, &request.session.listener_name),
+        ),
         NativeRequest::InitProducerId(r) => respond(
             request,
             &init_producer_id::handle(context, r, request).await,
@@ -120,5 +126,7 @@ pub async fn handle_native(
         NativeRequest::DeleteRecords(r) => {
             respond(request, &delete_records::handle(context, r, request).await)
         }
+        NativeRequest::SaslHandshake(r) => respond(request, &sasl::handshake(r)),
+        NativeRequest::SaslAuthenticate(r) => respond(request, &sasl::authenticate(r)),
     }
 }

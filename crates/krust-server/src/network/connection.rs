@@ -10,27 +10,43 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::dispatch::handle_request;
 use crate::metrics::RequestTimes;
+use crate::network::authenticate::authenticate;
 use crate::network::receive::{receive_frame, ReceiveError};
 use crate::network::request_log::{log_completed, RequestHeaderView};
-use crate::network::send_frame::write_frame;
+use crate::network::transport::Transport;
 use crate::request_context::{Outcome, RequestSlot};
+use crate::security::sasl::SaslSettings;
 use crate::server_context::ServerContext;
 use crate::session::Session;
 
 /// Serves one connection until the client closes it, it idles out, it misbehaves, or the
-/// broker shuts down (after answering the request in flight).
-pub async fn serve_connection(
-    mut stream: TcpStream,
-    session: Session,
+/// broker shuts down (after answering the request in flight). On a SASL listener (`sasl`)
+/// the client must authenticate first; its principal is the session's from then on.
+pub async fn serve_connection<S: Transport>(
+    mut stream: S,
+    mut session: Session,
+    sasl: Option<&SaslSettings>,
     context: Arc<ServerContext>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let peer = session.client_address;
+    if let Some(sasl) = sasl {
+        let authenticated = tokio::select! {
+            authenticated = authenticate(&mut stream, &session, &context, sasl) => authenticated,
+            _ = shutdown.changed() => return,
+        };
+        match authenticated {
+            Ok(principal) => session.principal = principal,
+            Err(error) => {
+                tracing::info!("closing connection from {peer}: {error}");
+                return;
+            }
+        }
+    }
     let idle = Duration::from_millis(context.settings.connections_max_idle_ms);
     let max_request = context.settings.socket_request_max_bytes;
     loop {
@@ -61,7 +77,7 @@ pub async fn serve_connection(
         let completed = Instant::now();
         let response_bytes = match outcome {
             Outcome::Respond(response) => {
-                if let Err(error) = write_frame(&mut stream, &response).await {
+                if let Err(error) = stream.write_frame(&response).await {
                     tracing::debug!("closing connection from {peer}: {error}");
                     return;
                 }

@@ -1,0 +1,302 @@
+"""Listeners with TLS and SASL (docs/security.md), driven by real clients and raw sockets: one
+broker with PLAINTEXT, SSL (client certificates required), SASL_SSL and SASL_PLAINTEXT
+listeners at once."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from . import wire
+from .broker_process import HOST, BrokerProcess, free_port
+from .clients.confluent import create_topic
+from .tls_certs import CertificateAuthority, Pem
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_alice="alice-secret" user_bob="bob-secret";'
+)
+API_SASL_HANDSHAKE = 17
+API_SASL_AUTHENTICATE = 36
+ILLEGAL_SASL_STATE = 34
+UNSUPPORTED_SASL_MECHANISM = 33
+SASL_AUTHENTICATION_FAILED = 58
+
+
+class SecureBroker:
+    """A broker with every security protocol on its own port, and the certificates to use."""
+
+    def __init__(self, workdir: Path) -> None:
+        certs = workdir / "certs"
+        certs.mkdir(parents=True)
+        self.ca = CertificateAuthority(certs)
+        self.client_alice: Pem = self.ca.client("alice")
+        keystore = self.ca.server().keystore(certs / "keystore.pem")
+        self.ports = {name: free_port() for name in ("SSL", "SASL_SSL", "SASL_PLAINTEXT")}
+        self.process = BrokerProcess(
+            workdir,
+            {
+                "ssl.keystore.location": str(keystore),
+                "ssl.truststore.location": str(self.ca.pem.cert),
+                "listener.name.ssl.ssl.client.auth": "required",
+                "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+                "krust.log.format": "json",
+                "krust.log.level": "info,kafka.request.logger=debug",
+            },
+        )
+        self.process.overrides["listeners"] = ",".join(
+            [f"PLAINTEXT://{HOST}:{self.process.port}"]
+            + [f"{name}://{HOST}:{port}" for name, port in self.ports.items()]
+        )
+
+    def bootstrap(self, listener: str) -> str:
+        port = self.process.port if listener == "PLAINTEXT" else self.ports[listener]
+        return f"{HOST}:{port}"
+
+    def client_config(self, listener: str, **extra: Any) -> dict[str, Any]:
+        """librdkafka settings for `listener` (TLS trusting the test CA)."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap(listener),
+            "security.protocol": listener,
+        }
+        if "SSL" in listener:
+            config["ssl.ca.location"] = str(self.ca.pem.cert)
+        config.update(extra)
+        return config
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        return [
+            json.loads(line)
+            for line in self.process.stderr_text().splitlines()
+            if line.startswith("{")
+        ]
+
+    def principals(self, listener: str) -> set[str]:
+        """The principals the request log shows for requests on `listener`."""
+        return {
+            line["principal"]
+            for line in self.log_lines()
+            if line.get("target") == "kafka.request.logger" and line.get("listener") == listener
+        }
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    broker = SecureBroker(tmp_path_factory.mktemp("secure"))
+    broker.process.start()
+    try:
+        yield broker
+        crash = broker.process.unexpected_exit()
+        if crash:
+            pytest.fail(crash)
+    finally:
+        broker.process.kill9()
+
+
+def round_trip(config: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
+    """Produce `values` and read them back with confluent-kafka over `config`."""
+    producer = Producer({**config, "acks": "all", "message.timeout.ms": 20_000})
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0, "records left undelivered"
+    consumer = Consumer({**config, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    try:
+        while len(got) < len(values):
+            message = consumer.poll(20)
+            assert message is not None, f"only {len(got)} of {len(values)} records came back"
+            assert message.error() is None, message.error()
+            got.append(message.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def fresh_topic(secure: SecureBroker) -> str:
+    topic = f"secure-{uuid.uuid4().hex[:8]}"
+    create_topic(secure.bootstrap("PLAINTEXT"), topic)
+    return topic
+
+
+def test_confluent_kafka_produces_and_consumes_over_sasl_ssl_plain(secure: SecureBroker) -> None:
+    topic = fresh_topic(secure)
+    config = secure.client_config(
+        "SASL_SSL",
+        **{"sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"},
+    )
+    values = [f"v{i}".encode() * 100 for i in range(50)]
+    assert round_trip(config, topic, values) == values
+    assert secure.principals("SASL_SSL") == {"User:alice"}
+    assert secure.principals("PLAINTEXT") == {"User:ANONYMOUS"}
+
+
+def test_mtls_principal_and_required_client_certificates(secure: SecureBroker) -> None:
+    topic = fresh_topic(secure)
+    with_cert = secure.client_config(
+        "SSL",
+        **{
+            "ssl.certificate.location": str(secure.client_alice.cert),
+            "ssl.key.location": str(secure.client_alice.key),
+        },
+    )
+    assert round_trip(with_cert, topic, [b"mtls"]) == [b"mtls"]
+    assert secure.principals("SSL") == {"User:CN=alice,OU=Eng,O=Acme,C=US"}
+    # ssl.client.auth=required: a client without a certificate cannot connect.
+    no_cert = AdminClient(secure.client_config("SSL"))
+    with pytest.raises(KafkaException):
+        no_cert.list_topics(timeout=5)
+
+
+def test_a_wrong_password_is_refused_and_logged_once(secure: SecureBroker) -> None:
+    before = len(secure.log_lines())
+    errors: list[str] = []
+    wrong = AdminClient(
+        secure.client_config(
+            "SASL_PLAINTEXT",
+            **{
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "nope",
+                "reconnect.backoff.ms": 5_000,
+                "error_cb": lambda error: errors.append(str(error)),
+            },
+        )
+    )
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=3)
+    wrong.poll(1)  # serves error_cb
+    assert any("Authentication failed: Invalid username or password" in e for e in errors), errors
+    failures = [
+        line
+        for line in secure.log_lines()[before:]
+        if "authentication failed (PLAIN)" in line.get("message", "")
+    ]
+    assert len(failures) >= 1
+    right = AdminClient(
+        secure.client_config(
+            "SASL_PLAINTEXT",
+            **{"sasl.mechanism": "PLAIN", "sasl.username": "bob", "sasl.password": "bob-secret"},
+        )
+    )
+    assert right.list_topics(timeout=10).brokers
+
+
+def test_kcat_lists_produces_and_consumes_over_ssl(secure: SecureBroker, tmp_path: Path) -> None:
+    topic = fresh_topic(secure)
+    tls = [
+        "-X", "security.protocol=SSL",
+        "-X", f"ssl.ca.location={secure.ca.pem.cert}",
+        "-X", f"ssl.certificate.location={secure.client_alice.cert}",
+        "-X", f"ssl.key.location={secure.client_alice.key}",
+    ]  # fmt: skip
+    broker = ["-b", secure.bootstrap("SSL")]
+    subprocess.run(
+        ["kcat", *broker, *tls, "-P", "-t", topic, "-p", "0"],
+        input=b"one\ntwo\n", check=True, timeout=60,
+    )  # fmt: skip
+    consumed = subprocess.run(
+        ["kcat", *broker, *tls, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert consumed.stdout.split() == [b"one", b"two"]
+
+
+def handshake(
+    sock: socket.socket, mechanism: str, correlation_id: int = 1
+) -> tuple[int, list[str]]:
+    """SaslHandshake v1: (error code, enabled mechanisms)."""
+    header = wire.request_header(API_SASL_HANDSHAKE, 1, correlation_id)
+    sock.sendall(wire.frame(header + wire.string(mechanism)))
+    reader = wire.read_response(sock, correlation_id)
+    error = reader.int16()
+    return error, [str(reader.string()) for _ in range(reader.int32())]
+
+
+def authenticate(
+    sock: socket.socket, token: bytes, correlation_id: int = 2
+) -> tuple[int, str | None]:
+    """SaslAuthenticate v1: (error code, error message)."""
+    header = wire.request_header(API_SASL_AUTHENTICATE, 1, correlation_id)
+    sock.sendall(wire.frame(header + wire.int32(len(token)) + token))
+    reader = wire.read_response(sock, correlation_id)
+    return reader.int16(), reader.string()
+
+
+def still_serving(secure: SecureBroker) -> None:
+    assert secure.process.port in wire.metadata_broker_ports(HOST, secure.process.port, 5.0)
+
+
+def test_sasl_handshake_on_a_plaintext_listener_answers_illegal_sasl_state(
+    secure: SecureBroker,
+) -> None:
+    with wire.connect(HOST, secure.process.port) as sock:
+        assert handshake(sock, "PLAIN")[0] == ILLEGAL_SASL_STATE
+        assert authenticate(sock, b"\0alice\0alice-secret")[0] == ILLEGAL_SASL_STATE
+        # The connection stays usable, as in Kafka.
+        assert wire.api_versions(sock, 0, 3).error_code == 0
+
+
+def test_sasl_rules_on_an_unauthenticated_connection(secure: SecureBroker) -> None:
+    port = secure.ports["SASL_PLAINTEXT"]
+    with wire.connect(HOST, port) as sock:
+        error, mechanisms = handshake(sock, "GSSAPI")
+        assert (error, mechanisms) == (
+            UNSUPPORTED_SASL_MECHANISM,
+            ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+        )
+        assert wire.is_closed_by_peer(sock, 5.0)
+    with wire.connect(HOST, port) as sock:
+        # Nothing but ApiVersions and SaslHandshake is read before authentication.
+        sock.sendall(wire.frame(wire.request_header(wire.API_METADATA, 1, 1) + wire.int32(0)))
+        assert wire.is_closed_by_peer(sock, 5.0)
+    with wire.connect(HOST, port) as sock:
+        assert handshake(sock, "PLAIN")[0] == 0
+        error, message = authenticate(sock, b"\0alice\0wrong")
+        assert error == SASL_AUTHENTICATION_FAILED
+        assert message == "Authentication failed: Invalid username or password"
+        assert wire.is_closed_by_peer(sock, 5.0)
+    with wire.connect(HOST, port) as sock:
+        assert handshake(sock, "PLAIN")[0] == 0
+        assert authenticate(sock, b"\0alice\0alice-secret")[0] == 0
+        # Authenticated: a second SaslAuthenticate is out of order; other requests are served.
+        assert authenticate(sock, b"\0alice\0alice-secret", 3)[0] == ILLEGAL_SASL_STATE
+        assert wire.api_versions(sock, 0, 4).error_code == 0
+    still_serving(secure)
+
+
+def test_truncated_exchanges_and_non_tls_clients_are_dropped(secure: SecureBroker) -> None:
+    with wire.connect(HOST, secure.ports["SASL_SSL"]) as sock:
+        # A plaintext Kafka request on the TLS port: answered by a TLS alert at most, then closed.
+        sock.sendall(wire.frame(wire.request_header(wire.API_METADATA, 1, 1) + wire.int32(0)))
+        received = b""
+        while chunk := sock.recv(4096):
+            received += chunk
+        assert len(received) < 10, received
+    with wire.connect(HOST, secure.ports["SASL_PLAINTEXT"]) as sock:
+        assert handshake(sock, "SCRAM-SHA-512")[0] == 0
+        header = wire.request_header(API_SASL_AUTHENTICATE, 1, 2)
+        # Half a SaslAuthenticate frame, then the client goes away.
+        sock.sendall(wire.frame(header + wire.int32(20) + b"n,,n=al")[:-3])
+    context = ssl.create_default_context(cafile=str(secure.ca.pem.cert))
+    with (
+        socket.create_connection((HOST, secure.ports["SSL"]), timeout=5) as raw,
+        pytest.raises((ssl.SSLError, ConnectionError)),
+        context.wrap_socket(raw, server_hostname="localhost") as tls,
+    ):
+        # No client certificate on a listener that requires one.
+        tls.sendall(wire.frame(wire.request_header(wire.API_METADATA, 1, 1) + wire.int32(0)))
+        wire.read_frame(tls)
+    still_serving(secure)
