@@ -16,10 +16,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPythonPartition
 
 from . import wire
 from .broker_process import HOST, BrokerProcess, free_port
 from .clients.confluent import create_topic
+from .kafka_cli import CONFIG_COMMAND, run_tool
 from .tls_certs import CertificateAuthority, Pem
 
 PLAIN_JAAS = (
@@ -212,6 +215,69 @@ def test_kcat_lists_produces_and_consumes_over_ssl(secure: SecureBroker, tmp_pat
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
     assert consumed.stdout.split() == [b"one", b"two"]
+
+
+def kafka_python_round_trip(
+    secure: SecureBroker, topic: str, user: str, password: str, values: list[bytes]
+) -> list[bytes]:
+    """Produce and read back `values` with kafka-python over SASL_SSL with SCRAM-SHA-512."""
+    security: dict[str, Any] = {
+        "bootstrap_servers": secure.bootstrap("SASL_SSL"),
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+        "ssl_cafile": str(secure.ca.pem.cert),
+    }
+    producer = KafkaProducer(**security, acks="all")
+    for value in values:
+        producer.send(topic, value=value, partition=0).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(**security, enable_auto_commit=False, consumer_timeout_ms=20_000)
+    partition = KafkaPythonPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    got = [message.value for _, message in zip(values, consumer, strict=False)]
+    consumer.close()
+    return got
+
+
+def test_kafka_configs_adds_a_scram_user_who_then_produces_and_consumes(
+    secure: SecureBroker,
+) -> None:
+    topic = fresh_topic(secure)
+    altered = run_tool(
+        CONFIG_COMMAND,
+        secure.bootstrap("PLAINTEXT"),
+        "--alter",
+        "--add-config",
+        "SCRAM-SHA-512=[iterations=8192,password=carol-secret]",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "carol",
+    )
+    assert altered.returncode == 0, altered.stdout + altered.stderr
+    scram = secure.client_config(
+        "SASL_SSL",
+        **{
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "carol",
+            "sasl.password": "carol-secret",
+        },
+    )
+    assert round_trip(scram, topic, [b"confluent"]) == [b"confluent"]
+    other_topic = fresh_topic(secure)
+    assert kafka_python_round_trip(secure, other_topic, "carol", "carol-secret", [b"kp"]) == [b"kp"]
+    assert "User:carol" in secure.principals("SASL_SSL")
+    errors: list[str] = []
+    wrong = AdminClient(
+        {**scram, "sasl.password": "not-hers", "error_cb": lambda e: errors.append(str(e))}
+    )
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=3)
+    wrong.poll(1)
+    assert any("invalid credentials with SASL mechanism SCRAM-SHA-512" in e for e in errors)
 
 
 def handshake(

@@ -35,9 +35,15 @@ class FakeCore:
         self.images: list[dict[str, Any]] = []
         self.deltas: list[dict[str, Any]] = []
         self.fail_appends = False
+        self.scram_credentials: list[tuple[str, int, bytes, bytes, bytes, int]] = []
 
     def apply_metadata(self, image: dict[str, Any]) -> None:
         self.images.append(image)
+
+    def set_scram_credentials(
+        self, credentials: list[tuple[str, int, bytes, bytes, bytes, int]]
+    ) -> None:
+        self.scram_credentials = credentials
 
     def apply_metadata_delta(self, delta: dict[str, Any]) -> None:
         """Record the delta and apply it to the last image, as the core's cache does."""

@@ -519,6 +519,8 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
             32: (1, 4),
             33: (0, 2),
             44: (0, 1),
+            50: (0, 0),
+            51: (0, 0),
         }
         request_type = load_request_schema(19, 7)
         body = encode_entity(

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from krust.bridge import RequestContext
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import configs
+from krust.controller import configs, scram
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.features import (
@@ -99,6 +99,7 @@ class Controller:
         records.append(registration_record(config, broker_epoch=end + len(records)))
         controller._append(records)
         core.apply_metadata(controller.core_image())
+        core.set_scram_credentials(scram.core_credentials(controller.image))
         return controller
 
     def core_image(self) -> _core.MetadataImage:
@@ -140,6 +141,8 @@ class Controller:
         if builder.broker_configs_changed:
             delta["log_defaults"] = self.broker_config().topic_defaults()
         self._core.apply_metadata_delta(delta)
+        if builder.scram_credentials_changed:
+            self._core.set_scram_credentials(scram.core_credentials(self.image))
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         # The append fsyncs: keep the event loop free for other requests meanwhile.
@@ -317,4 +320,5 @@ def install(ctx: BrokerContext) -> Controller:
         ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
     )
     configs.install(controller, ctx.dispatcher.register)
+    scram.install(controller, ctx.dispatcher.register)
     return controller

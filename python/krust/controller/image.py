@@ -29,7 +29,9 @@ from krust.controller.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 if TYPE_CHECKING:
@@ -83,6 +85,10 @@ class MetadataImage:
     next_producer_id: int = 0
     # Dynamic broker configs by resource name: a broker id, or "" for the cluster-wide default.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # SCRAM credentials by (user, mechanism type), as their records wrote them (KIP-554).
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=lambda: EMPTY
+    )
 
     @cached_property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
@@ -120,6 +126,8 @@ class ImageBuilder:
         self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
         self._broker_configs = {name: dict(c) for name, c in image.broker_configs.items()}
         self.broker_configs_changed = False
+        self._scram = dict(image.scram_credentials)
+        self.scram_credentials_changed = False
         # What changed, for `core_delta`.
         self._changed_partitions: dict[uuid.UUID, set[int]] = {}
         self._changed_topic_names: set[str] = set()
@@ -177,6 +185,12 @@ class ImageBuilder:
                     self._features[record.name] = record.feature_level
             case ProducerIdsRecord():
                 self._next_producer_id = record.next_producer_id
+            case UserScramCredentialRecord():
+                self._scram[(record.name, record.mechanism)] = record
+                self.scram_credentials_changed = True
+            case RemoveUserScramCredentialRecord():
+                self._scram.pop((record.name, record.mechanism), None)
+                self.scram_credentials_changed = True
             case NoOpRecord():
                 pass
         self._offset = offset
@@ -214,6 +228,7 @@ class ImageBuilder:
             broker_configs=MappingProxyType(
                 {name: MappingProxyType(dict(c)) for name, c in self._broker_configs.items() if c}
             ),
+            scram_credentials=MappingProxyType(dict(self._scram)),
         )
 
     def _register_broker(self, record: RegisterBrokerRecord) -> None:

@@ -28,7 +28,7 @@ from krust.controller.records import (
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
     """Records that replay into `image` from an empty one, metadata.version first (a loader
     needs it before anything else), then brokers, topics with their partitions and configs,
-    broker configs and the producer id block."""
+    broker configs, the producer id block and the SCRAM credentials."""
     records: list[MetadataRecord] = []
     features = sorted(image.features.items(), key=lambda f: f[0] != METADATA_VERSION_FEATURE)
     records.extend(FeatureLevelRecord(name=name, feature_level=level) for name, level in features)
@@ -53,6 +53,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     if image.next_producer_id > 0:
         # As Kafka's ProducerIdsImage writes it: only the next block's start survives.
         records.append(ProducerIdsRecord(broker_id=-1, next_producer_id=image.next_producer_id))
+    records.extend(image.scram_credentials[key] for key in sorted(image.scram_credentials))
     return records
 
 
