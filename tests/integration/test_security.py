@@ -22,7 +22,7 @@ from kafka import TopicPartition as KafkaPythonPartition
 from . import wire
 from .broker_process import HOST, BrokerProcess, free_port
 from .clients.confluent import create_topic
-from .kafka_cli import CONFIG_COMMAND, run_tool
+from .kafka_cli import CONFIG_COMMAND, TOPIC_COMMAND, run_tool
 from .tls_certs import CertificateAuthority, Pem
 
 PLAIN_JAAS = (
@@ -161,6 +161,28 @@ def test_mtls_principal_and_required_client_certificates(secure: SecureBroker) -
     no_cert = AdminClient(secure.client_config("SSL"))
     with pytest.raises(KafkaException):
         no_cert.list_topics(timeout=5)
+
+
+def test_the_java_client_authenticates_with_a_pem_client_certificate(
+    secure: SecureBroker, tmp_path: Path
+) -> None:
+    java = secure.ca.client("java-client", unit="Tools")
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "security.protocol=SSL\n"
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={java.keystore(tmp_path / 'java-keystore.pem')}\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secure.ca.pem.cert}\n"
+    )
+    common = ("--command-config", str(properties))
+    created = run_tool(
+        TOPIC_COMMAND, secure.bootstrap("SSL"), *common, "--create", "--topic", "java-mtls"
+    )
+    assert created.returncode == 0, created.stdout + created.stderr
+    listed = run_tool(TOPIC_COMMAND, secure.bootstrap("SSL"), *common, "--list")
+    assert "java-mtls" in listed.stdout.split()
+    assert "User:CN=java-client,OU=Tools,O=Acme,C=US" in secure.principals("SSL")
 
 
 def test_a_wrong_password_is_refused_and_logged_once(secure: SecureBroker) -> None:
