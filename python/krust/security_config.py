@@ -149,19 +149,25 @@ def _sasl(lookup: _Lookup, protocol: str) -> dict[str, Any]:
             + f"krust serves {', '.join(MECHANISMS)}",
         )
     plain_users: dict[str, str] = {}
+    callback: str | None = None
     for mechanism in mechanisms:
         jaas_key = f"{mechanism.lower()}.sasl.jaas.config"
         jaas = lookup.get(jaas_key)
         callback_key = f"{mechanism.lower()}.sasl.server.callback.handler.class"
         if lookup.get(callback_key) is not None:
-            raise ConfigError(
-                lookup.name(callback_key),
-                "server callback handlers are not supported: list PLAIN users in the JAAS config",
-            )
+            if mechanism != "PLAIN":
+                raise ConfigError(
+                    lookup.name(callback_key), "only PLAIN credentials can be checked by a callback"
+                )
+            callback = lookup.get(callback_key)
         name = f"listener.name.{lookup.listener.lower()}.{jaas_key}"
         if jaas is None:
-            if mechanism == "PLAIN":
-                raise ConfigError(name, f"PLAIN is enabled on {lookup.listener}: set its users")
+            if mechanism == "PLAIN" and callback is None:
+                raise ConfigError(
+                    name,
+                    f"PLAIN is enabled on {lookup.listener}: set its users, or "
+                    f"listener.name.{lookup.listener.lower()}.plain.sasl.server.callback.handler.class",
+                )
             continue
         module, options = parse_jaas(name, jaas)
         if module != _LOGIN_MODULES[mechanism]:
@@ -172,7 +178,12 @@ def _sasl(lookup: _Lookup, protocol: str) -> dict[str, Any]:
                 for user, password in options.items()
                 if user.startswith("user_")
             }
-    return {"mechanisms": mechanisms, "plain_users": plain_users}
+    return {
+        "mechanisms": mechanisms,
+        "plain_users": plain_users,
+        "plain_callback": callback is not None,
+        "plain_callback_class": callback,
+    }
 
 
 _JAAS = re.compile(r"\s*(\S+)\s+(required|requisite|sufficient|optional)\s*(.*?)\s*;\s*", re.S)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from krust import controller, group
+from krust import authentication, controller, group
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.context import BrokerContext
@@ -19,7 +19,7 @@ SERVICE_CLOSE_TIMEOUT_S = 5.0
 log = logging.getLogger(__name__)
 
 # Each service registers its APIs on ctx.dispatcher; the controller comes first.
-SERVICES: list[Installer] = [controller.install, group.install]
+SERVICES: list[Installer] = [controller.install, authentication.install, group.install]
 
 
 def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:

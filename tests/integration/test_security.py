@@ -5,6 +5,7 @@ listeners at once."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -34,6 +35,22 @@ API_SASL_AUTHENTICATE = 36
 ILLEGAL_SASL_STATE = 34
 UNSUPPORTED_SASL_MECHANISM = 33
 SASL_AUTHENTICATION_FAILED = 58
+# A PLAIN server callback a user would write (a module on the broker's PYTHONPATH).
+PLAIN_CALLBACK = """
+import time
+
+
+class Callback:
+    def configure(self, configs):
+        self.passwords = {"dave": "dave-secret"}
+
+    def authenticate(self, username, password):
+        if username == "raiser":
+            raise RuntimeError("the user directory is down")
+        if username == "sleeper":
+            time.sleep(7)
+        return self.passwords.get(username) == password
+"""
 
 
 class SecureBroker:
@@ -45,7 +62,13 @@ class SecureBroker:
         self.ca = CertificateAuthority(certs)
         self.client_alice: Pem = self.ca.client("alice")
         keystore = self.ca.server().keystore(certs / "keystore.pem")
-        self.ports = {name: free_port() for name in ("SSL", "SASL_SSL", "SASL_PLAINTEXT")}
+        self.ports = {
+            name: free_port() for name in ("SSL", "SASL_SSL", "SASL_PLAINTEXT", "CALLBACK")
+        }
+        plugins = workdir / "plugins"
+        plugins.mkdir()
+        (plugins / "plain_callback.py").write_text(PLAIN_CALLBACK)
+        python_path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(plugins)]))
         self.process = BrokerProcess(
             workdir,
             {
@@ -55,9 +78,16 @@ class SecureBroker:
                 "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                 "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,"
+                "SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,CALLBACK:SASL_PLAINTEXT",
+                "listener.name.callback.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.callback.plain.sasl.server.callback.handler.class": (
+                    "plain_callback:Callback"
+                ),
                 "krust.log.format": "json",
                 "krust.log.level": "info,kafka.request.logger=debug",
             },
+            env={"PYTHONPATH": python_path},
         )
         self.process.overrides["listeners"] = ",".join(
             [f"PLAINTEXT://{HOST}:{self.process.port}"]
@@ -387,4 +417,27 @@ def test_truncated_exchanges_and_non_tls_clients_are_dropped(secure: SecureBroke
         # No client certificate on a listener that requires one.
         tls.sendall(wire.frame(wire.request_header(wire.API_METADATA, 1, 1) + wire.int32(0)))
         wire.read_frame(tls)
+    still_serving(secure)
+
+
+def test_a_python_plain_callback_decides_and_its_failures_are_contained(
+    secure: SecureBroker,
+) -> None:
+    port = secure.ports["CALLBACK"]
+
+    def plain(user: str, password: str) -> int:
+        with wire.connect(HOST, port, timeout=20) as sock:
+            assert handshake(sock, "PLAIN") == (0, ["PLAIN"])
+            return authenticate(sock, f"\0{user}\0{password}".encode())[0]
+
+    assert plain("dave", "dave-secret") == 0
+    assert plain("dave", "wrong") == SASL_AUTHENTICATION_FAILED
+    assert plain("raiser", "x") == SASL_AUTHENTICATION_FAILED
+    assert plain("raiser", "x") == SASL_AUTHENTICATION_FAILED
+    plugin_errors = [
+        line for line in secure.log_lines() if "the user directory is down" in json.dumps(line)
+    ]
+    assert len(plugin_errors) == 1, "one log line, with the traceback, for repeated failures"
+    # Slower than the timeout: refused, and the broker keeps serving meanwhile.
+    assert plain("sleeper", "x") == SASL_AUTHENTICATION_FAILED
     still_serving(secure)

@@ -69,7 +69,12 @@ def test_inline_pem_keys_and_listener_prefixes(tmp_path: Path) -> None:
     assert (internal["private_key"], internal["client_auth"]) == ("KEY", "required")
     assert (external["private_key"], external["client_auth"]) == ("EXTERNAL KEY", "none")
     assert external["trusted_certificates"] == "CA"
-    assert security["EXTERNAL"]["sasl"] == {"mechanisms": ["SCRAM-SHA-512"], "plain_users": {}}
+    assert security["EXTERNAL"]["sasl"] == {
+        "mechanisms": ["SCRAM-SHA-512"],
+        "plain_users": {},
+        "plain_callback": False,
+        "plain_callback_class": None,
+    }
     bad = refused(tmp_path, **{"listener.name.x.ssl.client.auth": "sometimes"})
     assert bad.key == "listener.name.x.ssl.client.auth"
     assert refused(tmp_path, **{"listener.name.x.log.dirs": "/tmp"}).key == (
@@ -104,15 +109,27 @@ def test_sasl_listeners_need_supported_mechanisms_and_plain_users(tmp_path: Path
     assert users == {
         "mechanisms": ["PLAIN"],
         "plain_users": {"alice": "alice-secret", "bob": 'b"ob'},
+        "plain_callback": False,
+        "plain_callback_class": None,
     }
     wrong_module = dict(sasl)
     wrong_module["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required;"
     )
     assert "PlainLoginModule" in str(refused(tmp_path, **wrong_module))
-    callback = dict(sasl)
-    callback["listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class"] = "m:C"
+    # A PLAIN callback replaces the JAAS users; other mechanisms cannot have one.
+    callback = {
+        "listeners": listeners("SASL_PLAINTEXT"),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class": "m:C",
+    }
+    with_callback = load(tmp_path, **callback)["SASL_PLAINTEXT"]["sasl"]
+    assert isinstance(with_callback, dict)
+    assert (with_callback["plain_callback"], with_callback["plain_callback_class"]) == (True, "m:C")
+    callback["listener.name.sasl_plaintext.scram-sha-256.sasl.server.callback.handler.class"] = (
+        "m:C"
+    )
     assert refused(tmp_path, **callback).key == (
-        "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class"
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.server.callback.handler.class"
     )
     assert refused(tmp_path, **{"sasl.jaas.config": PLAIN_JAAS}).key == "sasl.jaas.config"

@@ -129,6 +129,7 @@ fn listener_security(security: &Bound<'_, PyAny>) -> PyResult<ListenerSecurity> 
             Some(Arc::new(SaslSettings {
                 enabled_mechanisms,
                 plain_users: get(&sasl, "plain_users")?.unwrap_or_default(),
+                plain_callback: get(&sasl, "plain_callback")?.unwrap_or(false),
             }))
         }
     };

@@ -124,6 +124,15 @@ impl Session {
         }
     }
 
+    /// The core's own request about this connection (its listener and client address), e.g.
+    /// checking the connection's SASL/PLAIN credentials with a Python callback.
+    pub(crate) fn internal_for_connection(&self) -> Self {
+        Session {
+            internal: true,
+            ..self.clone()
+        }
+    }
+
     /// Whether the core itself made this request.
     pub fn is_internal(&self) -> bool {
         self.internal

@@ -8,5 +8,6 @@ timeout, and contains its failures.
 from krust.plugins.containment import PluginRunner
 from krust.plugins.lifecycle import Plugin, PluginContext
 from krust.plugins.loading import load_plugin
+from krust.plugins.sasl import PlainServerCallback
 
-__all__ = ["Plugin", "PluginContext", "PluginRunner", "load_plugin"]
+__all__ = ["PlainServerCallback", "Plugin", "PluginContext", "PluginRunner", "load_plugin"]

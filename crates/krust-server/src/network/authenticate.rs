@@ -22,9 +22,13 @@ use super::transport::Transport;
 use crate::dispatch::{handle_request, parse_header};
 use crate::request_context::{Outcome, RequestSlot};
 use crate::response_frame::encode_frame;
-use crate::security::sasl::{SaslExchange, SaslSettings, SaslStep};
+use crate::security::plain;
+use crate::security::sasl::{AuthenticationFailed, SaslExchange, SaslSettings, SaslStep};
 use crate::server_context::ServerContext;
 use crate::session::{KafkaPrincipal, Session};
+
+/// The SaslAuthenticate version of the core's requests to the Python PLAIN callback.
+const PLAIN_CALLBACK_VERSION: i16 = 2;
 
 /// Kafka's sasl.server.max.receive.size default: the largest frame read before authentication.
 const MAX_UNAUTHENTICATED_FRAME: usize = 524_288;
@@ -70,7 +74,7 @@ pub async fn authenticate<S: Transport>(
     loop {
         let frame = receive_frame(stream, idle, MAX_UNAUTHENTICATED_FRAME).await?;
         if let State::Raw(mechanism, exchange) = &mut state {
-            let step = evaluate(exchange, mechanism, &frame, sasl, context);
+            let step = evaluate(exchange, mechanism, &frame, sasl, context, session).await;
             let (reply, done) = match step? {
                 SaslStep::Challenge(reply) => (reply, None),
                 SaslStep::Done { user, reply } => (reply, Some(user)),
@@ -127,7 +131,15 @@ pub async fn authenticate<S: Transport>(
                 if version <= 2 =>
             {
                 let request: SaslAuthenticateRequest = decode(body, version)?;
-                let step = evaluate(exchange, mechanism, &request.auth_bytes, sasl, context);
+                let step = evaluate(
+                    exchange,
+                    mechanism,
+                    &request.auth_bytes,
+                    sasl,
+                    context,
+                    session,
+                )
+                .await;
                 let mut response = SaslAuthenticateResponse::default();
                 let outcome = match step {
                     Ok(SaslStep::Challenge(reply)) => {
@@ -156,19 +168,60 @@ pub async fn authenticate<S: Transport>(
     }
 }
 
-fn evaluate(
+async fn evaluate(
     exchange: &mut SaslExchange,
     mechanism: &'static str,
     message: &[u8],
     sasl: &SaslSettings,
     context: &ServerContext,
+    session: &Session,
 ) -> Result<SaslStep, AuthenticationError> {
-    exchange
-        .evaluate(message, sasl, &context.scram_credentials)
-        .map_err(|failed| AuthenticationError::Failed {
-            mechanism,
-            message: failed.0,
-        })
+    let step = match exchange {
+        SaslExchange::Plain if sasl.plain_callback => {
+            plain_callback(message, context, session).await
+        }
+        _ => exchange.evaluate(message, sasl, &context.scram_credentials),
+    };
+    step.map_err(|failed| AuthenticationError::Failed {
+        mechanism,
+        message: failed.0,
+    })
+}
+
+/// SASL/PLAIN credentials checked by the listener's Python callback: the core sends Python an
+/// internal SaslAuthenticate request with the client's PLAIN message (on the plugin's own
+/// thread there, never on a tokio worker) and takes its error code as the verdict.
+async fn plain_callback(
+    message: &[u8],
+    context: &ServerContext,
+    session: &Session,
+) -> Result<SaslStep, AuthenticationFailed> {
+    let (user, _) = plain::parse(message)?;
+    let request =
+        SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(message));
+    let response = context
+        .bridge
+        .call_internal_in(
+            session.internal_for_connection(),
+            &request,
+            PLAIN_CALLBACK_VERSION,
+        )
+        .await
+        .map_err(|error| {
+            AuthenticationFailed(format!(
+                "Authentication failed: the credential check failed: {error}"
+            ))
+        })?;
+    if response.error_code != 0 {
+        let message = response.error_message.map(|m| m.to_string());
+        return Err(AuthenticationFailed(message.unwrap_or_else(|| {
+            "Authentication failed: Invalid username or password".into()
+        })));
+    }
+    Ok(SaslStep::Done {
+        user,
+        reply: Vec::new(),
+    })
 }
 
 fn decode<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, AuthenticationError> {

@@ -31,11 +31,13 @@ impl SaslMechanism {
 }
 
 /// A SASL listener's settings: sasl.enabled.mechanisms and the PLAIN users of its
-/// `listener.name.<l>.plain.sasl.jaas.config`.
+/// `listener.name.<l>.plain.sasl.jaas.config`, or a Python callback that checks PLAIN
+/// credentials (`listener.name.<l>.plain.sasl.server.callback.handler.class`).
 #[derive(Debug, Clone, Default)]
 pub struct SaslSettings {
     pub enabled_mechanisms: Vec<SaslMechanism>,
     pub plain_users: HashMap<String, String>,
+    pub plain_callback: bool,
 }
 
 impl SaslSettings {
