@@ -215,6 +215,27 @@ def test_the_java_client_authenticates_with_a_pem_client_certificate(
     assert "User:CN=java-client,OU=Tools,O=Acme,C=US" in secure.principals("SSL")
 
 
+def test_a_consumer_group_over_sasl_ssl_commits_through_the_coordinator_on_its_listener(
+    secure: SecureBroker,
+) -> None:
+    topic = fresh_topic(secure)
+    config = secure.client_config(
+        "SASL_SSL",
+        **{"sasl.mechanism": "PLAIN", "sasl.username": "bob", "sasl.password": "bob-secret"},
+    )
+    assert round_trip(config, topic, [b"grouped"]) == [b"grouped"]
+    consumer = Consumer({**config, "group.id": "tls-group", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None
+        # FindCoordinator answers the SASL_SSL address: the commit reaches the coordinator.
+        committed = consumer.commit(message=message, asynchronous=False)
+        assert committed is not None and committed[0].offset == 1
+    finally:
+        consumer.close()
+
+
 def test_a_wrong_password_is_refused_and_logged_once(secure: SecureBroker) -> None:
     before = len(secure.log_lines())
     errors: list[str] = []

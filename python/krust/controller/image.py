@@ -53,6 +53,14 @@ class BrokerImage:
     # The record that registered it, written again into snapshots.
     registration: RegisterBrokerRecord | None = None
 
+    def address_for(self, listener: str) -> tuple[str, int]:
+        """Its address on `listener` (what a client of that listener is told, as Kafka does);
+        the first listener's when it has no such listener."""
+        for endpoint in self.registration.end_points if self.registration else ():
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return self.host, self.port
+
 
 @dataclass(frozen=True)
 class PartitionImage:

@@ -59,7 +59,9 @@ class MembershipApis:
         key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
         # KIP-699: v4+ looks up a batch of keys in one request.
         keys = list(request.coordinator_keys) if version >= 4 else [request.key]
-        locations = await asyncio.gather(*(self._locate(key, key_type) for key in keys))
+        locations = await asyncio.gather(
+            *(self._locate(key, key_type, context.listener_name) for key in keys)
+        )
         if version >= 4:
             coordinators = [
                 {**_location_fields(location), "key": key}
@@ -68,9 +70,9 @@ class MembershipApis:
             return make_response(FIND_COORDINATOR, version, {"coordinators": coordinators})
         return make_response(FIND_COORDINATOR, version, _location_fields(locations[0]))
 
-    async def _locate(self, key: str, key_type: int) -> CoordinatorLocation:
+    async def _locate(self, key: str, key_type: int, listener: str) -> CoordinatorLocation:
         if key_type == GROUP_KEY_TYPE:
-            return await self._coordinator.find_coordinator(key)
+            return await self._coordinator.find_coordinator(key, listener)
         if key_type == TRANSACTION_KEY_TYPE:
             # The transaction coordinator is not served yet.
             return CoordinatorLocation(ErrorCode.coordinator_not_available)
