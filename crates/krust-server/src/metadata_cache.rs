@@ -219,3 +219,22 @@ impl MetadataCache {
         Arc::make_mut(&mut current).apply_delta(delta);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_is_given_the_address_of_its_own_listener() {
+        let broker = BrokerEndpoint {
+            node_id: 1,
+            host: "plain.test".into(),
+            port: 9092,
+            rack: None,
+            listeners: HashMap::from([("SASL_SSL".to_string(), ("tls.test".to_string(), 9094))]),
+        };
+        assert_eq!(broker.address_for("SASL_SSL"), ("tls.test", 9094));
+        assert_eq!(broker.address_for("PLAINTEXT"), ("plain.test", 9092));
+        assert_eq!(broker.address_for("krust-internal"), ("plain.test", 9092));
+    }
+}
