@@ -183,6 +183,7 @@ def _sasl(lookup: _Lookup, protocol: str) -> dict[str, Any]:
         "plain_users": plain_users,
         "plain_callback": callback is not None,
         "plain_callback_class": callback,
+        "reauth_ms": lookup.get("connections.max.reauth.ms"),
     }
 
 

@@ -9,6 +9,7 @@ import os
 import socket
 import ssl
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -475,3 +476,74 @@ def test_a_python_plain_callback_decides_and_its_failures_are_contained(
     # Slower than the timeout: refused, and the broker keeps serving meanwhile.
     assert plain("sleeper", "x") == SASL_AUTHENTICATION_FAILED
     still_serving(secure)
+
+
+def authenticate_lifetime(
+    sock: socket.socket, token: bytes, correlation_id: int
+) -> tuple[int, int]:
+    """SaslAuthenticate v1: (error code, session_lifetime_ms)."""
+    header = wire.request_header(API_SASL_AUTHENTICATE, 1, correlation_id)
+    sock.sendall(wire.frame(header + wire.int32(len(token)) + token))
+    reader = wire.read_response(sock, correlation_id)
+    error = reader.int16()
+    reader.string()  # error message
+    assert reader.int32() == 0  # PLAIN's final server message is empty
+    return error, reader.int64()
+
+
+def test_sasl_sessions_expire_unless_the_client_reauthenticates(tmp_path: Path) -> None:
+    sasl_port = free_port()
+    broker = BrokerProcess(
+        tmp_path,
+        {
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "connections.max.reauth.ms": "1000",
+        },
+    )
+    broker.overrides["listeners"] = (
+        f"PLAINTEXT://{HOST}:{broker.port},SASL_PLAINTEXT://{HOST}:{sasl_port}"
+    )
+    broker.start()
+    alice, bob = b"\0alice\0alice-secret", b"\0bob\0bob-secret"
+    try:
+        with wire.connect(HOST, sasl_port) as sock:
+            assert handshake(sock, "PLAIN")[0] == 0
+            assert authenticate_lifetime(sock, alice, 2) == (0, 1000)
+            # KIP-368: the same principal may re-authenticate, which starts a new session.
+            assert handshake(sock, "PLAIN", 3)[0] == 0
+            assert authenticate_lifetime(sock, alice, 4) == (0, 1000)
+            assert wire.api_versions(sock, 0, 5).error_code == 0
+            # Past the session's lifetime, anything but re-authentication closes the connection.
+            time.sleep(1.5)
+            sock.sendall(wire.frame(wire.request_header(wire.API_METADATA, 1, 6) + wire.int32(0)))
+            assert wire.is_closed_by_peer(sock, 5.0)
+        with wire.connect(HOST, sasl_port) as sock:
+            assert handshake(sock, "PLAIN")[0] == 0
+            assert authenticate_lifetime(sock, alice, 2) == (0, 1000)
+            assert handshake(sock, "PLAIN", 3)[0] == 0
+            assert authenticate(sock, bob, 4) == (
+                SASL_AUTHENTICATION_FAILED,
+                "Cannot change principals during re-authentication from User:alice: User:bob",
+            )
+            assert wire.is_closed_by_peer(sock, 5.0)
+        # librdkafka re-authenticates by itself (KIP-368) and keeps producing past the lifetime.
+        topic = "reauthenticated"
+        create_topic(broker.bootstrap, topic)
+        config = {
+            "bootstrap.servers": f"{HOST}:{sasl_port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+        producer = Producer(config)
+        for batch in range(6):
+            producer.produce(topic, value=f"batch {batch}".encode(), partition=0)
+            assert producer.flush(10) == 0
+            time.sleep(0.5)
+        assert broker.unexpected_exit() is None
+        # Only the raw socket above let its session expire; librdkafka re-authenticated.
+        assert broker.stderr_text().count("expired without re-authentication") == 1
+    finally:
+        broker.kill9()

@@ -74,6 +74,7 @@ def test_inline_pem_keys_and_listener_prefixes(tmp_path: Path) -> None:
         "plain_users": {},
         "plain_callback": False,
         "plain_callback_class": None,
+        "reauth_ms": 0,
     }
     bad = refused(tmp_path, **{"listener.name.x.ssl.client.auth": "sometimes"})
     assert bad.key == "listener.name.x.ssl.client.auth"
@@ -111,6 +112,7 @@ def test_sasl_listeners_need_supported_mechanisms_and_plain_users(tmp_path: Path
         "plain_users": {"alice": "alice-secret", "bob": 'b"ob'},
         "plain_callback": False,
         "plain_callback_class": None,
+        "reauth_ms": 0,
     }
     wrong_module = dict(sasl)
     wrong_module["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (

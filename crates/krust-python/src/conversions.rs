@@ -130,6 +130,7 @@ fn listener_security(security: &Bound<'_, PyAny>) -> PyResult<ListenerSecurity> 
                 enabled_mechanisms,
                 plain_users: get(&sasl, "plain_users")?.unwrap_or_default(),
                 plain_callback: get(&sasl, "plain_callback")?.unwrap_or(false),
+                reauth_ms: get(&sasl, "reauth_ms")?.unwrap_or(0),
             }))
         }
     };

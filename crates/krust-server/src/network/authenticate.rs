@@ -62,29 +62,47 @@ enum State {
     Raw(&'static str, SaslExchange),
 }
 
+/// A re-authentication (KIP-368): the SaslHandshake frame an authenticated client sent, and
+/// the principal it authenticated as, which must not change.
+pub struct Reauthentication {
+    pub handshake: Bytes,
+    pub principal: KafkaPrincipal,
+}
+
 /// Runs the SASL exchange; the principal the client authenticated as, or why it did not.
 pub async fn authenticate<S: Transport>(
     stream: &mut S,
     session: &Session,
     context: &ServerContext,
     sasl: &SaslSettings,
+    reauthentication: Option<Reauthentication>,
 ) -> Result<KafkaPrincipal, AuthenticationError> {
     let idle = std::time::Duration::from_millis(context.settings.connections_max_idle_ms);
     let mut state = State::Handshake;
+    let (mut pending, previous) = match reauthentication {
+        Some(again) => (Some(again.handshake), Some(again.principal)),
+        None => (None, None),
+    };
     loop {
-        let frame = receive_frame(stream, idle, MAX_UNAUTHENTICATED_FRAME).await?;
+        let frame = match pending.take() {
+            Some(frame) => frame,
+            None => receive_frame(stream, idle, MAX_UNAUTHENTICATED_FRAME).await?,
+        };
         if let State::Raw(mechanism, exchange) = &mut state {
             let step = evaluate(exchange, mechanism, &frame, sasl, context, session).await;
             let (reply, done) = match step? {
                 SaslStep::Challenge(reply) => (reply, None),
-                SaslStep::Done { user, reply } => (reply, Some(user)),
+                SaslStep::Done { user, reply } => (
+                    reply,
+                    Some(same_principal(user, previous.as_ref(), mechanism)?),
+                ),
             };
             let mut framed = (reply.len() as i32).to_be_bytes().to_vec();
             framed.extend_from_slice(&reply);
             stream.write_all(&framed).await?;
             stream.flush().await?;
             match done {
-                Some(user) => return Ok(KafkaPrincipal::user(user)),
+                Some(principal) => return Ok(principal),
                 None => continue,
             }
         }
@@ -141,14 +159,22 @@ pub async fn authenticate<S: Transport>(
                 )
                 .await;
                 let mut response = SaslAuthenticateResponse::default();
-                let outcome = match step {
-                    Ok(SaslStep::Challenge(reply)) => {
+                let outcome = match step.and_then(|step| match step {
+                    SaslStep::Challenge(reply) => Ok((reply, None)),
+                    SaslStep::Done { user, reply } => {
+                        let principal = same_principal(user, previous.as_ref(), mechanism)?;
+                        Ok((reply, Some(principal)))
+                    }
+                }) {
+                    Ok((reply, None)) => {
                         response.auth_bytes = Bytes::from(reply);
                         None
                     }
-                    Ok(SaslStep::Done { user, reply }) => {
+                    Ok((reply, Some(principal))) => {
                         response.auth_bytes = Bytes::from(reply);
-                        Some(Ok(KafkaPrincipal::user(user)))
+                        // KIP-368: the client must authenticate again within this many ms.
+                        response.session_lifetime_ms = sasl.reauth_ms;
+                        Some(Ok(principal))
                     }
                     Err(error) => {
                         response.error_code = ResponseError::SaslAuthenticationFailed.code();
@@ -222,6 +248,25 @@ async fn plain_callback(
         user,
         reply: Vec::new(),
     })
+}
+
+/// The principal of a completed exchange; a re-authentication must keep the principal it had
+/// (Kafka refuses to change it on an open connection).
+fn same_principal(
+    user: String,
+    previous: Option<&KafkaPrincipal>,
+    mechanism: &'static str,
+) -> Result<KafkaPrincipal, AuthenticationError> {
+    let principal = KafkaPrincipal::user(user);
+    match previous {
+        Some(previous) if *previous != principal => Err(AuthenticationError::Failed {
+            mechanism,
+            message: format!(
+                "Cannot change principals during re-authentication from {previous}: {principal}"
+            ),
+        }),
+        _ => Ok(principal),
+    }
 }
 
 fn decode<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, AuthenticationError> {

@@ -10,11 +10,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::ApiKey;
 use tokio::sync::watch;
 
 use crate::dispatch::handle_request;
 use crate::metrics::RequestTimes;
-use crate::network::authenticate::authenticate;
+use crate::network::authenticate::{authenticate, Reauthentication};
 use crate::network::receive::{receive_frame, ReceiveError};
 use crate::network::request_log::{log_completed, RequestHeaderView};
 use crate::network::transport::Transport;
@@ -34,9 +35,10 @@ pub async fn serve_connection<S: Transport>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let peer = session.client_address;
+    let mut session_deadline = None;
     if let Some(sasl) = sasl {
         let authenticated = tokio::select! {
-            authenticated = authenticate(&mut stream, &session, &context, sasl) => authenticated,
+            authenticated = authenticate(&mut stream, &session, &context, sasl, None) => authenticated,
             _ = shutdown.changed() => return,
         };
         match authenticated {
@@ -46,6 +48,7 @@ pub async fn serve_connection<S: Transport>(
                 return;
             }
         }
+        session_deadline = sasl.session_deadline();
     }
     let idle = Duration::from_millis(context.settings.connections_max_idle_ms);
     let max_request = context.settings.socket_request_max_bytes;
@@ -68,6 +71,32 @@ pub async fn serve_connection<S: Transport>(
         };
         let received = Instant::now();
         let header = RequestHeaderView::peek(&frame);
+        if let (Some(sasl), Some(deadline)) = (sasl, session_deadline) {
+            // KIP-368: an expired session may only re-authenticate, starting with SaslHandshake.
+            if header.as_ref().map(|h| h.api_key) == Some(ApiKey::SaslHandshake) {
+                let again = Reauthentication {
+                    handshake: frame,
+                    principal: session.principal.clone(),
+                };
+                let reauthenticated = tokio::select! {
+                    done = authenticate(&mut stream, &session, &context, sasl, Some(again)) => done,
+                    _ = shutdown.changed() => return,
+                };
+                if let Err(error) = reauthenticated {
+                    tracing::info!("closing connection from {peer}: re-authentication: {error}");
+                    return;
+                }
+                session_deadline = sasl.session_deadline();
+                continue;
+            }
+            if received >= deadline {
+                tracing::info!(
+                    "closing connection from {peer}: its SASL session expired without \
+                     re-authentication (connections.max.reauth.ms)"
+                );
+                return;
+            }
+        }
         let Ok(permit) = context.request_slots.acquire().await else {
             return;
         };

@@ -38,12 +38,21 @@ pub struct SaslSettings {
     pub enabled_mechanisms: Vec<SaslMechanism>,
     pub plain_users: HashMap<String, String>,
     pub plain_callback: bool,
+    /// connections.max.reauth.ms: a connection must authenticate again within this many ms
+    /// (KIP-368); 0: never.
+    pub reauth_ms: i64,
 }
 
 impl SaslSettings {
     /// The enabled mechanism named `name`, if it is one.
     pub fn enabled(&self, name: &str) -> Option<SaslMechanism> {
         SaslMechanism::from_name(name).filter(|m| self.enabled_mechanisms.contains(m))
+    }
+
+    /// When a session authenticated now must have re-authenticated (None: never).
+    pub fn session_deadline(&self) -> Option<std::time::Instant> {
+        let lifetime = u64::try_from(self.reauth_ms).ok().filter(|ms| *ms > 0)?;
+        Some(std::time::Instant::now() + std::time::Duration::from_millis(lifetime))
     }
 
     pub fn mechanism_names(&self) -> Vec<&'static str> {
