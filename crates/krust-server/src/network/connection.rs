@@ -72,7 +72,8 @@ pub async fn serve_connection<S: Transport>(
         let received = Instant::now();
         let header = RequestHeaderView::peek(&frame);
         if let (Some(sasl), Some(deadline)) = (sasl, session_deadline) {
-            // KIP-368: an expired session may only re-authenticate, starting with SaslHandshake.
+            // KIP-368: a SaslHandshake re-authenticates on the open connection; past the
+            // session's lifetime nothing else is served.
             if header.as_ref().map(|h| h.api_key) == Some(ApiKey::SaslHandshake) {
                 let again = Reauthentication {
                     handshake: frame,
