@@ -56,6 +56,10 @@ class BrokerSettings:
     # 5 min and 15 s, would leave the background-work workload's window idle).
     retention_check_interval_ms: int = 1000
     cleaner_backoff_ms: int = 1000
+    # The PEM keystore (unencrypted key + certificate) of both brokers' SSL listener, and the
+    # CA clients trust (workloads/tls.py); None: no SSL listener.
+    tls_keystore: Path | None = None
+    tls_ca: Path | None = None
 
 
 def free_port() -> int:
@@ -71,11 +75,17 @@ class BrokerProcess:
     settings: BrokerSettings
     name: str = ""
     port: int = field(default_factory=free_port)
+    # The SSL listener's port (used when settings.tls_keystore is set).
+    tls_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def tls_bootstrap(self) -> str:
+        return f"{HOST}:{self.tls_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -151,15 +161,18 @@ class KafkaBroker(BrokerProcess):
 
     def _write_config(self) -> Path:
         home = self.settings.data_root / self.name
+        keystore = self.settings.tls_keystore
+        tls = f",SSL://{HOST}:{self.tls_port}" if keystore else ""
         properties = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self.port}{tls},"
+            f"CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}{tls}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL",
             "log.dirs": str(self.data_dir),
             "log.segment.bytes": str(self.settings.segment_bytes),
             "num.partitions": str(self.settings.default_partitions),
@@ -172,6 +185,8 @@ class KafkaBroker(BrokerProcess):
             "log.retention.check.interval.ms": str(self.settings.retention_check_interval_ms),
             "log.cleaner.backoff.ms": str(self.settings.cleaner_backoff_ms),
         }
+        if keystore:
+            properties |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)}
         config = home / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
         (home / "log4j2.properties").write_text(_LOG4J2_QUIET)
@@ -220,11 +235,15 @@ class KrustBroker(BrokerProcess):
 
     def command(self) -> list[str]:
         metrics = [] if self.metrics_port is None else ["--metrics-port", str(self.metrics_port)]
+        keystore = self.settings.tls_keystore
+        tls = ["ssl.keystore.type=PEM", f"ssl.keystore.location={keystore}"] if keystore else []
         return [
             str(self.executable),
             *metrics,
+            *(arg for setting in tls for arg in ("--override", setting)),
             "--override",
-            f"listeners=PLAINTEXT://{HOST}:{self.port}",
+            f"listeners=PLAINTEXT://{HOST}:{self.port}"
+            + (f",SSL://{HOST}:{self.tls_port}" if keystore else ""),
             "--override",
             f"log.dirs={self.data_dir}",
             "--override",

@@ -18,6 +18,7 @@ WORKLOADS = (
     "authorization",
     "loaded-start",
     "many-partitions",
+    "tls",
 )
 # Not in a default run: it needs pyspark and Spark's Kafka connector, and no Kafka broker.
 SPARK = "spark"
@@ -48,6 +49,8 @@ class Plan:
     many_partitions_records_each: int = 0
     # The Spark workload: records (100 B values, 3 partitions) each job reads or writes.
     spark_records: int = 0
+    # The TLS workload: bytes of 1 KiB records produced, then consumed, over SSL listeners.
+    tls_bytes: int = 256 * _MIB
     # Which of WORKLOADS (and SPARK) to run (`run.py --workloads`); start-up and idle RSS
     # always are (but for SPARK alone).
     workloads: tuple[str, ...] = WORKLOADS
@@ -96,4 +99,5 @@ FULL = Plan(
     many_partitions=10_000,
     many_partitions_records_each=10,
     spark_records=5_000_000,
+    tls_bytes=1024 * _MIB,
 )

@@ -36,6 +36,7 @@ from report import (  # noqa: E402
 from session import Session  # noqa: E402
 from workloads.ceiling import loopback_tcp_mb_per_s, page_cache_write_mb_per_s  # noqa: E402
 from workloads.java_tools import JavaTools  # noqa: E402
+from workloads.tls import make_certificates  # noqa: E402
 
 
 def fetch_kafka_jars(work_dir: Path) -> Path:
@@ -208,6 +209,9 @@ def main() -> int:
     shutil.rmtree(data_root, ignore_errors=True)
     data_root.mkdir(parents=True)
     settings = BrokerSettings(data_root=data_root, segment_bytes=plan.segment_bytes)
+    if "tls" in chosen:
+        tls = make_certificates(args.work_dir / "tls")
+        settings = dataclasses.replace(settings, tls_keystore=tls.keystore, tls_ca=tls.ca)
     results = Results()
     started = time.monotonic()
     versions: dict[str, str] = {}

@@ -26,6 +26,7 @@ from workloads.produce import (
     produce_with_librdkafka,
 )
 from workloads.startup import loaded_restarts
+from workloads.tls import produce_and_consume_over_tls
 from workloads.topics import create_topic
 
 _MIB = 1024 * 1024
@@ -86,6 +87,8 @@ class Session:
                 workloads.append(("loaded-start", self._loaded_start))
             if self.plan.many_partitions:
                 workloads.append(("many-partitions", self._many_partitions))
+            if self.broker.settings.tls_ca is not None:
+                workloads.append(("tls", self._tls))
             for name, action in workloads:
                 if name in self.plan.workloads:
                     self._attempt(name, action)
@@ -222,6 +225,29 @@ class Session:
         ):
             unit = "x" if "/" in label.split("(")[0] else "MB/s"
             self.results.add(Metric(group, label, unit, Better.HIGHER), self.broker.name, value)
+    def _tls(self) -> None:
+        group = "TLS (SSL listener, confluent-kafka, 1 KiB records, 8 partitions)"
+        assert self.broker.settings.tls_ca is not None
+        cpu_before = cpu_seconds(self.broker.pid)
+        result = produce_and_consume_over_tls(
+            self.broker.bootstrap,
+            self.broker.tls_bootstrap,
+            self.broker.settings.tls_ca,
+            self.plan.consume_partitions,
+            self.plan.tls_bytes,
+        )
+        cpu_used = cpu_seconds(self.broker.pid) - cpu_before
+        for label, value, unit, better in (
+            ("produce acks=1", result.produce_mb_per_s, "MB/s", Better.HIGHER),
+            ("consume from start", result.consume_mb_per_s, "MB/s", Better.HIGHER),
+            (
+                "broker CPU per GB produced and consumed",
+                cpu_used / (2 * result.consume_bytes / 1e9),
+                "CPU s/GB",
+                Better.LOWER,
+            ),
+        ):
+            self.results.add(Metric(group, label, unit, better), self.broker.name, value)
 
     def _restart_empty(self) -> None:
         """Full-mode workloads start from an empty broker so earlier data does not count."""

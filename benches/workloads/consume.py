@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -55,14 +56,20 @@ def consume_with_java(tools: JavaTools, bootstrap: str, topic: str, records: int
 
 
 def consume_with_librdkafka(
-    bootstrap: str, topic: str, partitions: int, records: int
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    client_config: Mapping[str, str] | None = None,
 ) -> ConsumeResult:
+    """`client_config`: extra librdkafka settings (e.g. TLS)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "fetch.max.bytes": 64 * _MIB,
+            **(client_config or {}),
         }
     )
     consumer.assign(

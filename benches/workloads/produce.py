@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
@@ -89,8 +90,13 @@ POLL_EVERY = 1000
 
 
 def produce_with_librdkafka(
-    bootstrap: str, topic: str, case: ProduceCase, records: int
+    bootstrap: str,
+    topic: str,
+    case: ProduceCase,
+    records: int,
+    client_config: Mapping[str, str] | None = None,
 ) -> ProduceResult:
+    """`client_config`: extra librdkafka settings (e.g. TLS)."""
     properties = case.client_properties()
     failures: list[str] = []
 
@@ -109,6 +115,7 @@ def produce_with_librdkafka(
             # more than the broker's whole share at 100 B records: report failures only.
             "delivery.report.only.error": True,
             "on_delivery": on_delivery,
+            **(client_config or {}),
         }
     )
 

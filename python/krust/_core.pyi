@@ -46,6 +46,7 @@ class BrokerImage(TypedDict):
     host: str
     port: int
     rack: str | None
+    listeners: dict[str, tuple[str, int]]
 
 @type_check_only
 class MetadataImage(TypedDict):
@@ -136,6 +137,12 @@ class Broker:
         """Install the full image (once, at start-up): create or update every partition placed
         here. A failed log dir goes offline instead of failing the call; RuntimeError names
         partitions that could not be applied for another reason (the rest is applied)."""
+    def set_scram_credentials(
+        self, credentials: list[tuple[str, int, bytes, bytes, bytes, int]]
+    ) -> None:
+        """Replace the SCRAM credentials SASL/SCRAM listeners authenticate against: (user,
+        mechanism type as in UserScramCredentialRecord, salt, stored key, server key,
+        iterations) for every credential of the metadata image."""
     def apply_metadata_delta(self, delta: MetadataDelta) -> None:
         """Apply one committed change: touch only the topics and partitions it names (become
         leader or follower, config changes, deletions), in the order of the changes. A change

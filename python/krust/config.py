@@ -51,6 +51,7 @@ class ConfigType(enum.Enum):
     DOUBLE = "DOUBLE"
     STRING = "STRING"
     LIST = "LIST"
+    PASSWORD = "PASSWORD"
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -333,13 +334,18 @@ def load_config(
     sources: dict[str, ConfigSource] = {}
     originals: dict[str, str] = {}
     unknown: dict[str, str] = {}
+    prefixed: dict[str, Any] = {}
 
     def put(key: str, value: str, source: ConfigSource, origin: str) -> None:
         originals[key] = value
-        if key not in KEYS:
+        if key in KEYS:
+            raw[key] = value
+        elif _is_listener_key(key):
+            prefixed[key] = _listener_value(key, value, origin)
+        else:
+            # A plugin's own key, or a mistake: refused below unless a plugin is configured.
             unknown.setdefault(key, origin)
             return
-        raw[key] = value
         sources[key] = source
 
     if config_file is not None:
@@ -364,8 +370,44 @@ def load_config(
 
     values = {name: KEYS[name].parse(value) for name, value in raw.items()}
     _resolve(values)
+    values["listener.security"] = _listener_security(values, prefixed)
     _check_log_dirs(values["log.dirs"])
     return BrokerConfig(values, sources, originals)
+
+
+def _is_listener_key(key: str) -> bool:
+    """A listener-prefixed key (listener.name.<l>.<key>)."""
+    from krust.security_config import split_listener_key
+
+    return split_listener_key(key) is not None
+
+
+def _listener_value(key: str, raw: str, origin: str) -> Any:
+    """The parsed value of a listener-prefixed security key (listener.name.<l>.ssl.*, ...)."""
+    # Imported here: krust.security_config builds on this module's ConfigError.
+    from krust.security_config import is_security_key, mechanism_key, split_listener_key
+
+    split = split_listener_key(key)
+    if split is None:
+        raise ConfigError(origin, f"unknown configuration key {key!r}")
+    _, base = split
+    if mechanism_key(base) is not None:
+        return raw.strip()
+    row = KEYS.get(base)
+    if row is None or not is_security_key(base):
+        raise ConfigError(key, f"{base!r} is not a key that can be set per listener")
+    value, problem = row.problem(raw)
+    if problem:
+        raise ConfigError(key, f"invalid value {raw!r}: {problem}")
+    return value
+
+
+def _listener_security(values: Mapping[str, Any], prefixed: Mapping[str, Any]) -> dict[str, Any]:
+    from krust.security_config import listener_security
+
+    return listener_security(
+        values["listeners"], values["listener.security.protocol.map"], values, prefixed
+    )
 
 
 def _read_properties(path: Path) -> dict[str, str]:
@@ -507,10 +549,6 @@ def _resolve(values: dict[str, Any]) -> None:
         protocol = values["listener.security.protocol.map"].get(listener.name)
         if protocol is None:
             raise ConfigError("listeners", f"no security protocol defined for {listener.name}")
-        if protocol != "PLAINTEXT":
-            raise ConfigError(
-                "listeners", f"{listener.name} uses {protocol}; krust serves PLAINTEXT only"
-            )
     values["listeners"] = listeners
     values["advertised.listeners"] = _advertised(values["advertised.listeners"], listeners)
 

@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from krust import controller, group, quota_callback
+from krust import authentication, controller, group, quota_callback
 from krust.authorization import Authorization
 from krust.bridge import Dispatcher
-from krust.config import BrokerConfig, core_settings
+from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.context import BrokerContext
 
 Installer = Callable[[BrokerContext], object]
@@ -20,7 +20,12 @@ SERVICE_CLOSE_TIMEOUT_S = 5.0
 log = logging.getLogger(__name__)
 
 # Each service registers its APIs on ctx.dispatcher; the controller comes first.
-SERVICES: list[Installer] = [controller.install, group.install, quota_callback.install]
+SERVICES: list[Installer] = [
+    controller.install,
+    authentication.install,
+    group.install,
+    quota_callback.install,
+]
 
 
 def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
@@ -30,7 +35,11 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
 
     # A plugin that cannot be loaded stops start-up before any log dir is opened.
     authorization = Authorization.from_config(config, config.originals())
-    core = _core.Broker(core_settings(config))
+    try:
+        core = _core.Broker(core_settings(config))
+    except ValueError as error:
+        # The core's checks of settings (TLS material, mapping rules) name the key.
+        raise ConfigError(None, str(error)) from None
     dispatcher = Dispatcher()
     services: list[object] = []
     try:

@@ -37,9 +37,15 @@ class FakeCore:
         self.fail_appends = False
         self.client_quotas: list[tuple[list[tuple[str, str | None]], dict[str, float]]] = []
         self.connection_limits: tuple[int, int, dict[str, int], int] | None = None
+        self.scram_credentials: list[tuple[str, int, bytes, bytes, bytes, int]] = []
 
     def apply_metadata(self, image: dict[str, Any]) -> None:
         self.images.append(image)
+
+    def set_scram_credentials(
+        self, credentials: list[tuple[str, int, bytes, bytes, bytes, int]]
+    ) -> None:
+        self.scram_credentials = credentials
 
     def apply_metadata_delta(self, delta: dict[str, Any]) -> None:
         """Record the delta and apply it to the last image, as the core's cache does."""

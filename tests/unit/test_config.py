@@ -138,7 +138,7 @@ def test_a_file_sets_keys_with_kafka_syntax(tmp_path: Path) -> None:
         (["offsets.topic.replication.factor=40000"], "offsets.topic.replication.factor", ""),
         (["listeners=localhost:9092"], "listeners", "NAME://host:port"),
         (["listeners=PLAINTEXT://:99999"], "listeners", "NAME://host:port"),
-        (["listeners=SSL://:9093"], "listeners", "PLAINTEXT only"),
+        (["listeners=SSL://:9093"], "ssl.keystore.location", "SSL: set ssl.keystore.location"),
         (["listeners=FOO://:9093"], "listeners", "no security protocol"),
         (["advertised.listeners=OTHER://h:1"], "advertised.listeners", "not in listeners"),
         (["listeners=PLAINTEXT://0.0.0.0:9092"], "advertised.listeners", "not routable"),

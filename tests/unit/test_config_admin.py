@@ -356,3 +356,17 @@ def test_group_configs_are_described_with_defaults_and_never_stored(
     error, message = incremental(run, admin, GROUP, "g", ("no.such.key", "1", SET))
     assert (error, message) == (ErrorCode.invalid_config, "Unknown group config name: no.such.key")
     assert describe(run, admin, GROUP, "").error_code is ErrorCode.invalid_request
+
+
+def test_password_keys_are_described_as_sensitive_without_their_value(
+    run: LoopRunner, tmp_path: Path, fake_core: FakeCore
+) -> None:
+    config = make_config([tmp_path / "d1"], "ssl.keystore.key=SECRET KEY", "ssl.client.auth=none")
+    admin = ConfigAdmin(Controller.open(config, fake_core))
+    configs = entries(describe(run, admin, BROKER, "1"))
+    key = configs["ssl.keystore.key"]
+    assert (key.value, key.is_sensitive, key.synonyms, key.config_type) == (None, True, (), 9)
+    assert (configs["ssl.client.auth"].value, configs["ssl.client.auth"].is_sensitive) == (
+        "none",
+        False,
+    )

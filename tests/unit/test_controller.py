@@ -99,7 +99,13 @@ def test_first_start_formats_dirs_and_registers_this_broker(
         ("PLAINTEXT", "127.0.0.1", 19092)
     ]
     assert fake_core.last_image["brokers"] == [
-        {"node_id": 1, "host": "127.0.0.1", "port": 19092, "rack": None}
+        {
+            "node_id": 1,
+            "host": "127.0.0.1",
+            "port": 19092,
+            "rack": None,
+            "listeners": {"PLAINTEXT": ("127.0.0.1", 19092)},
+        }
     ]
     assert fake_core.last_image["cluster_id"] == controller.image.cluster_id
     assert controller.image.features == {"metadata.version": 14}
@@ -518,6 +524,8 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
             31: (1, 3),
             48: (0, 1),
             49: (0, 1),
+            50: (0, 0),
+            51: (0, 0),
         }
         request_type = load_request_schema(19, 7)
         body = encode_entity(

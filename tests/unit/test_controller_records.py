@@ -188,7 +188,15 @@ def test_core_image_has_the_documented_shape() -> None:
         "cluster_id": "cluster",
         "controller_id": 1,
         "metadata_offset": 3,
-        "brokers": [{"node_id": 1, "host": "h", "port": 1, "rack": None}],
+        "brokers": [
+            {
+                "node_id": 1,
+                "host": "h",
+                "port": 1,
+                "rack": None,
+                "listeners": {"PLAINTEXT": ("h", 1)},
+            }
+        ],
         "topics": [
             {
                 "name": "__consumer_offsets",

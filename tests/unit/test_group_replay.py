@@ -11,6 +11,7 @@ from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
 from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode
 from krust.group.testing import (
+    FakeBroker,
     FakeController,
     FakeCore,
     async_test,
@@ -196,6 +197,21 @@ async def test_requests_wait_for_the_partition_to_load() -> None:
     await second.wait_loaded()
     error, [(_, [(_, offset)])] = second.fetch_offsets("g", None)
     assert error is NONE and offset is not None and offset.offset == 1
+
+
+@async_test
+async def test_find_coordinator_answers_the_address_on_the_requesters_listener() -> None:
+    clock, controller = FakeClock(), FakeController(node_id=1, broker_ids=(1, 2))
+    controller.image.brokers[2] = FakeBroker(
+        2, "broker-2.test", 9092, listeners={"SSL": ("tls-2.test", 9093)}
+    )
+    config = fast_config()
+    controller.add_topic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, leader=2)
+    coordinator = await start_coordinator(config, controller=controller, clock=clock)
+    ssl = await coordinator.find_coordinator("g", "SSL")
+    assert (ssl.node_id, ssl.host, ssl.port) == (2, "tls-2.test", 9093)
+    plaintext = await coordinator.find_coordinator("g", "PLAINTEXT")
+    assert (plaintext.host, plaintext.port) == ("broker-2.test", 9092)
 
 
 @async_test

@@ -45,6 +45,9 @@ NON_DEFAULT = {
     "log.roll.jitter.ms": "1000",
     "log.cleaner.min.cleanable.ratio": "0.7",
     "min.cleanable.dirty.ratio": "0.7",
+    "ssl.key.password": "secret",
+    "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
+    "sasl.server.callback.handler.class": "plugins:Callback",
 }
 _MAX = {ConfigType.SHORT: 2**15 - 1, ConfigType.INT: INT_MAX, ConfigType.LONG: LONG_MAX}
 # Broker keys that derive a topic default through a unit.

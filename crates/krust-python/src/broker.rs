@@ -19,7 +19,10 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::authorizer_thread::run_authorizer_thread;
 use crate::bridge_request::run_bridge_thread;
-use crate::conversions::{broker_settings, log_defaults, metadata_delta, metadata_image};
+use crate::conversions::{
+    broker_settings, log_defaults, metadata_delta, metadata_image, scram_credentials,
+    ScramCredentialTuple,
+};
 
 /// A record as Python passes it: (key, value), either may be None.
 type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
@@ -111,6 +114,13 @@ impl PyBroker {
             broker.apply_metadata(image)
         })
         .map_err(runtime_error)
+    }
+
+    /// Replaces the SCRAM credentials SASL/SCRAM listeners authenticate against.
+    fn set_scram_credentials(&self, credentials: Vec<ScramCredentialTuple>) -> PyResult<()> {
+        self.inner
+            .set_scram_credentials(scram_credentials(credentials)?);
+        Ok(())
     }
 
     fn apply_metadata_delta(&self, py: Python<'_>, delta: &Bound<'_, PyAny>) -> PyResult<()> {

@@ -2,11 +2,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use krust_server::metadata_cache::{
     BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, SupportedVersionRange,
     TopicMetadata,
 };
+use krust_server::security::sasl::{SaslMechanism, SaslSettings};
+use krust_server::security::scram::{ScramCredential, ScramMechanism};
+use krust_server::security::tls::{ClientAuth, TlsListener, TlsSettings};
+use krust_server::security::{ListenerSecurity, SecurityConfigError};
 use krust_server::session::SecurityProtocol;
 use krust_server::settings::{BrokerSettings, Listener};
 use pyo3::exceptions::PyValueError;
@@ -52,6 +57,8 @@ fn set_long<'py>(mapping: &Bound<'py, PyAny>, key: &str, slot: &mut u64) -> PyRe
 fn listeners(mapping: &Bound<'_, PyAny>, key: &str) -> PyResult<Option<Vec<Listener>>> {
     let protocols: HashMap<String, String> =
         get(mapping, "listener.security.protocol.map")?.unwrap_or_default();
+    let securities: HashMap<String, Bound<'_, PyAny>> =
+        get(mapping, "listener.security")?.unwrap_or_default();
     let Some(list) = get::<Vec<(String, String, u16)>>(mapping, key)? else {
         return Ok(None);
     };
@@ -63,15 +70,97 @@ fn listeners(mapping: &Bound<'_, PyAny>, key: &str) -> PyResult<Option<Vec<Liste
                 })?,
                 None => SecurityProtocol::Plaintext,
             };
+            let security = match securities.get(&name) {
+                Some(security) => listener_security(security)?,
+                None => ListenerSecurity::default(),
+            };
+            security
+                .check(&name, security_protocol)
+                .map_err(|error| PyValueError::new_err(error.to_string()))?;
             Ok(Listener {
                 name,
                 host,
                 port,
                 security_protocol,
+                security,
             })
         })
         .collect::<PyResult<Vec<_>>>()
         .map(Some)
+}
+
+/// A listener's TLS and SASL from its resolved ssl.* and sasl.* settings (krust.security_config);
+/// bad TLS material is a ValueError naming the key.
+fn listener_security(security: &Bound<'_, PyAny>) -> PyResult<ListenerSecurity> {
+    let invalid = |error: SecurityConfigError| PyValueError::new_err(error.to_string());
+    let tls = match get::<Bound<'_, PyAny>>(security, "ssl")? {
+        None => None,
+        Some(ssl) => {
+            let client_auth = match get::<String>(&ssl, "client_auth")?.as_deref() {
+                Some("required") => ClientAuth::Required,
+                Some("requested") => ClientAuth::Requested,
+                _ => ClientAuth::None,
+            };
+            let settings = TlsSettings {
+                certificate_chain: get(&ssl, "certificate_chain")?.unwrap_or_default(),
+                private_key: get(&ssl, "private_key")?.unwrap_or_default(),
+                trusted_certificates: get(&ssl, "trusted_certificates")?,
+                client_auth,
+                principal_mapping_rules: get(&ssl, "principal_mapping_rules")?
+                    .unwrap_or_else(|| "DEFAULT".to_string()),
+            };
+            Some(Arc::new(TlsListener::new(&settings).map_err(invalid)?))
+        }
+    };
+    let sasl = match get::<Bound<'_, PyAny>>(security, "sasl")? {
+        None => None,
+        Some(sasl) => {
+            let names: Vec<String> = get(&sasl, "mechanisms")?.unwrap_or_default();
+            let enabled_mechanisms = names
+                .iter()
+                .map(|name| {
+                    SaslMechanism::from_name(name).ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "sasl.enabled.mechanisms: {name} is not supported"
+                        ))
+                    })
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            Some(Arc::new(SaslSettings {
+                enabled_mechanisms,
+                plain_users: get(&sasl, "plain_users")?.unwrap_or_default(),
+                plain_callback: get(&sasl, "plain_callback")?.unwrap_or(false),
+                reauth_ms: get(&sasl, "reauth_ms")?.unwrap_or(0),
+            }))
+        }
+    };
+    Ok(ListenerSecurity { tls, sasl })
+}
+
+/// SCRAM credentials as Python passes them: (user, mechanism type, salt, stored key, server
+/// key, iterations), the mechanism numbered as in UserScramCredentialRecord.
+pub type ScramCredentialTuple = (String, i8, Vec<u8>, Vec<u8>, Vec<u8>, i32);
+
+pub fn scram_credentials(
+    credentials: Vec<ScramCredentialTuple>,
+) -> PyResult<HashMap<(String, ScramMechanism), ScramCredential>> {
+    credentials
+        .into_iter()
+        .map(
+            |(user, mechanism, salt, stored_key, server_key, iterations)| {
+                let mechanism = ScramMechanism::from_type(mechanism).ok_or_else(|| {
+                    PyValueError::new_err(format!("unknown SCRAM mechanism type {mechanism}"))
+                })?;
+                let credential = ScramCredential {
+                    salt,
+                    stored_key,
+                    server_key,
+                    iterations,
+                };
+                Ok(((user, mechanism), credential))
+            },
+        )
+        .collect()
 }
 
 /// Reads the settings the core uses from the validated config mapping (Kafka names).
@@ -335,6 +424,7 @@ fn brokers(list: &Bound<'_, PyAny>) -> PyResult<Vec<BrokerEndpoint>> {
                 host: b.get_item("host")?.extract()?,
                 port: b.get_item("port")?.extract()?,
                 rack: b.get_item("rack")?.extract()?,
+                listeners: get(&b, "listeners")?.unwrap_or_default(),
             })
         })
         .collect()

@@ -102,6 +102,18 @@ impl Bridge {
         request: &R,
         version: i16,
     ) -> Result<R::Response, BridgeError> {
+        self.call_internal_in(Session::internal(), request, version)
+            .await
+    }
+
+    /// Like `call_internal`, in `session`: an internal session made for one connection (the
+    /// SASL/PLAIN credential check asks Python on behalf of a client connection).
+    pub async fn call_internal_in<R: Request>(
+        &self,
+        session: Session,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, BridgeError> {
         let mut body = BytesMut::new();
         request
             .encode(&mut body, version)
@@ -112,7 +124,7 @@ impl Bridge {
                 api_version: version,
                 correlation_id: 0,
                 client_id: Some(INTERNAL_CLIENT_ID.to_string()),
-                session: Session::internal(),
+                session,
                 body: body.freeze(),
             })
             .await?;

@@ -22,6 +22,7 @@ use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
 use crate::quota::{ClientQuotaManager, ClientQuotaTable};
 use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
+use crate::security::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
 use crate::settings::BrokerSettings;
@@ -78,6 +79,8 @@ pub struct Broker {
     /// controller's path (Kafka's metadata publisher): a topic's logs are created after the
     /// controller has answered.
     applier: Scheduler,
+    /// The SCRAM credentials of the metadata image (SASL/SCRAM listeners read them).
+    scram_credentials: Arc<ScramCredentials>,
 }
 
 impl Broker {
@@ -121,11 +124,21 @@ impl Broker {
             stop,
             authorizations: Arc::default(),
             applier,
+            scram_credentials: Arc::default(),
         })
     }
 
     pub fn settings(&self) -> &BrokerSettings {
         &self.settings
+    }
+
+    /// Replaces the SCRAM credentials SASL/SCRAM authenticates against (the metadata image's
+    /// UserScramCredentialRecords); connections authenticate against the new set at once.
+    pub fn set_scram_credentials(
+        &self,
+        credentials: HashMap<(String, ScramMechanism), ScramCredential>,
+    ) {
+        self.scram_credentials.replace_all(credentials);
     }
 
     /// The broker's metrics; the log cleaner reports its backlog through
@@ -299,8 +312,9 @@ impl Broker {
         bridge: Bridge,
         authorizer: Option<Authorizer>,
     ) -> Arc<ServerContext> {
-        Arc::new(
-            ServerContext::new(
+        Arc::new(ServerContext {
+            scram_credentials: self.scram_credentials.clone(),
+            ..ServerContext::new(
                 self.settings.clone(),
                 self.metadata.clone(),
                 self.replicas.clone(),
@@ -309,8 +323,8 @@ impl Broker {
                 self.quotas.clone(),
                 self.connections.clone(),
             )
-            .with_authorizer(authorizer),
-        )
+            .with_authorizer(authorizer)
+        })
     }
 
     /// An authorizer over this broker's decision cache; its misses arrive at the receiver.

@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod connection_limits;
 pub mod quota;
+pub mod security;
 pub mod session;
 pub mod settings;
 

@@ -15,6 +15,19 @@ pub struct BrokerEndpoint {
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// Its address on each listener, by listener name (clients are told the address of the
+    /// listener they came in on, as Kafka does); `host`/`port` are the first listener's.
+    pub listeners: HashMap<String, (String, i32)>,
+}
+
+impl BrokerEndpoint {
+    /// The address to give a client of `listener` (the first listener's when it has none).
+    pub fn address_for(&self, listener: &str) -> (&str, i32) {
+        match self.listeners.get(listener) {
+            Some((host, port)) => (host, *port),
+            None => (&self.host, self.port),
+        }
+    }
 }
 
 /// One partition's placement and leadership.
@@ -204,5 +217,24 @@ impl MetadataCache {
     pub fn apply_delta(&self, delta: &MetadataDelta) {
         let mut current = self.current.write();
         Arc::make_mut(&mut current).apply_delta(delta);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_is_given_the_address_of_its_own_listener() {
+        let broker = BrokerEndpoint {
+            node_id: 1,
+            host: "plain.test".into(),
+            port: 9092,
+            rack: None,
+            listeners: HashMap::from([("SASL_SSL".to_string(), ("tls.test".to_string(), 9094))]),
+        };
+        assert_eq!(broker.address_for("SASL_SSL"), ("tls.test", 9094));
+        assert_eq!(broker.address_for("PLAINTEXT"), ("plain.test", 9092));
+        assert_eq!(broker.address_for("krust-internal"), ("plain.test", 9092));
     }
 }

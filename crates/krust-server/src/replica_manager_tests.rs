@@ -94,6 +94,7 @@ fn deltas_give_the_same_cache_and_partitions_as_the_full_image() {
         host: "h".into(),
         port: 9092,
         rack: None,
+        listeners: Default::default(),
     };
     let a = |partitions| topic("a", 1, &[], partitions);
     let b = |configs: &[(&str, &str)], partitions| topic("b", 2, configs, partitions);

@@ -28,6 +28,8 @@ const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// Who may call an api.
@@ -81,7 +83,9 @@ pub struct RoutingTable {
 }
 
 impl RoutingTable {
-    /// The native apis plus Python's; a Python registration of a native api key replaces it.
+    /// The native apis plus Python's; a Python registration of a native api key replaces it,
+    /// except an internal-only one (a service the core calls, e.g. the SASL/PLAIN callback on
+    /// SaslAuthenticate), which the core reaches through the bridge without routing.
     pub fn new(python_apis: &BTreeMap<i16, PythonApi>) -> Self {
         let native = NATIVE_APIS.iter().map(|(key, min, max)| {
             let route = Route {
@@ -92,15 +96,21 @@ impl RoutingTable {
             };
             (*key as i16, route)
         });
-        let python = python_apis.iter().map(|(key, api)| {
-            let route = Route {
-                handler: Handler::Python,
-                min_version: api.min_version,
-                max_version: api.max_version,
-                exposure: api.exposure,
-            };
-            (*key, route)
-        });
+        let native_keys: Vec<i16> = NATIVE_APIS.iter().map(|(key, ..)| *key as i16).collect();
+        let python = python_apis
+            .iter()
+            .filter(move |(key, api)| {
+                api.exposure == Exposure::Clients || !native_keys.contains(key)
+            })
+            .map(|(key, api)| {
+                let route = Route {
+                    handler: Handler::Python,
+                    min_version: api.min_version,
+                    max_version: api.max_version,
+                    exposure: api.exposure,
+                };
+                (*key, route)
+            });
         RoutingTable {
             routes: native.chain(python).collect(),
         }
@@ -185,6 +195,25 @@ mod tests {
         assert_eq!(
             table().route(&client(), ApiKey::Fetch).map(|r| r.handler),
             Some(Handler::Native)
+        );
+    }
+
+    #[test]
+    fn an_internal_only_python_service_keeps_the_native_client_api() {
+        let python = BTreeMap::from([(
+            ApiKey::SaslAuthenticate as i16,
+            PythonApi {
+                min_version: 2,
+                max_version: 2,
+                exposure: Exposure::Internal,
+            },
+        )]);
+        let route = RoutingTable::new(&python)
+            .route(&client(), ApiKey::SaslAuthenticate)
+            .unwrap();
+        assert_eq!(
+            (route.handler, route.min_version, route.max_version),
+            (Handler::Native, 0, 2)
         );
     }
 }

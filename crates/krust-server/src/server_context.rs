@@ -14,6 +14,7 @@ use crate::producer_ids::ProducerIdManager;
 use crate::quota::ClientQuotaManager;
 use crate::replica_manager::ReplicaManager;
 use crate::routing::RoutingTable;
+use crate::security::scram::ScramCredentials;
 use crate::settings::BrokerSettings;
 
 /// The broker state a request may read or change, shared by every connection.
@@ -33,6 +34,8 @@ pub struct ServerContext {
     pub quotas: Arc<ClientQuotaManager>,
     /// queued.max.requests: permits for complete requests being handled broker-wide.
     pub request_slots: Semaphore,
+    /// The SCRAM credentials of the metadata image, for SASL/SCRAM authentication.
+    pub scram_credentials: Arc<ScramCredentials>,
 }
 
 impl ServerContext {
@@ -59,6 +62,7 @@ impl ServerContext {
             quotas,
             authorizer: None,
             request_slots: Semaphore::new(slots),
+            scram_credentials: Arc::default(),
         }
     }
 

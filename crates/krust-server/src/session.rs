@@ -20,6 +20,14 @@ impl KafkaPrincipal {
             name: "ANONYMOUS".into(),
         }
     }
+
+    /// `User:<name>`, the principal SASL and TLS authentication give.
+    pub fn user(name: impl Into<String>) -> Self {
+        KafkaPrincipal {
+            principal_type: "User".into(),
+            name: name.into(),
+        }
+    }
 }
 
 impl fmt::Display for KafkaPrincipal {
@@ -113,6 +121,15 @@ impl Session {
             security_protocol: SecurityProtocol::Plaintext,
             client_address: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             internal: true,
+        }
+    }
+
+    /// The core's own request about this connection (its listener and client address), e.g.
+    /// checking the connection's SASL/PLAIN credentials with a Python callback.
+    pub(crate) fn internal_for_connection(&self) -> Self {
+        Session {
+            internal: true,
+            ..self.clone()
         }
     }
 

@@ -7,6 +7,7 @@ use krust_storage::{CleanerConfig, LogConfig};
 
 use crate::metadata_log::MetadataLogSettings;
 use crate::quota::QuotaWindow;
+use crate::security::ListenerSecurity;
 use crate::session::SecurityProtocol;
 
 /// One listener: a name (e.g. PLAINTEXT), the address to bind and its security protocol.
@@ -17,6 +18,8 @@ pub struct Listener {
     pub port: u16,
     /// From listener.security.protocol.map.
     pub security_protocol: SecurityProtocol,
+    /// TLS and SASL of an SSL, SASL_PLAINTEXT or SASL_SSL listener (docs/security.md).
+    pub security: ListenerSecurity,
 }
 
 /// Everything the Rust core reads from the broker configuration (Kafka names in comments).
@@ -74,6 +77,7 @@ impl Default for BrokerSettings {
             host: "localhost".into(),
             port: 9092,
             security_protocol: SecurityProtocol::Plaintext,
+            security: ListenerSecurity::default(),
         };
         BrokerSettings {
             node_id: 1,

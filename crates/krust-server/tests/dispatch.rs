@@ -72,6 +72,7 @@ fn broker_with(
                 host: "localhost".into(),
                 port: 9092,
                 rack: None,
+                listeners: Default::default(),
             }],
             vec![TopicMetadata {
                 name: topic.into(),

@@ -20,6 +20,8 @@ pub enum ConfigType {
     Double,
     String,
     List,
+    /// A STRING that is never described (a key, a JAAS config); only broker keys have it.
+    Password,
 }
 
 /// A bound as the table writes it: a whole number, or a fraction for DOUBLE keys.

@@ -72,6 +72,7 @@ _CONFIG_TYPE_IDS = {
     ConfigType.LONG: 5,
     ConfigType.DOUBLE: 6,
     ConfigType.LIST: 7,
+    ConfigType.PASSWORD: 9,
 }
 _KEYS = {
     ResourceType.TOPIC: {key.name: key for key in TOPIC_KEYS},
@@ -114,13 +115,15 @@ class Entry:
     synonyms: Sequence[Synonym]
 
     def as_response(self, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
-        synonyms = self.synonyms if include_synonyms else ()
+        sensitive = self.key.type is ConfigType.PASSWORD
+        synonyms = self.synonyms if include_synonyms and not sensitive else ()
         return {
             "name": self.key.name,
-            "value": self.value,
+            # Kafka never describes a PASSWORD's value (ConfigDef.Type.PASSWORD is sensitive).
+            "value": None if sensitive else self.value,
             "read_only": self.read_only,
             "config_source": self.source,
-            "is_sensitive": False,
+            "is_sensitive": sensitive,
             "synonyms": [{"name": s.name, "value": s.value, "source": s.source} for s in synonyms],
             "config_type": _CONFIG_TYPE_IDS[self.key.type],
             "documentation": self.key.doc if include_documentation else None,

@@ -19,7 +19,7 @@ from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.connection_limits import push_connection_limits
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import acls, configs, quota_apis
+from krust.controller import acls, configs, quota_apis, scram
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.client_quotas import core_client_quotas
@@ -107,6 +107,7 @@ class Controller:
         core.apply_metadata(controller.core_image())
         core.set_client_quotas(core_client_quotas(controller.image.client_quotas))
         push_connection_limits(core, controller.broker_config())
+        core.set_scram_credentials(scram.core_credentials(controller.image))
         return controller
 
     def core_image(self) -> _core.MetadataImage:
@@ -152,6 +153,8 @@ class Controller:
             push_connection_limits(self._core, self.broker_config())
         if builder.client_quotas_changed:
             self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
+        if builder.scram_credentials_changed:
+            self._core.set_scram_credentials(scram.core_credentials(self.image))
 
     async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         # The append fsyncs: keep the event loop free for other requests meanwhile.
@@ -391,4 +394,5 @@ def install(ctx: BrokerContext) -> Controller:
     configs.install(controller, ctx.dispatcher.register)
     acls.install(controller, ctx.authorization, ctx.dispatcher.register)
     quota_apis.install(controller, ctx.dispatcher.register)
+    scram.install(controller, ctx.dispatcher.register)
     return controller

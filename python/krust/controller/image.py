@@ -33,7 +33,9 @@ from krust.controller.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from krust.plugins.authorizer import (
     AccessControlEntry,
@@ -63,6 +65,14 @@ class BrokerImage:
     fenced: bool = False
     # The record that registered it, written again into snapshots.
     registration: RegisterBrokerRecord | None = None
+
+    def address_for(self, listener: str) -> tuple[str, int]:
+        """Its address on `listener` (what a client of that listener is told, as Kafka does);
+        the first listener's when it has no such listener."""
+        for endpoint in self.registration.end_points if self.registration else ():
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return self.host, self.port
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,10 @@ class MetadataImage:
     # ACLs by id (AccessControlEntryRecords), for the built-in authorizer.
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY)
     client_quotas: ClientQuotas = field(default_factory=lambda: EMPTY)
+    # SCRAM credentials by (user, mechanism type), as their records wrote them (KIP-554).
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=lambda: EMPTY
+    )
 
     @cached_property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
@@ -142,6 +156,8 @@ class ImageBuilder:
             entity: dict(values) for entity, values in image.client_quotas.items()
         }
         self.client_quotas_changed = False
+        self._scram = dict(image.scram_credentials)
+        self.scram_credentials_changed = False
         # What changed, for `core_delta`.
         self._changed_partitions: dict[uuid.UUID, set[int]] = {}
         self._changed_topic_names: set[str] = set()
@@ -211,6 +227,12 @@ class ImageBuilder:
             case ClientQuotaRecord():
                 replay_client_quota(self._client_quotas, record)
                 self.client_quotas_changed = True
+            case UserScramCredentialRecord():
+                self._scram[(record.name, record.mechanism)] = record
+                self.scram_credentials_changed = True
+            case RemoveUserScramCredentialRecord():
+                self._scram.pop((record.name, record.mechanism), None)
+                self.scram_credentials_changed = True
             case NoOpRecord():
                 pass
         self._offset = offset
@@ -252,6 +274,7 @@ class ImageBuilder:
             client_quotas=MappingProxyType(
                 {e: MappingProxyType(dict(v)) for e, v in self._client_quotas.items()}
             ),
+            scram_credentials=MappingProxyType(dict(self._scram)),
         )
 
     def _register_broker(self, record: RegisterBrokerRecord) -> None:
@@ -376,7 +399,16 @@ def to_core_image(image: MetadataImage) -> _core.MetadataImage:
 
 def _core_brokers(image: MetadataImage) -> list[_core.BrokerImage]:
     return [
-        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        {
+            "node_id": b.node_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "listeners": {
+                e.name: (e.host, e.port)
+                for e in (b.registration.end_points if b.registration else ())
+            },
+        }
         for b in image.brokers.values()
         if not b.fenced
     ]

@@ -230,6 +230,35 @@ class ClientQuotaRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism is set (KIP-554): salt, stored and server
+    keys and iterations, never the password. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 11
+    __version__: ClassVar[int] = 0
+    name: str = field(metadata=_kafka("string"))
+    mechanism: int = field(metadata=_kafka("int8"))
+    salt: bytes = field(metadata=_kafka("bytes"))
+    stored_key: bytes = field(metadata=_kafka("bytes"))
+    server_key: bytes = field(metadata=_kafka("bytes"))
+    iterations: int = field(metadata=_kafka("int32"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism is deleted. Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 22
+    __version__: ClassVar[int] = 0
+    name: str = field(metadata=_kafka("string"))
+    mechanism: int = field(metadata=_kafka("int8"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord:
     """Advances the log without changing anything. Version 0."""
 
@@ -251,6 +280,8 @@ MetadataRecord = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | ClientQuotaRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | NoOpRecord
 )
 RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
@@ -267,6 +298,8 @@ RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
         ClientQuotaRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
         NoOpRecord,
     )
 }

@@ -30,7 +30,7 @@ from krust.controller.records import (
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
     """Records that replay into `image` from an empty one, metadata.version first (a loader
     needs it before anything else), then brokers, topics with their partitions and configs,
-    broker configs, the producer id block, the ACLs and client quotas."""
+    broker configs, the producer id block, the ACLs, client quotas and SCRAM credentials."""
     records: list[MetadataRecord] = []
     features = sorted(image.features.items(), key=lambda f: f[0] != METADATA_VERSION_FEATURE)
     records.extend(FeatureLevelRecord(name=name, feature_level=level) for name, level in features)
@@ -69,6 +69,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         for acl_id, acl in image.acls.items()
     )
     records.extend(client_quota_records(image.client_quotas))
+    records.extend(image.scram_credentials[key] for key in sorted(image.scram_credentials))
     return records
 
 

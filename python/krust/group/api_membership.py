@@ -102,7 +102,7 @@ class MembershipApis:
             ):
                 return CoordinatorLocation(refusal)
         if key_type == GROUP_KEY_TYPE:
-            return await self._coordinator.find_coordinator(key)
+            return await self._coordinator.find_coordinator(key, context.listener_name)
         if key_type == TRANSACTION_KEY_TYPE:
             # The transaction coordinator is not served yet.
             return CoordinatorLocation(ErrorCode.coordinator_not_available)

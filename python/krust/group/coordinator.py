@@ -199,7 +199,8 @@ class GroupCoordinator:
 
     # -- FindCoordinator -----------------------------------------------------------------------
 
-    async def find_coordinator(self, key: str) -> CoordinatorLocation:
+    async def find_coordinator(self, key: str, listener: str = "") -> CoordinatorLocation:
+        """Where the coordinator of `key` is, at its address on `listener` (the requester's)."""
         if self._offsets_topic() is None and not await self._create_offsets_topic():
             return CoordinatorLocation(ErrorCode.coordinator_not_available)
         topic = self._offsets_topic()
@@ -212,7 +213,8 @@ class GroupCoordinator:
             return CoordinatorLocation(ErrorCode.coordinator_not_available)
         if partition.leader == image.node_id:
             self.coordinator_error(key)  # start loading now, so the group is ready sooner
-        return CoordinatorLocation(ErrorCode.none, broker.node_id, broker.host, broker.port)
+        host, port = broker.address_for(listener)
+        return CoordinatorLocation(ErrorCode.none, broker.node_id, host, port)
 
     async def _create_offsets_topic(self) -> bool:
         if self._topic_creation is None:

@@ -82,6 +82,11 @@ class FakeBroker:
     host: str
     port: int
     rack: str | None = None
+    # Addresses on other listeners than the first, by listener name.
+    listeners: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address_for(self, listener: str) -> tuple[str, int]:
+        return self.listeners.get(listener, (self.host, self.port))
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,13 @@ from krust.plugins.containment import PluginRunner
 from krust.plugins.lifecycle import Plugin, PluginContext
 from krust.plugins.loading import load_plugin
 from krust.plugins.quota import ClientQuotaCallback, ClientQuotaType, QuotaCallbackContext
+from krust.plugins.sasl import PlainServerCallback
 
 __all__ = [
     "Authorizer",
     "ClientQuotaCallback",
     "ClientQuotaType",
+    "PlainServerCallback",
     "Plugin",
     "PluginContext",
     "PluginRunner",

@@ -15,6 +15,7 @@ const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
+/// Brokers are listed with their address on the listener the request came in on.
 pub async fn handle(
     context: &ServerContext,
     request: DescribeClusterRequest,
@@ -54,10 +55,11 @@ pub async fn handle(
         .brokers
         .values()
         .map(|b| {
+            let (host, port) = b.address_for(&ctx.session.listener_name);
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port)
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port)
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
         })
         .collect();

@@ -34,6 +34,7 @@ fn image() -> MetadataImage {
         host: "localhost".into(),
         port: 9092,
         rack: None,
+        listeners: Default::default(),
     };
     MetadataImage::new(
         "cluster".into(),

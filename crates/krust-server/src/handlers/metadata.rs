@@ -106,7 +106,7 @@ pub async fn handle(
     };
     // kafka-protocol refuses to encode a field set in a version that lacks it.
     let response = MetadataResponse::default()
-        .with_brokers(brokers(&image, version))
+        .with_brokers(brokers(&image, version, &ctx.session.listener_name))
         .with_topics(topics)
         .with_cluster_authorized_operations(cluster_operations);
     let response = if version >= 1 {
@@ -228,15 +228,16 @@ fn topic_response(
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn brokers(image: &MetadataImage, version: i16) -> Vec<MetadataResponseBroker> {
+fn brokers(image: &MetadataImage, version: i16, listener: &str) -> Vec<MetadataResponseBroker> {
     image
         .brokers
         .values()
         .map(|b| {
+            let (host, port) = b.address_for(listener);
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port)
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port)
                 .with_rack(if version >= 1 {
                     b.rack.clone().map(StrBytes::from_string)
                 } else {

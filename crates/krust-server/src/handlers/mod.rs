@@ -12,6 +12,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl;
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,12 +21,12 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, DeleteRecordsRequest, DescribeClusterRequest,
     DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest,
     InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest,
+    ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::authorizer::{all_operations, AclOperation, Action, ResourceType, TOPIC_OPERATIONS};
-use crate::request_context::{respond_as, Outcome, RequestContext};
+use crate::request_context::{respond, respond_as, Outcome, RequestContext};
 use crate::server_context::ServerContext;
 use crate::throttling::{charge_request_time, ThrottleTime};
 
@@ -44,6 +45,8 @@ pub enum NativeRequest {
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
     DeleteRecords(DeleteRecordsRequest),
+    SaslHandshake(SaslHandshakeRequest),
+    SaslAuthenticate(SaslAuthenticateRequest),
 }
 
 fn decode_exact<T: Decodable>(mut body: Bytes, version: i16) -> Result<T, String> {
@@ -77,6 +80,8 @@ impl NativeRequest {
                 Self::DescribeTopicPartitions(decode_exact(body, version)?)
             }
             ApiKey::DeleteRecords => Self::DeleteRecords(decode_exact(body, version)?),
+            ApiKey::SaslHandshake => Self::SaslHandshake(decode_exact(body, version)?),
+            ApiKey::SaslAuthenticate => Self::SaslAuthenticate(decode_exact(body, version)?),
             other => return Err(format!("{other:?} has no native handler")),
         })
     }
@@ -254,6 +259,8 @@ pub async fn handle_native(
             delete_records::handle(context, r, request).await,
             version,
         ),
+        NativeRequest::SaslHandshake(r) => respond(request, &sasl::handshake(r)),
+        NativeRequest::SaslAuthenticate(r) => respond(request, &sasl::authenticate(r)),
     }
 }
 

@@ -5,13 +5,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::server::TlsStream;
 
 use super::connection::serve_connection;
 use crate::clock::now_ms;
 use crate::connection_limits::ConnectionThrottle;
+use crate::security::tls::TlsListener;
 use crate::server_context::ServerContext;
 use crate::session::Session;
 use crate::settings::Listener;
@@ -30,7 +32,7 @@ pub async fn run_listener(
             accepted = socket.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let session = Session::client(&listener.name, listener.security_protocol, peer);
-                    let wait = admit(&mut connections, stream, session, &context, &shutdown);
+                    let wait = admit(&mut connections, stream, session, &listener, &context, &shutdown);
                     // Over max.connection.creation.rate: accept nothing more meanwhile.
                     if !wait.is_zero() {
                         tokio::select! {
@@ -53,8 +55,9 @@ pub async fn run_listener(
 /// waits before accepting another.
 fn admit(
     connections: &mut JoinSet<()>,
-    stream: tokio::net::TcpStream,
+    stream: TcpStream,
     session: Session,
+    listener: &Listener,
     context: &Arc<ServerContext>,
     shutdown: &watch::Receiver<bool>,
 ) -> Duration {
@@ -89,11 +92,51 @@ fn admit(
     }
     let context = context.clone();
     let shutdown = shutdown.clone();
+    let security = listener.security.clone();
     connections.spawn(async move {
-        serve_connection(stream, session, context, shutdown).await;
+        let sasl = security.sasl.as_deref();
+        match &security.tls {
+            None => serve_connection(stream, session, sasl, context, shutdown).await,
+            Some(tls) => {
+                if let Some((stream, session)) = handshake(tls, stream, session, &context).await {
+                    serve_connection(stream, session, sasl, context, shutdown).await;
+                }
+            }
+        }
         drop(slot);
     });
     wait
+}
+
+/// The TLS handshake of an accepted connection and the principal of its client certificate;
+/// None (after one log line) when the client is not a TLS client or its certificate is refused.
+async fn handshake(
+    tls: &TlsListener,
+    stream: TcpStream,
+    mut session: Session,
+    context: &ServerContext,
+) -> Option<(TlsStream<TcpStream>, Session)> {
+    let peer = session.client_address;
+    let idle = Duration::from_millis(context.settings.connections_max_idle_ms);
+    let stream = match tokio::time::timeout(idle, tls.acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            tracing::info!("closing connection from {peer}: TLS handshake failed: {error}");
+            return None;
+        }
+        Err(_) => {
+            tracing::info!("closing connection from {peer}: no TLS handshake within {idle:?}");
+            return None;
+        }
+    };
+    match tls.principal(stream.get_ref().1.peer_certificates()) {
+        Ok(principal) => session.principal = principal,
+        Err(error) => {
+            tracing::info!("closing connection from {peer}: {error}");
+            return None;
+        }
+    }
+    Some((stream, session))
 }
 
 /// socket.send.buffer.bytes and socket.receive.buffer.bytes on an accepted socket, as Kafka's

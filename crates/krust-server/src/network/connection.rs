@@ -10,27 +10,46 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use kafka_protocol::messages::ApiKey;
 use tokio::sync::watch;
 
 use crate::dispatch::handle_request;
 use crate::metrics::RequestTimes;
+use crate::network::authenticate::{authenticate, Reauthentication};
 use crate::network::receive::{receive_frame, ReceiveError};
 use crate::network::request_log::{log_completed, RequestHeaderView};
-use crate::network::send_frame::write_frame;
+use crate::network::transport::Transport;
 use crate::request_context::{Outcome, RequestSlot};
+use crate::security::sasl::SaslSettings;
 use crate::server_context::ServerContext;
 use crate::session::Session;
 
 /// Serves one connection until the client closes it, it idles out, it misbehaves, or the
-/// broker shuts down (after answering the request in flight).
-pub async fn serve_connection(
-    mut stream: TcpStream,
-    session: Session,
+/// broker shuts down (after answering the request in flight). On a SASL listener (`sasl`)
+/// the client must authenticate first; its principal is the session's from then on.
+pub async fn serve_connection<S: Transport>(
+    mut stream: S,
+    mut session: Session,
+    sasl: Option<&SaslSettings>,
     context: Arc<ServerContext>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let peer = session.client_address;
+    let mut session_deadline = None;
+    if let Some(sasl) = sasl {
+        let authenticated = tokio::select! {
+            authenticated = authenticate(&mut stream, &session, &context, sasl, None) => authenticated,
+            _ = shutdown.changed() => return,
+        };
+        match authenticated {
+            Ok(principal) => session.principal = principal,
+            Err(error) => {
+                tracing::info!("closing connection from {peer}: {error}");
+                return;
+            }
+        }
+        session_deadline = sasl.session_deadline();
+    }
     let idle = Duration::from_millis(context.settings.connections_max_idle_ms);
     let max_request = context.settings.socket_request_max_bytes;
     // KIP-219: a throttled client's connection is not read until its throttle time is over.
@@ -60,6 +79,33 @@ pub async fn serve_connection(
         };
         let received = Instant::now();
         let header = RequestHeaderView::peek(&frame);
+        if let (Some(sasl), Some(deadline)) = (sasl, session_deadline) {
+            // KIP-368: a SaslHandshake re-authenticates on the open connection; past the
+            // session's lifetime nothing else is served.
+            if header.as_ref().map(|h| h.api_key) == Some(ApiKey::SaslHandshake) {
+                let again = Reauthentication {
+                    handshake: frame,
+                    principal: session.principal.clone(),
+                };
+                let reauthenticated = tokio::select! {
+                    done = authenticate(&mut stream, &session, &context, sasl, Some(again)) => done,
+                    _ = shutdown.changed() => return,
+                };
+                if let Err(error) = reauthenticated {
+                    tracing::info!("closing connection from {peer}: re-authentication: {error}");
+                    return;
+                }
+                session_deadline = sasl.session_deadline();
+                continue;
+            }
+            if received >= deadline {
+                tracing::info!(
+                    "closing connection from {peer}: its SASL session expired without \
+                     re-authentication (connections.max.reauth.ms)"
+                );
+                return;
+            }
+        }
         let Ok(permit) = context.request_slots.acquire().await else {
             return;
         };
@@ -88,7 +134,7 @@ pub async fn serve_connection(
         }
         let response_bytes = match response {
             Some(response) => {
-                if let Err(error) = write_frame(&mut stream, &response).await {
+                if let Err(error) = stream.write_frame(&response).await {
                     tracing::debug!("closing connection from {peer}: {error}");
                     return;
                 }

@@ -60,6 +60,7 @@ pub fn log_completed(
             .unwrap_or_default(),
         client_address = %session.client_address,
         listener = %session.listener_name,
+        principal = %session.principal,
         total_time_ms = durations.total.as_secs_f64() * 1000.0,
         request_queue_time_ms = durations.queue.as_secs_f64() * 1000.0,
         local_time_ms = durations.local.as_secs_f64() * 1000.0,
