@@ -151,6 +151,7 @@ def test_quotas_survive_a_restart_and_a_snapshot(
         ([("ip", "no such host.invalid")], [("connection_creation_rate", 1.0)], "not a valid IP"),
         ([("user", "a")], [("connection_creation_rate", 1.0)], "Invalid configuration key"),
         ([("ip", "10.0.0.1")], [("producer_byte_rate", 1.0)], "Invalid configuration key"),
+        ([("user", "a")], [("controller_mutation_rate", 5.0)], "not supported by krust"),
         ([("user", "a")], [("producer_byte_rate", 0.0)], "must be greater than 0"),
         ([("user", "a")], [("producer_byte_rate", 1.5)], "cannot be a fractional value"),
         ([("ip", None)], [("connection_creation_rate", 2.0**31)], "too large for an INT"),

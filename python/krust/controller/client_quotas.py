@@ -116,6 +116,11 @@ def check_value(keys: Mapping[str, int | None], key: str, value: float) -> None:
     type is."""
     if key not in keys:
         raise _invalid(f"Invalid configuration key {key}")
+    if key == CONTROLLER_MUTATION_RATE:
+        # Accepted and not enforced would be a setting silently ignored.
+        raise _invalid(
+            f"{key} is not supported by krust: its controller APIs are not metered (KIP-599)"
+        )
     if not value > 0.0:
         raise _invalid(f"Quota {key} must be greater than 0")
     largest = keys[key]
