@@ -32,7 +32,7 @@ fn client() -> Session {
 
 async fn decide(authorizer: &Authorizer, session: &Session, actions: &[Action]) -> Vec<bool> {
     let header = RequestHeader::default().with_request_api_key(ApiKey::Produce as i16);
-    let request = RequestContext::new(header, ApiKey::Produce, session, RequestSlot::default());
+    let request = RequestContext::new(header, ApiKey::Produce, session, 0, RequestSlot::default());
     authorizer.authorize(&request, actions).await
 }
 
