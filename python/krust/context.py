@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from krust.connection_limits import ConnectionLimitsCore
+
 if TYPE_CHECKING:
     from krust import _core
     from krust.authorization import Authorization
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
     from krust.controller import Controller
 
 
-class CoreBroker(Protocol):
+class CoreBroker(ConnectionLimitsCore, Protocol):
     """The part of `krust._core.Broker` services use (unit tests pass in-memory fakes)."""
 
     def apply_metadata(self, image: _core.MetadataImage) -> None: ...
@@ -31,13 +33,6 @@ class CoreBroker(Protocol):
     def log_start_offset(self, topic: str, partition: int) -> int: ...
     def latest_metadata_snapshot(self) -> tuple[int, list[bytes]] | None: ...
     def write_metadata_snapshot(self, end_offset: int, records: Sequence[bytes]) -> str: ...
-    def set_connection_limits(
-        self,
-        max_connections: int,
-        max_per_ip: int,
-        per_ip_overrides: Mapping[str, int],
-        max_creation_rate: int,
-    ) -> None: ...
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None: ...
