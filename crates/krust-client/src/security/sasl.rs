@@ -195,12 +195,14 @@ pub fn authenticate(
     )?;
     if let Some(error) = ResponseError::try_from_code(handshake.error_code) {
         let enabled: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
+        let why = if enabled.is_empty() {
+            "this listener takes no SASL (check security.protocol)".to_string()
+        } else {
+            format!("the listener enables {}", enabled.join(", "))
+        };
         return Err(failed(
             connection,
-            format!(
-                "SaslHandshake failed with {error:?}; the broker enables {}",
-                enabled.join(", ")
-            ),
+            format!("SaslHandshake failed with {error:?}: {why}"),
         ));
     }
     match credentials.mechanism {
