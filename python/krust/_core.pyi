@@ -13,8 +13,10 @@ __all__ = [
     "DataLossError",
     "KafkaClient",
     "KafkaClientError",
+    "KafkaConfigError",
     "PartitionReader",
     "__version__",
+    "check_client_settings",
     "configure_logging",
 ]
 
@@ -237,6 +239,14 @@ class Broker:
 class KafkaClientError(Exception):
     """A Kafka request failed (the message says which broker, topic, partition and why)."""
 
+class KafkaConfigError(ValueError):
+    """A client setting is malformed or not supported; the message starts with its Kafka key
+    (`ssl.truststore.location: cannot read ...`)."""
+
+def check_client_settings(settings: dict[str, str]) -> None:
+    """Check Kafka client security settings (security.protocol, ssl.*, sasl.*; PEM files are
+    read) without connecting; raises KafkaConfigError naming the first bad one."""
+
 class DataLossError(KafkaClientError):
     """Offsets asked for are no longer in the log (retention or DeleteRecords removed them)."""
 
@@ -253,7 +263,9 @@ class ArrowBatch:
 class KafkaClient:
     """Metadata, offsets and an idempotent producer over one set of connections."""
 
-    def __new__(cls, bootstrap_servers: str) -> KafkaClient: ...
+    def __new__(cls, bootstrap_servers: str, settings: dict[str, str] | None = None) -> KafkaClient:
+        """`settings`: Kafka client security keys (security.protocol, ssl.*, sasl.*), used for
+        every connection; KafkaConfigError names a bad one."""
     def partition_counts(self, topics: list[str] | None = None) -> list[tuple[str, int]]:
         """(topic, partition count) of each named topic that exists; None: every topic."""
     def list_offsets(
@@ -287,6 +299,7 @@ class PartitionReader:
         end: int,
         include_headers: bool = False,
         read_committed: bool = False,
+        settings: dict[str, str] | None = None,
     ) -> PartitionReader: ...
     def next_batch(self) -> ArrowBatch | None:
         """The next batch of rows, or None once the whole range was read."""

@@ -54,8 +54,39 @@ def load(spark: SparkSession, options: dict[str, str]) -> None:
             "option kafka.isolation.level must be read_uncommitted or read_committed",
         ),
         (
+            {
+                "kafka.bootstrap.servers": "B",
+                "subscribe": "t",
+                "kafka.sasl.kerberos.service.name": "k",
+            },
+            "option kafka.sasl.kerberos.service.name: not supported by this client",
+        ),
+        (
+            {"kafka.bootstrap.servers": "B", "subscribe": "t", "kafka.ssl.key.password": "p"},
+            "option kafka.ssl.key.password: encrypted private keys are not supported",
+        ),
+        (
             {"kafka.bootstrap.servers": "B", "subscribe": "t", "kafka.security.protocol": "SSL"},
-            "option kafka.security.protocol is not supported",
+            "option kafka.ssl.truststore.location: TLS needs the CA certificates",
+        ),
+        (
+            {
+                "kafka.bootstrap.servers": "B",
+                "subscribe": "t",
+                "kafka.security.protocol": "SASL_SSL",
+                "kafka.ssl.truststore.type": "JKS",
+            },
+            'option kafka.ssl.truststore.type: only PEM stores are supported, not "JKS"',
+        ),
+        (
+            {
+                "kafka.bootstrap.servers": "B",
+                "subscribe": "t",
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": 'PlainLoginModule required username="u";',
+            },
+            "option kafka.sasl.jaas.config: login module PlainLoginModule is not supported",
         ),
     ],
 )

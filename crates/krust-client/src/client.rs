@@ -1,6 +1,7 @@
 //! Bootstrap, cluster metadata and one connection per broker.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
@@ -11,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::connection::Connection;
 use crate::error::ClientError;
 use crate::produce::ProducerState;
+use crate::security::{SecurityConfig, SecurityConfigError};
 
 /// Metadata v12: topic names (v10+ adds topic ids, v13 only a top-level error code).
 const METADATA_VERSION: i16 = 12;
@@ -27,6 +29,9 @@ pub struct ClientConfig {
     pub client_id: String,
     /// `request.timeout.ms`: connect, send and receive each give up after this.
     pub request_timeout: Duration,
+    /// `security.protocol`, `ssl.*`, `sasl.*`: used for every connection, to bootstrap
+    /// servers and partition leaders alike.
+    pub security: Arc<SecurityConfig>,
 }
 
 impl ClientConfig {
@@ -41,7 +46,19 @@ impl ClientConfig {
                 .collect(),
             client_id: "krust-spark".to_string(),
             request_timeout: Duration::from_secs(30),
+            security: Arc::default(),
         }
+    }
+
+    /// A config with the security settings of `properties` (Kafka client keys).
+    pub fn with_properties(
+        bootstrap_servers: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<Self, SecurityConfigError> {
+        Ok(Self {
+            security: Arc::new(SecurityConfig::from_properties(properties)?),
+            ..Self::new(bootstrap_servers)
+        })
     }
 }
 
@@ -163,8 +180,7 @@ impl KafkaClient {
                 .brokers
                 .get(&node_id)
                 .ok_or(ClientError::UnknownBroker(node_id))?;
-            let connection =
-                Connection::connect(address, &self.config.client_id, self.config.request_timeout)?;
+            let connection = Connection::connect(address, &self.config)?;
             self.connections.insert(node_id, connection);
         }
         Ok(self
@@ -248,11 +264,7 @@ impl KafkaClient {
         if self.bootstrap.is_none() {
             let mut last = None;
             for address in &self.config.bootstrap_servers {
-                match Connection::connect(
-                    address,
-                    &self.config.client_id,
-                    self.config.request_timeout,
-                ) {
+                match Connection::connect(address, &self.config) {
                     Ok(connection) => {
                         self.bootstrap = Some(connection);
                         break;

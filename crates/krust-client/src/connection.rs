@@ -1,5 +1,6 @@
-//! One TCP connection to a broker: requests are sent one at a time and their responses read
-//! back in order, which is all a bulk reader or writer on one executor thread needs.
+//! One connection to a broker (TCP, TLS per `security.protocol`, authenticated with SASL when
+//! it asks for it): requests are sent one at a time and their responses read back in order,
+//! which is all a bulk reader or writer on one executor thread needs.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -9,22 +10,78 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
+use crate::client::ClientConfig;
 use crate::error::ClientError;
+use crate::security::{sasl, tls};
 
 /// The largest response accepted: a Fetch asks for at most `fetch.max.bytes` (50 MiB by
 /// default) plus one oversized batch per partition (KIP-74), so this leaves room for both.
 const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
+enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<tls::TlsStream>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(tcp) => tcp.read(buf),
+            Stream::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(tcp) => tcp.write(buf),
+            Stream::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(tcp) => tcp.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
 pub struct Connection {
     address: String,
-    stream: TcpStream,
+    stream: Stream,
     client_id: StrBytes,
     next_correlation_id: i32,
 }
 
 impl Connection {
-    /// Connects to `address` (`host:port`), trying each address it resolves to.
-    pub fn connect(address: &str, client_id: &str, timeout: Duration) -> Result<Self, ClientError> {
+    /// Connects to `address` (`host:port`) as `config` says: TLS and SASL authentication
+    /// when its `security.protocol` asks for them.
+    pub fn connect(address: &str, config: &ClientConfig) -> Result<Self, ClientError> {
+        let tcp = Self::connect_tcp(address, config.request_timeout)?;
+        let stream = match &config.security.tls {
+            Some(tls_config) => Stream::Tls(Box::new(tls::handshake(tls_config, address, tcp)?)),
+            None => Stream::Tcp(tcp),
+        };
+        let mut connection = Self {
+            address: address.to_string(),
+            stream,
+            client_id: StrBytes::from_string(config.client_id.clone()),
+            next_correlation_id: 0,
+        };
+        if let Some(credentials) = &config.security.sasl {
+            sasl::authenticate(&mut connection, credentials)?;
+        }
+        Ok(connection)
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// A TCP connection to `address`, trying each address it resolves to.
+    fn connect_tcp(address: &str, timeout: Duration) -> Result<TcpStream, ClientError> {
         let connect_error = |source| ClientError::Connect {
             address: address.to_string(),
             source,
@@ -40,12 +97,7 @@ impl Connection {
                     stream
                         .set_write_timeout(Some(timeout))
                         .map_err(connect_error)?;
-                    return Ok(Self {
-                        address: address.to_string(),
-                        stream,
-                        client_id: StrBytes::from_string(client_id.to_string()),
-                        next_correlation_id: 0,
-                    });
+                    return Ok(stream);
                 }
                 Err(e) => last = e,
             }
@@ -115,6 +167,12 @@ impl Connection {
     }
 
     fn io_error(&self, source: std::io::Error) -> ClientError {
+        if tls::tls_cause(&source).is_some() {
+            return ClientError::Tls {
+                address: self.address.clone(),
+                reason: tls::tls_reason(&source),
+            };
+        }
         ClientError::Io {
             address: self.address.clone(),
             source,

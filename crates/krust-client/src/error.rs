@@ -13,6 +13,14 @@ pub enum ClientError {
         address: String,
         source: std::io::Error,
     },
+    #[error("TLS with {address} failed: {reason}")]
+    Tls { address: String, reason: String },
+    #[error("SASL authentication with {mechanism} to {address} failed: {message}")]
+    Authentication {
+        mechanism: &'static str,
+        address: String,
+        message: String,
+    },
     #[error("connection to {address} failed: {source}")]
     Io {
         address: String,

@@ -2,7 +2,8 @@
 //! source (spark/) runs on its executors. It speaks the Kafka protocol to any broker, so it
 //! reads Apache Kafka as well as krust.
 //!
-//! - [`connection`]: one TCP connection, one request at a time.
+//! - [`connection`]: one connection (TCP, TLS, SASL), one request at a time.
+//! - [`security`]: `security.protocol`, `ssl.*` and `sasl.*` settings, TLS, SASL, SCRAM.
 //! - [`client`]: bootstrap, cluster metadata and a connection per partition leader.
 //! - [`list_offsets`]: earliest, latest and by-timestamp offsets.
 //! - [`fetch`]: an offset range `[start, end)` of one partition.
@@ -20,6 +21,7 @@ pub mod fetch;
 pub mod list_offsets;
 mod partitioner;
 pub mod produce;
+pub mod security;
 mod sink_rows;
 pub mod transactions;
 
@@ -29,3 +31,4 @@ pub use error::ClientError;
 pub use fetch::FetchOptions;
 pub use list_offsets::OffsetSpec;
 pub use produce::ProduceOptions;
+pub use security::{SecurityConfig, SecurityConfigError};

@@ -1,13 +1,18 @@
 //! `krust._core.KafkaClient` and `PartitionReader`: the native Kafka client the Spark data
 //! source (spark/) reads and writes with. Every network call and all record decoding run
-//! with the GIL released.
+//! with the GIL released. Both take Kafka's client security settings (`security.protocol`,
+//! `ssl.*`, `sasl.*`) as a dict.
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use krust_client::client::ClientConfig;
 use krust_client::fetch::RangeReader;
 use krust_client::produce::ACKS_ALL;
-use krust_client::{ClientError, FetchOptions, KafkaClient, OffsetSpec, ProduceOptions};
+use krust_client::{
+    ClientError, FetchOptions, KafkaClient, OffsetSpec, ProduceOptions, SecurityConfig,
+    SecurityConfigError,
+};
 use krust_storage::batch::Compression;
 use parking_lot::Mutex;
 use pyo3::create_exception;
@@ -24,6 +29,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    KafkaConfigError,
+    PyValueError,
+    "A client setting is malformed or not supported (the message starts with its Kafka key)."
+);
+create_exception!(
+    _core,
     DataLossError,
     KafkaClientError,
     "Offsets asked for are no longer in the log (retention or DeleteRecords removed them)."
@@ -36,8 +47,28 @@ pub fn client_error(error: ClientError) -> PyErr {
     }
 }
 
-fn connect(bootstrap_servers: &str) -> PyResult<KafkaClient> {
-    KafkaClient::new(ClientConfig::new(bootstrap_servers)).map_err(client_error)
+fn config_error(error: SecurityConfigError) -> PyErr {
+    KafkaConfigError::new_err(error.to_string())
+}
+
+/// A client for `bootstrap_servers` with the security `settings` (Kafka client keys); no
+/// connection is opened yet.
+fn connect(
+    bootstrap_servers: &str,
+    settings: Option<BTreeMap<String, String>>,
+) -> PyResult<KafkaClient> {
+    let config = ClientConfig::with_properties(bootstrap_servers, &settings.unwrap_or_default())
+        .map_err(config_error)?;
+    KafkaClient::new(config).map_err(client_error)
+}
+
+/// Checks Kafka client security `settings` (reading the PEM files they name) without
+/// connecting; raises KafkaConfigError naming the first bad one.
+#[pyfunction]
+pub fn check_client_settings(settings: BTreeMap<String, String>) -> PyResult<()> {
+    SecurityConfig::from_properties(&settings)
+        .map(drop)
+        .map_err(config_error)
 }
 
 fn offset_spec(spec: &Bound<'_, PyAny>) -> PyResult<OffsetSpec> {
@@ -77,9 +108,10 @@ pub struct PyKafkaClient {
 #[pymethods]
 impl PyKafkaClient {
     #[new]
-    fn new(bootstrap_servers: &str) -> PyResult<Self> {
+    #[pyo3(signature = (bootstrap_servers, settings=None))]
+    fn new(bootstrap_servers: &str, settings: Option<BTreeMap<String, String>>) -> PyResult<Self> {
         Ok(Self {
-            inner: Mutex::new(connect(bootstrap_servers)?),
+            inner: Mutex::new(connect(bootstrap_servers, settings)?),
         })
     }
 
@@ -182,8 +214,10 @@ pub struct PyPartitionReader {
 impl PyPartitionReader {
     #[new]
     #[pyo3(signature = (
-        bootstrap_servers, topic, partition, start, end, include_headers=false, read_committed=false
+        bootstrap_servers, topic, partition, start, end, include_headers=false,
+        read_committed=false, settings=None
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         bootstrap_servers: &str,
         topic: &str,
@@ -192,6 +226,7 @@ impl PyPartitionReader {
         end: i64,
         include_headers: bool,
         read_committed: bool,
+        settings: Option<BTreeMap<String, String>>,
     ) -> PyResult<Self> {
         if start < 0 || end < start {
             return Err(PyValueError::new_err(format!(
@@ -203,7 +238,7 @@ impl PyPartitionReader {
             read_committed,
             ..FetchOptions::default()
         };
-        let client = connect(bootstrap_servers)?;
+        let client = connect(bootstrap_servers, settings)?;
         Ok(Self {
             inner: Mutex::new(RangeReader::new(
                 client,

@@ -20,10 +20,18 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<arrow_ffi::PyArrowBatch>()?;
     module.add_class::<kafka_client::PyKafkaClient>()?;
     module.add_class::<kafka_client::PyPartitionReader>()?;
+    module.add_function(wrap_pyfunction!(
+        kafka_client::check_client_settings,
+        module
+    )?)?;
     let py = module.py();
     module.add(
         "KafkaClientError",
         py.get_type::<kafka_client::KafkaClientError>(),
+    )?;
+    module.add(
+        "KafkaConfigError",
+        py.get_type::<kafka_client::KafkaConfigError>(),
     )?;
     module.add(
         "DataLossError",

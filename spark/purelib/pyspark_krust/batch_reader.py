@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
-from krust._core import DataLossError, KafkaClient, PartitionReader
+from krust._core import DataLossError, PartitionReader
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .offsets import resolve, subscribed_partitions
@@ -20,7 +20,7 @@ class KrustBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
-        client = KafkaClient(options.bootstrap_servers)
+        client = options.cluster.client()
         partitions = subscribed_partitions(client, options.subscription)
         committed = options.read_committed
         starts = resolve(
@@ -44,13 +44,14 @@ def read_range(options: ReadOptions, partition: InputPartition) -> Iterator[pa.R
     start = partition.start
     while start < partition.end:
         reader = PartitionReader(
-            options.bootstrap_servers,
+            options.cluster.bootstrap_servers,
             topic,
             number,
             start,
             partition.end,
             options.include_headers,
             options.read_committed,
+            dict(options.cluster.settings),
         )
         try:
             while (batch := reader.next_batch()) is not None:
@@ -63,9 +64,7 @@ def read_range(options: ReadOptions, partition: InputPartition) -> Iterator[pa.R
                     f"{FAIL_ON_DATA_LOSS} to false."
                 ) from None
             # Everything before the failed fetch was read; the log now starts after it.
-            [earliest] = KafkaClient(options.bootstrap_servers).list_offsets(
-                topic, [number], "earliest"
-            )
+            [earliest] = options.cluster.client().list_offsets(topic, [number], "earliest")
             if earliest is None or earliest <= start:
                 raise
             start = earliest

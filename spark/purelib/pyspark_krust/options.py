@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from krust._core import KafkaClient, KafkaConfigError, check_client_settings
+
 # Kafka's ListOffsets sentinels, as the connector's JSON offsets use them.
 LATEST = -1
 EARLIEST = -2
@@ -36,10 +38,11 @@ ACKS = "kafka.acks"
 COMPRESSION = "kafka.compression.type"
 ISOLATION_LEVEL = "kafka.isolation.level"
 
-# Options this source reads; Spark passes others too (path, checkpoint settings), which are not
-# its business, but an unknown `kafka.*` setting must not be silently dropped: it may ask for
-# security the client does not offer yet.
-KAFKA_SETTINGS = frozenset({BOOTSTRAP, ACKS, COMPRESSION, ISOLATION_LEVEL})
+# The `kafka.*` options this source interprets itself; every other `kafka.*` option is a Kafka
+# client setting (security.protocol, ssl.*, sasl.*) handed to the native client, which refuses
+# by name any it does not support rather than silently dropping it.
+SOURCE_KAFKA_OPTIONS = frozenset({BOOTSTRAP, ACKS, COMPRESSION, ISOLATION_LEVEL})
+KAFKA_PREFIX = "kafka."
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -73,8 +76,21 @@ class Subscription:
 
 
 @dataclass(frozen=True)
-class ReadOptions:
+class Cluster:
+    """Where the brokers are and how every connection to them is secured."""
+
     bootstrap_servers: str
+    # Kafka client settings without the `kafka.` prefix, e.g. {"security.protocol": "SSL"}.
+    settings: Mapping[str, str]
+
+    def client(self) -> KafkaClient:
+        """A native client (it connects on first use)."""
+        return KafkaClient(self.bootstrap_servers, dict(self.settings))
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    cluster: Cluster
     subscription: Subscription
     starting: OffsetChoice
     ending: OffsetChoice
@@ -88,7 +104,7 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    bootstrap_servers: str
+    cluster: Cluster
     topic: str | None
     acks: str
     compression: str
@@ -103,23 +119,25 @@ def _lookup(options: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def _check_kafka_settings(options: Mapping[str, str]) -> None:
-    supported = {name.lower() for name in KAFKA_SETTINGS}
-    for key in options:
-        if key.lower().startswith("kafka.") and key.lower() not in supported:
-            raise KrustOptionError(
-                f"option {key} is not supported by format('krust'): it reads only "
-                f"{', '.join(sorted(KAFKA_SETTINGS))} of the kafka.* settings"
-            )
-
-
-def _bootstrap(options: Mapping[str, str]) -> str:
+def _cluster(options: Mapping[str, str]) -> Cluster:
+    """kafka.bootstrap.servers and the client settings, checked here on the driver (PEM files
+    are read) so that a bad one fails the query before any task runs, naming its option."""
     servers = _lookup(options, BOOTSTRAP)
     if servers is None or not servers.strip():
         raise KrustOptionError(
             f"option {BOOTSTRAP} is required: the brokers to connect to, as host:port[,host:port]"
         )
-    return servers.strip()
+    own = {name.lower() for name in SOURCE_KAFKA_OPTIONS}
+    settings = {
+        key.lower().removeprefix(KAFKA_PREFIX): value
+        for key, value in options.items()
+        if key.lower().startswith(KAFKA_PREFIX) and key.lower() not in own
+    }
+    try:
+        check_client_settings(settings)
+    except KafkaConfigError as e:
+        raise KrustOptionError(f"option {KAFKA_PREFIX}{e}") from None
+    return Cluster(servers.strip(), settings)
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -251,8 +269,7 @@ def _offsets(
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """The options of `spark.read` (or `readStream`) `.format("krust")`."""
-    _check_kafka_settings(options)
-    bootstrap = _bootstrap(options)
+    cluster = _cluster(options)
     subscription = _subscription(options)
     strategy = (_lookup(options, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY) or "error").strip()
     if strategy.lower() not in ("error", "latest"):
@@ -290,7 +307,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
             f"not {isolation!r}"
         )
     return ReadOptions(
-        bootstrap_servers=bootstrap,
+        cluster=cluster,
         subscription=subscription,
         starting=starting,
         ending=ending,
@@ -310,7 +327,6 @@ def _has_sentinel(choice: OffsetChoice, sentinel: int) -> bool:
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """The options of `df.write.format("krust")`."""
-    _check_kafka_settings(options)
     acks = (_lookup(options, ACKS) or "all").strip().lower()
     if acks not in ("all", "-1", "1"):
         raise KrustOptionError(f"option {ACKS} must be all, -1 or 1, not {acks!r}")
@@ -321,7 +337,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         )
     topic = _lookup(options, TOPIC)
     return WriteOptions(
-        bootstrap_servers=_bootstrap(options),
+        cluster=_cluster(options),
         topic=topic.strip() if topic is not None and topic.strip() else None,
         acks=acks,
         compression=compression,

@@ -57,7 +57,7 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now: PartitionOffsets | None = None
 
     def _client(self) -> KafkaClient:
-        return KafkaClient(self.options.bootstrap_servers)
+        return self.options.cluster.client()
 
     def _resolve(
         self, client: KafkaClient, partitions: Sequence[TopicPartition], choice: OffsetChoice

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-from krust._core import KafkaClient
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -50,7 +49,7 @@ class KrustCommitMessage(WriterCommitMessage):
 
 def produce_all(options: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> KrustCommitMessage:
     """One task's rows, produced batch by batch by one idempotent producer."""
-    client = KafkaClient(options.bootstrap_servers)
+    client = options.cluster.client()
     records = 0
     for batch in iterator:
         records += client.produce(batch, options.topic, options.acks, options.compression)
