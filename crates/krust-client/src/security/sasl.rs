@@ -6,7 +6,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
 
-use super::scram::{ScramClient, ScramMechanism};
+use super::scram::ScramClient;
 use super::SecurityConfigError;
 use crate::connection::Connection;
 use crate::error::ClientError;
@@ -16,32 +16,19 @@ const SASL_HANDSHAKE_VERSION: i16 = 1;
 /// SaslAuthenticate v2 (flexible versions); v1 added the session lifetime (KIP-368).
 const SASL_AUTHENTICATE_VERSION: i16 = 2;
 
+pub use krust_sasl::SaslMechanism;
+
 /// `sasl.mechanism`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    Scram(ScramMechanism),
-}
-
-impl SaslMechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Plain => "PLAIN",
-            Self::Scram(scram) => scram.name(),
-        }
-    }
-
-    fn parse(name: &str) -> Result<Self, SecurityConfigError> {
-        match name.trim() {
-            "PLAIN" => Ok(Self::Plain),
-            "SCRAM-SHA-256" => Ok(Self::Scram(ScramMechanism::Sha256)),
-            "SCRAM-SHA-512" => Ok(Self::Scram(ScramMechanism::Sha512)),
-            other => Err(SecurityConfigError::new(
-                "sasl.mechanism",
-                format!("must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not {other:?}"),
-            )),
-        }
-    }
+fn parse_mechanism(name: &str) -> Result<SaslMechanism, SecurityConfigError> {
+    SaslMechanism::from_name(name.trim()).ok_or_else(|| {
+        SecurityConfigError::new(
+            "sasl.mechanism",
+            format!(
+                "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not {:?}",
+                name.trim()
+            ),
+        )
+    })
 }
 
 /// The mechanism and the user's name and password.
@@ -69,7 +56,7 @@ impl SaslCredentials {
         get: &impl Fn(&str) -> Option<&'a str>,
     ) -> Result<Self, SecurityConfigError> {
         let mechanism = match get("sasl.mechanism") {
-            Some(name) => SaslMechanism::parse(name)?,
+            Some(name) => parse_mechanism(name)?,
             None => {
                 return Err(SecurityConfigError::new(
                     "sasl.mechanism",

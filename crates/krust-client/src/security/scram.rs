@@ -6,88 +6,14 @@ use std::num::NonZeroU32;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
+use ring::hmac;
 use ring::rand::SecureRandom;
-use ring::{digest, hmac, pbkdf2};
 
 /// Kafka's clients refuse fewer iterations than this (ScramMechanism.minIterations): a broker
 /// that asks for fewer may be trying to weaken the password's protection.
 const MIN_ITERATIONS: u32 = 4096;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScramMechanism {
-    Sha256,
-    Sha512,
-}
-
-impl ScramMechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Sha256 => "SCRAM-SHA-256",
-            Self::Sha512 => "SCRAM-SHA-512",
-        }
-    }
-
-    fn hmac(self) -> hmac::Algorithm {
-        match self {
-            Self::Sha256 => hmac::HMAC_SHA256,
-            Self::Sha512 => hmac::HMAC_SHA512,
-        }
-    }
-
-    fn pbkdf2(self) -> pbkdf2::Algorithm {
-        match self {
-            Self::Sha256 => pbkdf2::PBKDF2_HMAC_SHA256,
-            Self::Sha512 => pbkdf2::PBKDF2_HMAC_SHA512,
-        }
-    }
-
-    fn digest(self) -> &'static digest::Algorithm {
-        match self {
-            Self::Sha256 => &digest::SHA256,
-            Self::Sha512 => &digest::SHA512,
-        }
-    }
-}
-
-/// The keys RFC 5802 derives from a password: what a client proves it knows, and what a
-/// broker stores (stored key and server key; never the password).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScramKeys {
-    pub client_key: Vec<u8>,
-    pub stored_key: Vec<u8>,
-    pub server_key: Vec<u8>,
-}
-
-impl ScramKeys {
-    /// SaltedPassword = PBKDF2(password, salt, iterations); ClientKey = HMAC(SaltedPassword,
-    /// "Client Key"); StoredKey = H(ClientKey); ServerKey = HMAC(SaltedPassword, "Server Key").
-    pub fn derive(
-        mechanism: ScramMechanism,
-        password: &str,
-        salt: &[u8],
-        iterations: NonZeroU32,
-    ) -> Self {
-        let mut salted = vec![0u8; mechanism.digest().output_len()];
-        pbkdf2::derive(
-            mechanism.pbkdf2(),
-            iterations,
-            salt,
-            password.as_bytes(),
-            &mut salted,
-        );
-        let key = hmac::Key::new(mechanism.hmac(), &salted);
-        let client_key = hmac::sign(&key, b"Client Key").as_ref().to_vec();
-        let stored_key = digest::digest(mechanism.digest(), &client_key)
-            .as_ref()
-            .to_vec();
-        let server_key = hmac::sign(&key, b"Server Key").as_ref().to_vec();
-        Self {
-            client_key,
-            stored_key,
-            server_key,
-        }
-    }
-}
+pub use krust_sasl::{ScramKeys, ScramMechanism};
 
 /// Why an exchange stopped on the client's side.
 #[derive(Debug, thiserror::Error)]

@@ -3,32 +3,9 @@
 use std::collections::HashMap;
 
 use super::plain;
-use super::scram::{ScramCredentials, ScramMechanism, ScramServer, ScramStep};
+use super::scram::{ScramCredentials, ScramServer, ScramStep};
 
-/// A mechanism krust serves, named as in sasl.enabled.mechanisms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    Scram(ScramMechanism),
-}
-
-impl SaslMechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::Scram(scram) => scram.name(),
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "PLAIN" => Some(SaslMechanism::Plain),
-            "SCRAM-SHA-256" => Some(SaslMechanism::Scram(ScramMechanism::Sha256)),
-            "SCRAM-SHA-512" => Some(SaslMechanism::Scram(ScramMechanism::Sha512)),
-            _ => None,
-        }
-    }
-}
+pub use krust_sasl::SaslMechanism;
 
 /// A SASL listener's settings: sasl.enabled.mechanisms and the PLAIN users of its
 /// `listener.name.<l>.plain.sasl.jaas.config`, or a Python callback that checks PLAIN

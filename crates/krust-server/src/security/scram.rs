@@ -13,44 +13,7 @@ use ring::{digest, hmac};
 use super::plain::constant_time_eq;
 use super::sasl::AuthenticationFailed;
 
-/// A SCRAM mechanism, numbered as Kafka's `ScramMechanism` types in metadata records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScramMechanism {
-    Sha256,
-    Sha512,
-}
-
-impl ScramMechanism {
-    /// The mechanism of a UserScramCredentialRecord's `mechanism` byte.
-    pub fn from_type(mechanism: i8) -> Option<Self> {
-        match mechanism {
-            1 => Some(ScramMechanism::Sha256),
-            2 => Some(ScramMechanism::Sha512),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ScramMechanism::Sha256 => "SCRAM-SHA-256",
-            ScramMechanism::Sha512 => "SCRAM-SHA-512",
-        }
-    }
-
-    fn hmac(self) -> hmac::Algorithm {
-        match self {
-            ScramMechanism::Sha256 => hmac::HMAC_SHA256,
-            ScramMechanism::Sha512 => hmac::HMAC_SHA512,
-        }
-    }
-
-    fn digest(self) -> &'static digest::Algorithm {
-        match self {
-            ScramMechanism::Sha256 => &digest::SHA256,
-            ScramMechanism::Sha512 => &digest::SHA512,
-        }
-    }
-}
+pub use krust_sasl::ScramMechanism;
 
 /// One user's credential for one mechanism (Kafka's `ScramCredential`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,24 +217,10 @@ mod tests {
     /// What the controller stores for `password` (RFC 5802 key derivation, 4096 iterations).
     fn credential(mechanism: ScramMechanism, password: &str) -> (ScramCredential, Vec<u8>) {
         let salt = b"salt-of-alice".to_vec();
-        let algorithm = match mechanism {
-            ScramMechanism::Sha256 => ring::pbkdf2::PBKDF2_HMAC_SHA256,
-            ScramMechanism::Sha512 => ring::pbkdf2::PBKDF2_HMAC_SHA512,
-        };
-        let mut salted = vec![0u8; mechanism.digest().output_len()];
-        ring::pbkdf2::derive(
-            algorithm,
-            std::num::NonZeroU32::new(4096).unwrap(),
-            &salt,
-            password.as_bytes(),
-            &mut salted,
-        );
-        let key = hmac::Key::new(mechanism.hmac(), &salted);
-        let client_key = hmac::sign(&key, b"Client Key").as_ref().to_vec();
-        let stored_key = digest::digest(mechanism.digest(), &client_key)
-            .as_ref()
-            .to_vec();
-        let server_key = hmac::sign(&key, b"Server Key").as_ref().to_vec();
+        let iterations = std::num::NonZeroU32::new(4096).unwrap();
+        let keys = krust_sasl::ScramKeys::derive(mechanism, password, &salt, iterations);
+        let (client_key, stored_key, server_key) =
+            (keys.client_key, keys.stored_key, keys.server_key);
         let credential = ScramCredential {
             salt,
             stored_key,
