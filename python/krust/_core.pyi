@@ -118,8 +118,9 @@ class BridgeRequest:
     @property
     def body(self) -> bytes:
         """The request body after the request header, exactly as on the wire."""
-    def respond(self, body: bytes) -> None:
-        """Send the encoded response body (no header); callable once, from any thread."""
+    def respond(self, body: bytes, throttle_ms: int = 0) -> None:
+        """Send the encoded response body (no header); callable once, from any thread. The
+        connection is then not read for `throttle_ms` (the throttle time the body carries)."""
     def close_connection(self) -> None:
         """Answer nothing and close the client's connection (Kafka's reaction to a bad request)."""
 
@@ -202,6 +203,9 @@ class Broker:
         """Forget every cached authorization decision (the authorizer plugin asked)."""
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
+    def charge_request_time(self, user: str, client_id: str, seconds: float) -> int:
+        """Charge `seconds` of a Python-served request against the client's
+        request_percentage (`user`: the principal's name); its throttle time in ms."""
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None:

@@ -8,14 +8,19 @@ its rebalance) without holding up the core or other requests.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from datetime import timedelta
+from typing import Any, Generic, Protocol, TypeVar
 
 from kio.index import load_request_schema
 from kio.serial import entity_reader
+from kio.static.primitive import i32Timedelta
 
 from krust.protocol import encode_entity
 
@@ -43,6 +48,12 @@ class RequestContext:
 Handler = Callable[[Any, RequestContext], Awaitable[Any]]
 """A kio request entity and its context in, a kio response entity of the same version out."""
 
+ChargeRequestTime = Callable[[str, str, float], int]
+"""(user, client id, seconds a request was handled) -> its throttle time in ms: the client's
+request_percentage (krust._core.Broker.charge_request_time)."""
+
+T = TypeVar("T")
+
 
 class BridgeRequest(Protocol):
     """What `Dispatcher.submit` needs of `krust._core.BridgeRequest` (tests pass fakes)."""
@@ -69,8 +80,36 @@ class BridgeRequest(Protocol):
     def internal(self) -> bool: ...
     @property
     def body(self) -> bytes: ...
-    def respond(self, body: bytes) -> None: ...
+    def respond(self, body: bytes, throttle_ms: int = 0) -> None: ...
     def close_connection(self) -> None: ...
+
+
+class HandlerTime(Generic[T]):
+    """Awaits `awaitable` and adds up the time it runs between its suspensions: what Kafka's
+    request quota counts (a request handler thread's time), not the time it waits, e.g. a
+    JoinGroup parked until its rebalance completes."""
+
+    def __init__(self, awaitable: Awaitable[T]) -> None:
+        self._awaitable = awaitable
+        self.seconds = 0.0
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        steps = self._awaitable.__await__()
+        step: Callable[[], Any] = functools.partial(steps.send, None)
+        while True:
+            started = time.perf_counter()
+            try:
+                yielded = step()
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            finally:
+                self.seconds += time.perf_counter() - started
+            try:
+                value = yield yielded
+            except BaseException as error:
+                step = functools.partial(steps.throw, error)
+            else:
+                step = functools.partial(steps.send, value)
 
 
 @dataclass(frozen=True)
@@ -88,7 +127,8 @@ class BadRequest(Exception):
 class Dispatcher:
     """Routes bridge requests by api key to async handlers on one event loop thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, charge_request_time: ChargeRequestTime | None = None) -> None:
+        self._charge_request_time = charge_request_time
         self.loop = asyncio.new_event_loop()
         self._routes: dict[int, _Route] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -139,7 +179,7 @@ class Dispatcher:
 
     async def _handle(self, request: BridgeRequest) -> None:
         try:
-            response = await self._serve(request)
+            response, throttle_ms = await self._serve(request)
         except asyncio.CancelledError:
             _close_quietly(request)
             raise
@@ -159,11 +199,12 @@ class Dispatcher:
             _close_quietly(request)
             return
         try:
-            request.respond(response)
+            request.respond(response, throttle_ms)
         except Exception as error:
             logger.warning("could not send a response: %s", error)
 
-    async def _serve(self, request: BridgeRequest) -> bytes:
+    async def _serve(self, request: BridgeRequest) -> tuple[bytes, int]:
+        """The encoded response, and the throttle time it carries."""
         api_key, version = request.api_key, request.api_version
         route = self._routes.get(api_key)
         if route is None or not route.min_version <= version <= route.max_version:
@@ -185,12 +226,20 @@ class Dispatcher:
             security_protocol=request.security_protocol,
             internal=request.internal,
         )
-        response = await route.handler(entity, context)
+        handling = HandlerTime(route.handler(entity, context))
+        response = await handling
         if (response.__api_key__, response.__version__) != (api_key, version):
             raise BadRequest(
                 f"the handler answered with api {response.__api_key__} v{response.__version__}"
             )
-        return encode_entity(response)
+        throttle_ms = 0
+        if self._charge_request_time is not None and not request.internal:
+            user = request.principal.partition(":")[2]
+            throttle_ms = self._charge_request_time(user, request.client_id or "", handling.seconds)
+            if throttle_ms > 0 and hasattr(response, "throttle_time"):
+                throttle = i32Timedelta.parse(timedelta(milliseconds=throttle_ms))
+                response = dataclasses.replace(response, throttle_time=throttle)
+        return encode_entity(response), throttle_ms
 
     def run(self, coroutine: Awaitable[Any], timeout: float | None = None) -> Any:
         """Run a coroutine on the loop from another thread and wait for its result."""

@@ -40,7 +40,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
     except ValueError as error:
         # The core's checks of settings (TLS material, mapping rules) name the key.
         raise ConfigError(None, str(error)) from None
-    dispatcher = Dispatcher()
+    dispatcher = Dispatcher(core.charge_request_time)
     services: list[object] = []
     try:
         metadata = controller.Controller.open(config, core)

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from kafka.protocol.admin import AlterClientQuotasRequest
+from kafka.protocol.admin import AlterClientQuotasRequest, ListGroupsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
@@ -246,4 +246,18 @@ def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
     throttled = call_broker(broker.port, metadata_request(), 12, client_id="busy")
     assert 0 < throttled.throttle_time_ms <= 1000, "capped at one quota window"
     other = call_broker(broker.port, metadata_request(), 12, client_id="idle")
+    assert other.throttle_time_ms == 0
+
+
+def test_request_percentage_throttles_requests_served_in_python_too(
+    broker_factory: Any,
+) -> None:
+    """ListGroups is answered by the Python group coordinator, not the core: its handling
+    time counts against request_percentage as a native request's does."""
+    broker = broker_factory({"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    set_quota(broker, [("client-id", "busy")], "request_percentage", 0.0001)
+    request = ListGroupsRequest(states_filter=[])
+    throttled = call_broker(broker.port, request, 4, client_id="busy")
+    assert 0 < throttled.throttle_time_ms <= 1000, "capped at one quota window"
+    other = call_broker(broker.port, request, 4, client_id="idle")
     assert other.throttle_time_ms == 0

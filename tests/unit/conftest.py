@@ -91,6 +91,9 @@ class FakeCore:
     ) -> None:
         self.client_quotas = list(quotas)
 
+    def charge_request_time(self, user: str, client_id: str, seconds: float) -> int:
+        return 0
+
     def internal_append(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
     ) -> int:
@@ -157,11 +160,13 @@ class FakeRequest:
         self.internal = internal
         self.body = body
         self.response: bytes | None = None
+        self.throttle_ms = 0
         self.closed = False
         self.done = threading.Event()
 
-    def respond(self, body: bytes) -> None:
+    def respond(self, body: bytes, throttle_ms: int = 0) -> None:
         self.response = body
+        self.throttle_ms = throttle_ms
         self.done.set()
 
     def close_connection(self) -> None:

@@ -262,3 +262,36 @@ def test_server_wires_core_controller_and_bridge(
     assert any(topic["name"] == "served" for topic in core.last_image["topics"])
     assert core.shut_down and core.closed
     assert signal.getsignal(signal.SIGTERM) == previous
+
+
+def test_a_python_served_request_is_charged_its_running_time_not_its_waiting() -> None:
+    charged: list[tuple[str, str, float]] = []
+
+    def charge(user: str, client_id: str, seconds: float) -> int:
+        charged.append((user, client_id, seconds))
+        return 250
+
+    async def busy_then_parked(request: Any, context: RequestContext) -> Any:
+        deadline = time.perf_counter() + 0.05
+        while time.perf_counter() < deadline:  # runs: counted
+            pass
+        await asyncio.sleep(0.3)  # waits (a parked JoinGroup): not counted
+        return await echo_names(request, context)
+
+    dispatcher = Dispatcher(charge)
+    try:
+        dispatcher.register(20, 1, 6, busy_then_parked)
+        request = FakeRequest(delete_topics_body("a"))
+        dispatcher.submit(request)
+        response = decode_response(request.wait().response or b"")
+        internal = FakeRequest(delete_topics_body("a"), internal=True)
+        dispatcher.submit(internal)
+        internal.wait()
+    finally:
+        dispatcher.close()
+    [(user, client_id, seconds)] = charged  # the core's own request is not charged
+    assert (user, client_id) == ("ANONYMOUS", "test-client")
+    assert 0.05 <= seconds < 0.3
+    assert request.throttle_ms == 250
+    assert response.throttle_time == datetime.timedelta(milliseconds=250)
+    assert internal.throttle_ms == 0

@@ -63,9 +63,14 @@ impl PyBridgeRequest {
         PyBytes::new(py, &self.body)
     }
 
-    /// Sends the encoded response body; the connection frames and writes it.
-    fn respond(&self, body: &[u8]) -> PyResult<()> {
-        self.answer(BridgeReply::Response(Bytes::copy_from_slice(body)))
+    /// Sends the encoded response body; the connection frames and writes it, then is not read
+    /// for `throttle_ms` (the throttle time the body carries, KIP-219).
+    #[pyo3(signature = (body, throttle_ms = 0))]
+    fn respond(&self, body: &[u8], throttle_ms: i64) -> PyResult<()> {
+        self.answer(BridgeReply::Response {
+            body: Bytes::copy_from_slice(body),
+            throttle_ms,
+        })
     }
 
     /// Answers nothing and closes the client's connection.

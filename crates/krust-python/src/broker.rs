@@ -294,6 +294,13 @@ impl PyBroker {
         Ok(())
     }
 
+    /// Charges `seconds` of a Python-served request's handling against the client's
+    /// request_percentage (`user`: the principal's name); the throttle time in ms.
+    fn charge_request_time(&self, user: &str, client_id: &str, seconds: f64) -> i64 {
+        let handling = std::time::Duration::try_from_secs_f64(seconds).unwrap_or_default();
+        self.inner.charge_request_time(user, client_id, handling)
+    }
+
     /// max.connections, max.connections.per.ip, max.connections.per.ip.overrides (by ip
     /// address) and max.connection.creation.rate in force; ValueError for a bad address.
     fn set_connection_limits(

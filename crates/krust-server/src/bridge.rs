@@ -21,8 +21,9 @@ pub const INTERNAL_CLIENT_ID: &str = "krust-internal";
 /// How Python answered a request.
 #[derive(Debug)]
 pub enum BridgeReply {
-    /// The encoded response body, without the response header.
-    Response(Bytes),
+    /// The encoded response body, without the response header, and the throttle time it
+    /// carries (request_percentage charged for Python's handling time; 0: none).
+    Response { body: Bytes, throttle_ms: i64 },
     /// No answer: close the client's connection (Kafka's reaction to a request it cannot parse).
     CloseConnection,
 }
@@ -129,7 +130,9 @@ impl Bridge {
             })
             .await?;
         match reply {
-            BridgeReply::Response(mut bytes) => R::Response::decode(&mut bytes, version)
+            BridgeReply::Response {
+                body: mut bytes, ..
+            } => R::Response::decode(&mut bytes, version)
                 .map_err(|e| BridgeError::Codec(e.to_string())),
             BridgeReply::CloseConnection => Err(BridgeError::Closed),
         }

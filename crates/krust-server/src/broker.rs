@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
@@ -26,6 +27,7 @@ use crate::security::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
 use crate::settings::BrokerSettings;
+use crate::throttling::charge_handling_time;
 
 /// A record as stored in an internal log.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +160,15 @@ impl Broker {
         self.connections
             .set_ip_connection_rates(table.ip_connection_rates.clone());
         self.quotas.set_table(table);
+    }
+
+    /// Charges `handling` (a request served in Python) against the client's
+    /// request_percentage; the throttle time in ms (0: within its quota or no quota).
+    pub fn charge_request_time(&self, user: &str, client_id: &str, handling: Duration) -> i64 {
+        if !self.quotas.enabled() {
+            return 0;
+        }
+        charge_handling_time(&self.quotas, user, client_id, handling, now_ms())
     }
 
     /// The connection limits (max.connections, max.connections.per.ip and its overrides,

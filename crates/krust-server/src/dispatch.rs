@@ -12,6 +12,7 @@ use crate::response_frame::{encode_frame, frame_encoded_body};
 use crate::routing::Handler;
 use crate::server_context::ServerContext;
 use crate::session::Session;
+use crate::throttling::QuotaCharge;
 
 /// Splits a request frame into its api key, parsed header and body; an error closes the
 /// connection. Pure, so the fuzz target exercises exactly this path.
@@ -77,13 +78,15 @@ async fn forward_to_python(
     // Python may hold the request for long (a JoinGroup waits for its rebalance).
     request.park();
     match context.bridge.call(call).await {
-        Ok(BridgeReply::Response(body)) => {
+        Ok(BridgeReply::Response { body, throttle_ms }) => {
             let header_version = request.api_key.response_header_version(request.version());
+            let throttle = QuotaCharge { throttle_ms }.throttle(&request);
             Outcome::Respond(frame_encoded_body(
                 request.header.correlation_id,
                 header_version,
                 &body,
             ))
+            .throttled(throttle)
         }
         Ok(BridgeReply::CloseConnection) => {
             Outcome::Close(format!("{:?} request was rejected", request.api_key))

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
 };
 
 use crate::clock::now_ms;
-use crate::quota::ClientQuotaType;
+use crate::quota::{ClientQuotaManager, ClientQuotaType};
 use crate::request_context::{RequestContext, Throttle};
 use crate::server_context::ServerContext;
 
@@ -116,13 +116,31 @@ pub fn charge_request_time<T: ThrottleTime>(
 }
 
 fn request_time_throttle_ms(context: &ServerContext, ctx: &RequestContext<'_>, now: i64) -> i64 {
-    let percent = ctx.handling_time().as_nanos() as f64 * NANOS_TO_PERCENT;
-    // Kafka caps a request-time throttle at one quota window.
-    let max = context.quotas.window().window_ms;
-    context.quotas.record_and_throttle_ms(
-        ClientQuotaType::Request,
-        ctx.session.principal.name.as_str(),
+    let user = ctx.session.principal.name.as_str();
+    charge_handling_time(
+        &context.quotas,
+        user,
         ctx.client_id(),
+        ctx.handling_time(),
+        now,
+    )
+}
+
+/// Records `handling` against the client's request_percentage; its throttle time in ms.
+pub fn charge_handling_time(
+    quotas: &ClientQuotaManager,
+    user: &str,
+    client_id: &str,
+    handling: Duration,
+    now: i64,
+) -> i64 {
+    let percent = handling.as_nanos() as f64 * NANOS_TO_PERCENT;
+    // Kafka caps a request-time throttle at one quota window.
+    let max = quotas.window().window_ms;
+    quotas.record_and_throttle_ms(
+        ClientQuotaType::Request,
+        user,
+        client_id,
         percent,
         now,
         Some(max),
