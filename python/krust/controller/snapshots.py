@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from krust.controller.acls import entry_record
 from krust.controller.client_quotas import client_quota_records
 from krust.controller.image import MetadataImage
 from krust.controller.records import (
     BROKER_RESOURCE,
     METADATA_VERSION_FEATURE,
     TOPIC_RESOURCE,
-    AccessControlEntryRecord,
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,
@@ -55,19 +55,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     if image.next_producer_id > 0:
         # As Kafka's ProducerIdsImage writes it: only the next block's start survives.
         records.append(ProducerIdsRecord(broker_id=-1, next_producer_id=image.next_producer_id))
-    records.extend(
-        AccessControlEntryRecord(
-            id=acl_id,
-            resource_type=acl.pattern.resource_type,
-            resource_name=acl.pattern.name,
-            pattern_type=acl.pattern.pattern_type,
-            principal=acl.entry.principal,
-            host=acl.entry.host,
-            operation=acl.entry.operation,
-            permission_type=acl.entry.permission_type,
-        )
-        for acl_id, acl in image.acls.items()
-    )
+    records.extend(entry_record(acl_id, acl) for acl_id, acl in image.acls.items())
     records.extend(client_quota_records(image.client_quotas))
     records.extend(image.scram_credentials[key] for key in sorted(image.scram_credentials))
     return records
