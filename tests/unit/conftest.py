@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ if str(SOURCE_ROOT) not in sys.path:
     sys.path.insert(0, str(SOURCE_ROOT))
 
 T = TypeVar("T")
+METADATA_PARTITION = ("__cluster_metadata", 0)
 TIMEOUT = 5.0
 
 
@@ -38,6 +39,7 @@ class FakeCore:
         self.client_quotas: list[tuple[list[tuple[str, str | None]], dict[str, float]]] = []
         self.connection_limits: tuple[int, int, dict[str, int], int] | None = None
         self.scram_credentials: list[tuple[str, int, bytes, bytes, bytes, int]] = []
+        self.node_id = 1
 
     def apply_metadata(self, image: dict[str, Any]) -> None:
         self.images.append(image)
@@ -133,6 +135,32 @@ class FakeCore:
     def write_metadata_snapshot(self, end_offset: int, records: Sequence[bytes]) -> str:
         self.snapshots[end_offset] = list(records)
         return f"{end_offset:020d}-0000000000.checkpoint"
+
+    # A single-voter controller quorum over the in-memory metadata log: what the core's
+    # start_quorum/propose/trigger_metadata_snapshot do for a node that is the only voter.
+    def start_quorum(
+        self,
+        apply: Callable[[list[tuple[int, int, bytes]]], None],
+        snapshot: Callable[[], list[bytes]],
+        load_snapshot: Callable[[int, list[bytes]], None],
+        leader_changed: Callable[[int, int], None],
+    ) -> None:
+        self._quorum_apply, self._quorum_snapshot = apply, snapshot
+        start = max(self.snapshots, default=0)
+        if self.snapshots:
+            load_snapshot(start, self.snapshots[start])
+        stored = self.logs.get(METADATA_PARTITION, [])[start:]
+        apply([(record["offset"], 1, record["value"]) for record in stored])
+        leader_changed(self.node_id, 1)
+
+    def propose(self, records: Sequence[bytes]) -> int:
+        base = self.internal_append(*METADATA_PARTITION, [(None, value) for value in records])
+        self._quorum_apply([(base + i, 1, value) for i, value in enumerate(records)])
+        return base + len(records) - 1
+
+    def trigger_metadata_snapshot(self) -> None:
+        end_offset = self.log_end_offset(*METADATA_PARTITION)
+        self.snapshots[end_offset] = self._quorum_snapshot()
 
     def reopen(self) -> FakeCore:
         return FakeCore(self.logs, self.snapshots)

@@ -13,7 +13,6 @@ from kio.schema.errors import ErrorCode
 from krust.controller import Controller
 from krust.controller.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
 from krust.controller.quota_apis import ClientQuotaApis
-from krust.controller.snapshots import image_records
 from krust.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
@@ -123,8 +122,7 @@ def test_quotas_survive_a_restart_and_a_snapshot(
     restarted = Controller.open(make_config([tmp_path]), fake_core.reopen())
     assert restarted.image.client_quotas == expected
     snapshot_core = fake_core.reopen()
-    end = controller.image.metadata_offset + 1
-    controller._log.write_snapshot(end, image_records(controller.image))
+    fake_core.trigger_metadata_snapshot()
     from_snapshot = Controller.open(make_config([tmp_path]), snapshot_core.reopen())
     assert from_snapshot.image.client_quotas == expected
     assert from_snapshot._core.client_quotas == [  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from krust.controller import Controller
 from krust.controller.image import ImageBuilder, MetadataImage
-from krust.controller.metadata_log import METADATA_TOPIC
+from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -125,10 +125,8 @@ def test_a_restart_loads_the_newest_snapshot_and_replays_only_the_log_after_it(
     config = make_config([tmp_path], "metadata.log.max.record.bytes.between.snapshots=1")
     controller = Controller.open(config, fake_core)
     create(run, controller, topic("first", 2, configs=[{"name": "retention.ms", "value": "7"}]))
-    run(controller.close())
     create(run, controller, topic("second", 1))
-    run(controller.close())
-    assert len(fake_core.snapshots) == 2
+    assert len(fake_core.snapshots) == 3, "after start-up's registration and each creation"
     end_offset, values = fake_core.latest_metadata_snapshot() or (0, [])
     assert end_offset == fake_core.log_end_offset(METADATA_TOPIC, 0)
     assert TopicRecord(name="second", topic_id=controller.image.topics["second"].topic_id) in [
@@ -147,5 +145,4 @@ def test_no_snapshot_is_written_before_enough_bytes(
 ) -> None:
     controller = Controller.open(make_config([tmp_path]), fake_core)
     create(run, controller, topic("t", 3))
-    run(controller.close())
     assert fake_core.snapshots == {}

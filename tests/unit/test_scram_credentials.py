@@ -162,7 +162,6 @@ def test_credentials_survive_snapshots_and_restarts(
     config = make_config([tmp_path], "metadata.log.max.record.bytes.between.snapshots=1")
     controller = Controller.open(config, fake_core)
     Apis(run, controller).alter([], [upsertion("alice")])
-    run(controller.close())
     assert fake_core.snapshots, "no snapshot was written"
     restarted_core = fake_core.reopen()
     restarted = Controller.open(config, restarted_core)

@@ -7,7 +7,6 @@ replays to the same image (same topic ids)."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -17,22 +16,24 @@ from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
 from krust.bridge import RequestContext
-from krust.connection_limits import push_connection_limits
 from krust.context import BrokerContext, CoreBroker
 from krust.controller import acls, configs, quota_apis, scram
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
-from krust.controller.client_quotas import core_client_quotas
 from krust.controller.features import (
     FeatureUpdate,
     UpgradeType,
     check_finalized_levels,
     plan_update_features,
 )
-from krust.controller.image import ImageBuilder, MetadataImage, TopicImage, to_core_image
-from krust.controller.metadata_log import MetadataLog
-from krust.controller.records import MetadataRecord, ProducerIdsRecord
-from krust.controller.snapshots import SnapshotSchedule, image_records
+from krust.controller.image import MetadataImage, TopicImage
+from krust.controller.publisher import METADATA_TOPIC, MetadataPublisher
+from krust.controller.records import (
+    METADATA_VERSION_FEATURE,
+    MetadataRecord,
+    ProducerIdsRecord,
+    encode_record,
+)
 from krust.controller.topics import (
     PartitionsSpec,
     TopicSpec,
@@ -54,6 +55,8 @@ CREATE_PARTITIONS = 37
 UPDATE_FEATURES = 57
 ALLOCATE_PRODUCER_IDS = 67
 PRODUCER_ID_BLOCK_SIZE = 1000
+# How often start-up logs that it is still waiting for the quorum.
+QUORUM_WAIT_LOG_S = 5.0
 LONG_MAX = 2**63 - 1
 
 
@@ -66,125 +69,75 @@ class TopicCreationError(Exception):
 
 
 class Controller:
-    """The metadata state machine of a single-node KRaft quorum."""
+    """The metadata state machine: plans changes against the committed image and proposes
+    their records to the controller quorum. Only the quorum's leader (the active controller)
+    can commit; the image is every node's, kept by the publisher."""
 
     def __init__(
-        self, config: Mapping[str, Any], core: CoreBroker, log: MetadataLog, image: MetadataImage
+        self, config: Mapping[str, Any], core: CoreBroker, publisher: MetadataPublisher
     ) -> None:
-        self.image = image
+        self.publisher = publisher
         self._config = config
         self._core = core
-        self._log = log
-        self._internal_topics: set[str] = set()
         self._lock = asyncio.Lock()
-        self._snapshots = SnapshotSchedule(config)
-        self._snapshot_task: asyncio.Task[None] | None = None
         # The broker's authorizer; server.py sets the configured one.
         self.authorization = Authorization(None)
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
-        """Format the log dirs if needed, replay the metadata log, register this broker and
-        push the image to the core. Blocking; runs before the server starts serving."""
+        """Format the log dirs if needed, start the quorum and wait until the image holds
+        what it committed, register this broker and push the image to the core. Blocking;
+        runs before the server starts serving."""
         node_id = config["node.id"]
         cluster_id = format_log_dirs(config["log.dirs"], node_id, config["cluster.id"])
-        metadata_log = MetadataLog(core)
-        replayed = ImageBuilder(MetadataImage.empty(cluster_id, node_id))
-        start = 0
-        snapshot = metadata_log.latest_snapshot()
-        if snapshot is not None:
-            start, snapshot_records = snapshot
-            replayed.replay_all((start - 1, record) for record in snapshot_records)
-        controller = cls(
-            config, core, metadata_log, replayed.replay_all(metadata_log.read_from(start)).build()
+        publisher = MetadataPublisher(config, core, MetadataImage.empty(cluster_id, node_id))
+        core.start_quorum(
+            publisher.apply, publisher.snapshot, publisher.load_snapshot, publisher.leader_changed
         )
+        while not publisher.wait_caught_up(QUORUM_WAIT_LOG_S):
+            log.info("waiting for the controller quorum to elect a leader")
+        controller = cls(config, core, publisher)
         check_finalized_levels(controller.image.features)
-        end = metadata_log.end_offset()
-        records = initial_records() if end == 0 else []
+        bootstrapped = METADATA_VERSION_FEATURE in controller.image.features
+        records = [] if bootstrapped else initial_records()
         # Kafka's broker epoch is the offset of the registration record.
+        end = core.log_end_offset(METADATA_TOPIC, 0)
         records.append(registration_record(config, broker_epoch=end + len(records)))
-        controller._append(records)
-        core.apply_metadata(controller.core_image())
-        core.set_client_quotas(core_client_quotas(controller.image.client_quotas))
-        push_connection_limits(core, controller.broker_config())
-        core.set_scram_credentials(scram.core_credentials(controller.image))
+        controller._propose_blocking(records)
+        publisher.start_publishing()
         return controller
+
+    @property
+    def image(self) -> MetadataImage:
+        """The committed metadata as this node has applied it."""
+        return self.publisher.image
 
     def core_image(self) -> _core.MetadataImage:
         """The whole image as the core takes it, with the broker defaults of topic configs."""
-        core_image = to_core_image(self.image)
-        core_image["log_defaults"] = self.broker_config().topic_defaults()
-        return core_image
+        return self.publisher.core_image()
 
     def broker_config(self) -> EffectiveBrokerConfig:
         """This broker's config in force: static values under its dynamic broker configs."""
-        dynamic = self.image.broker_configs
-        node = str(self.image.node_id)
-        return EffectiveBrokerConfig(self._config, dynamic.get(node), dynamic.get(""))
+        return self.publisher.broker_config()
 
     @property
     def lock(self) -> asyncio.Lock:
         """Held while a change is planned against the image and committed."""
         return self._lock
 
-    async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Append records (durable) and apply them to the image and the core; hold `lock`."""
-        await self._commit(records)
+    async def commit(self, records: Sequence[MetadataRecord]) -> int:
+        """Commit records through the quorum and wait until the image holds them; the
+        offset of the first. Hold `lock`."""
+        values = [encode_record(record) for record in records]
+        last = await asyncio.to_thread(self._core.propose, values)
+        await self.publisher.wait_for(last)
+        return last - len(values) + 1
 
-    def _append(self, records: Sequence[MetadataRecord]) -> ImageBuilder:
-        """Append the records and move the image on; the builder knows what changed (an
-        empty list rebuilds the image, e.g. after a topic became internal)."""
-        builder = ImageBuilder(self.image, self._internal_topics)
+    def _propose_blocking(self, records: Sequence[MetadataRecord]) -> None:
+        """Commit records before the event loop runs (start-up)."""
         if records:
-            base, size = self._log.append(records)
-            self._snapshots.appended(size)
-            builder.replay_all(zip(itertools.count(base), records))
-        self.image = builder.build()
-        return builder
-
-    def _commit_now(self, records: Sequence[MetadataRecord]) -> None:
-        """Append the records, then send the core only what they changed."""
-        builder = self._append(records)
-        delta = builder.core_delta(self.image)
-        if builder.broker_configs_changed:
-            delta["log_defaults"] = self.broker_config().topic_defaults()
-        self._core.apply_metadata_delta(delta)
-        if builder.broker_configs_changed:
-            push_connection_limits(self._core, self.broker_config())
-        if builder.client_quotas_changed:
-            self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
-        if builder.scram_credentials_changed:
-            self._core.set_scram_credentials(scram.core_credentials(self.image))
-
-    async def _commit(self, records: Sequence[MetadataRecord]) -> None:
-        # The append fsyncs: keep the event loop free for other requests meanwhile.
-        await asyncio.to_thread(self._commit_now, records)
-        self._maybe_snapshot()
-
-    def _maybe_snapshot(self) -> None:
-        """Start writing a snapshot of the image in the background when one is due (one at
-        a time; the image is immutable, so commits go on meanwhile)."""
-        if self._snapshot_task is not None or not self._snapshots.due():
-            return
-        self._snapshots.started()
-        image = self.image
-        self._snapshot_task = asyncio.create_task(asyncio.to_thread(self._write_snapshot, image))
-        self._snapshot_task.add_done_callback(self._snapshot_done)
-
-    def _write_snapshot(self, image: MetadataImage) -> None:
-        self._log.write_snapshot(image.metadata_offset + 1, image_records(image))
-
-    def _snapshot_done(self, task: asyncio.Task[None]) -> None:
-        self._snapshot_task = None
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            # The log keeps everything a snapshot would have replaced: nothing is lost.
-            log.error("writing a metadata snapshot failed: %s", error)
-
-    async def close(self) -> None:
-        """Let a snapshot being written finish before the core closes."""
-        if self._snapshot_task is not None:
-            await asyncio.wait([self._snapshot_task])
+            last = self._core.propose([encode_record(record) for record in records])
+            self.publisher.wait_for_blocking(last)
 
     async def ensure_topic(
         self,
@@ -197,11 +150,8 @@ class Controller:
         """Create the topic if absent (as CreateTopics would); returns once the image with it
         has been applied to the core. Raises TopicCreationError if it cannot be created."""
         async with self._lock:
-            if internal and name not in self._internal_topics:
-                self._internal_topics.add(name)
-                existing = self.image.topics.get(name)
-                if existing is not None and not existing.internal:
-                    await self._commit([])
+            if internal:
+                self.publisher.mark_internal(name)
             existing = self.image.topics.get(name)
             if existing is not None:
                 return existing
@@ -210,7 +160,7 @@ class Controller:
             result = plan.results[0]
             if result["error_code"] != ErrorCode.none:
                 raise TopicCreationError(name, result["error_code"], result["error_message"])
-            await self._commit(plan.records)
+            await self.commit(plan.records)
             return self.image.topics[name]
 
     async def create_topics(self, request: Any, context: RequestContext) -> Any:
@@ -237,7 +187,7 @@ class Controller:
             allowed = [spec for spec in specs if spec.name in creatable]
             plan = plan_create_topics(self.image, self.broker_config(), allowed)
             if plan.records and not request.validate_only:
-                await self._commit(plan.records)
+                await self.commit(plan.records)
         results = plan.results + _refused(n for n in names if n not in creatable)
         # v5+ answers the new topics' configs, only to who may DESCRIBE_CONFIGS them.
         describable = await self.authorization.allowed_names(
@@ -274,7 +224,7 @@ class Controller:
         async with self._lock:
             plan = plan_delete_topics(self.image, self._config, context.api_version, allowed)
             if plan.records:
-                await self._commit(plan.records)
+                await self.commit(plan.records)
         results = plan.results + [
             {**r, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
             for r in refused
@@ -300,7 +250,7 @@ class Controller:
             allowed = [spec for spec in specs if spec.name in alterable]
             plan = plan_create_partitions(self.image, allowed)
             if plan.records and not request.validate_only:
-                await self._commit(plan.records)
+                await self.commit(plan.records)
         results = plan.results + _refused(s.name for s in specs if s.name not in alterable)
         return make_response(CREATE_PARTITIONS, context.api_version, {"results": results})
 
@@ -325,7 +275,7 @@ class Controller:
         async with self._lock:
             plan = plan_update_features(self.image.features, updates.values(), self.image.node_id)
             if plan.records and not getattr(request, "validate_only", False):
-                await self._commit(plan.records)
+                await self.commit(plan.records)
         if plan.message is not None:
             message = (
                 "The update failed for all features since the following feature had an error: "
@@ -365,7 +315,7 @@ class Controller:
                 broker_epoch=request.broker_epoch,
                 next_producer_id=start + PRODUCER_ID_BLOCK_SIZE,
             )
-            await self._commit([record])
+            await self.commit([record])
         return answer(ErrorCode.none, start, PRODUCER_ID_BLOCK_SIZE)
 
 
