@@ -98,11 +98,10 @@ def _valid_uuid(value: str) -> str | None:
     return None
 
 
-_VOTER = re.compile(r"(\d+)@\[?([0-9A-Za-z\-%._:]+)\]?:(\d+)")
-
-
 def _valid_voters(voters: list[str]) -> str | None:
-    bad = [voter for voter in voters if not _VOTER.fullmatch(voter)]
+    from krust.roles_config import VOTER
+
+    bad = [voter for voter in voters if not VOTER.fullmatch(voter)]
     return f"{', '.join(bad)}: expected id@host:port" if bad else None
 
 
@@ -523,25 +522,17 @@ def _resolve(values: dict[str, Any]) -> None:
     if values["log.flush.interval.ms"] is None:
         values["log.flush.interval.ms"] = values["log.flush.scheduler.interval.ms"]
 
-    others = [
-        v for v in values["controller.quorum.voters"] if int(v.split("@")[0]) != values["node.id"]
-    ]
-    if others:
-        raise ConfigError(
-            "controller.quorum.voters",
-            f"{', '.join(others)}: krust's controller quorum is this node alone (node.id "
-            f"{values['node.id']})",
-        )
     from krust.connection_limits import limits_problem
 
     problem = limits_problem(values)
     if problem:
         raise ConfigError("max.connections.per.ip", problem)
-    if set(values["process.roles"]) != {"broker", "controller"}:
-        raise ConfigError("process.roles", "krust runs combined nodes only: broker,controller")
-    values["listener.security.protocol.map"] = _protocol_map(
-        values["listener.security.protocol.map"]
-    )
+    protocols = _protocol_map(values["listener.security.protocol.map"])
+    # Kafka's rule: a controller listener missing from the map speaks PLAINTEXT.
+    values["controller.listener.names"] = [n.upper() for n in values["controller.listener.names"]]
+    for name in values["controller.listener.names"]:
+        protocols.setdefault(name, "PLAINTEXT")
+    values["listener.security.protocol.map"] = protocols
     listeners = parse_listeners("listeners", values["listeners"])
     if not listeners:
         raise ConfigError("listeners", "at least one listener is required")
@@ -550,7 +541,13 @@ def _resolve(values: dict[str, Any]) -> None:
         if protocol is None:
             raise ConfigError("listeners", f"no security protocol defined for {listener.name}")
     values["listeners"] = listeners
-    values["advertised.listeners"] = _advertised(values["advertised.listeners"], listeners)
+    from krust.roles_config import resolve_inter_broker_listener, resolve_roles
+
+    resolve_roles(values)
+    values["advertised.listeners"] = _advertised(
+        values["advertised.listeners"], listeners, values["controller.listener.names"]
+    )
+    resolve_inter_broker_listener(values)
 
     dirs = values["log.dirs"] if values["log.dirs"] is not None else [values["log.dir"]]
     dirs = [os.path.abspath(os.path.expanduser(d)) for d in dirs if d]
@@ -575,16 +572,31 @@ def _protocol_map(text: str) -> dict[str, str]:
     return mapping
 
 
-def _advertised(entries: list[str] | None, listeners: list[Listener]) -> list[Listener]:
+def _advertised(
+    entries: list[str] | None, listeners: list[Listener], controller_names: list[str]
+) -> list[Listener]:
+    """What brokers advertise to clients: never a controller listener (Kafka's rule)."""
     if entries is None:
         # Like Kafka: an empty listener host is advertised as this machine's host name.
-        advertised = [lst._replace(host=lst.host or socket.gethostname()) for lst in listeners]
+        advertised = [
+            lst._replace(host=lst.host or socket.gethostname())
+            for lst in listeners
+            if lst.name not in controller_names
+        ]
     else:
         advertised = parse_listeners("advertised.listeners", entries)
+    if not advertised:
+        raise ConfigError("listeners", "at least one listener that is not a controller listener")
     names = {listener.name for listener in listeners}
     for listener in advertised:
         if listener.name not in names:
             raise ConfigError("advertised.listeners", f"{listener.name} is not in listeners")
+        if listener.name in controller_names:
+            raise ConfigError(
+                "advertised.listeners",
+                f"{listener.name} is a controller listener (controller.listener.names): "
+                "clients do not send requests to controllers",
+            )
         if listener.host in ("0.0.0.0", "::", ""):
             raise ConfigError(
                 "advertised.listeners",
@@ -611,6 +623,6 @@ def core_settings(config: BrokerConfig) -> dict[str, object]:
     """The flat `settings` mapping for `krust._core.Broker`: every key under its Kafka name,
     listeners as (name, host, port) tuples and log.dirs as absolute paths."""
     settings: dict[str, object] = dict(config)
-    for key in ("listeners", "advertised.listeners"):
-        settings[key] = [tuple(listener) for listener in config[key]]
+    for key in ("listeners", "advertised.listeners", "controller.quorum.voters"):
+        settings[key] = [tuple(entry) for entry in config[key]]
     return settings

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from kio.schema.errors import ErrorCode
-from krust.config import ConfigError
 from krust.controller import Controller
 
 from .conftest import FakeCore, LoopRunner
@@ -26,12 +24,3 @@ def test_default_replication_factor_applies_to_topics_created_without_one(
     (result,) = create(run, controller, topic("t", 1, -1)).topics
     # One broker cannot hold two replicas: the default was used.
     assert result.error_code is ErrorCode.invalid_replication_factor
-
-
-def test_the_quorum_voters_may_name_only_this_node(tmp_path: Path) -> None:
-    config = make_config([tmp_path], "node.id=3", "controller.quorum.voters=3@localhost:9093")
-    assert config["controller.quorum.voters"] == ["3@localhost:9093"]
-    with pytest.raises(ConfigError) as caught:
-        make_config([tmp_path], "controller.quorum.voters=1@localhost:9093,2@localhost:9094")
-    assert caught.value.key == "controller.quorum.voters"
-    assert "2@localhost:9094" in str(caught.value) and "1@" not in caught.value.problem

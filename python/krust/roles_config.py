@@ -1,0 +1,118 @@
+"""Process roles, the controller quorum and the listeners' roles, checked as Kafka's
+KafkaConfig checks them in KRaft mode (docs/cluster.md).
+
+With no `controller.quorum.voters` the node is a quorum of one on its own (krust's default, no
+controller listener needed); with voters it must say which listener the quorum speaks on
+(`controller.listener.names`) and which one brokers replicate over
+(`inter.broker.listener.name`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+
+from krust.config import ConfigError
+
+VOTER = re.compile(r"(\d+)@\[?([0-9A-Za-z\-%._:]+)\]?:(\d+)")
+
+
+class Voter(NamedTuple):
+    """One entry of `controller.quorum.voters`: id@host:port."""
+
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.node_id}@{host}:{self.port}"
+
+
+def parse_voters(entries: list[str]) -> list[Voter]:
+    """The voters of entries the key's check found well-formed."""
+    matches = [VOTER.fullmatch(entry) for entry in entries]
+    voters = [Voter(int(m[1]), m[2], int(m[3])) for m in matches if m is not None]
+    ids = [voter.node_id for voter in voters]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("controller.quorum.voters", "a node id is listed more than once")
+    return voters
+
+
+def resolve_roles(values: dict[str, Any]) -> None:
+    """Check the roles, the voters and the listener roles; parse the voters. Runs after the
+    listeners are parsed and before advertised listeners are derived from them."""
+    roles = set(values["process.roles"])
+    if roles != {"broker", "controller"}:
+        raise ConfigError("process.roles", "krust runs combined nodes only: broker,controller")
+    node_id = values["node.id"]
+    voters = parse_voters(values["controller.quorum.voters"])
+    values["controller.quorum.voters"] = voters
+    controller_names = values["controller.listener.names"]
+    listener_names = {listener.name for listener in values["listeners"]}
+    if voters and node_id not in {voter.node_id for voter in voters}:
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"process.roles contains controller, so node.id {node_id} must be one of the "
+            f"voters ({', '.join(map(str, voters))})",
+        )
+    if voters and not controller_names:
+        raise ConfigError(
+            "controller.listener.names",
+            "must name the listener the controller quorum uses when controller.quorum.voters "
+            "is set",
+        )
+    missing = [name for name in controller_names if name not in listener_names]
+    if missing:
+        raise ConfigError(
+            "controller.listener.names",
+            f"{', '.join(missing)} must be among the listeners of a node with the controller role",
+        )
+    for name in controller_names:
+        protocol = values["listener.security.protocol.map"][name]
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                "controller.listener.names",
+                f"{name} uses {protocol}: krust's controller quorum speaks PLAINTEXT only",
+            )
+    if voters:
+        own = next(voter for voter in voters if voter.node_id == node_id)
+        ports = {
+            listener.port for listener in values["listeners"] if listener.name in controller_names
+        }
+        if own.port not in ports:
+            raise ConfigError(
+                "controller.quorum.voters",
+                f"this node's entry {own} must use the port of a controller listener "
+                f"({', '.join(controller_names)})",
+            )
+
+
+def resolve_inter_broker_listener(values: dict[str, Any]) -> None:
+    """`inter.broker.listener.name`, or the listener named by `security.inter.broker.protocol`
+    (Kafka's rule), which must be advertised and not a controller listener. With neither set,
+    krust takes the PLAINTEXT listener, else the first advertised one."""
+    advertised = {listener.name: listener for listener in values["advertised.listeners"]}
+    name = values["inter.broker.listener.name"]
+    protocol = values["security.inter.broker.protocol"]
+    if name is not None and protocol is not None:
+        raise ConfigError(
+            "inter.broker.listener.name",
+            "only one of inter.broker.listener.name and security.inter.broker.protocol may be set",
+        )
+    key = "inter.broker.listener.name" if name is not None else "security.inter.broker.protocol"
+    if name is None:
+        name = protocol if protocol is not None else "PLAINTEXT"
+        if protocol is None and name not in advertised:
+            name = next(iter(advertised))
+    name = name.upper()
+    if name in values["controller.listener.names"]:
+        raise ConfigError(key, f"{name} is a controller listener (controller.listener.names)")
+    if name not in advertised:
+        raise ConfigError(key, f"{name} must be a listener name defined in advertised.listeners")
+    if values["controller.quorum.voters"]:
+        used = values["listener.security.protocol.map"][name]
+        if used != "PLAINTEXT":
+            raise ConfigError(
+                key, f"{name} uses {used}: krust brokers replicate over PLAINTEXT only"
+            )
+    values["inter.broker.listener.name"] = name

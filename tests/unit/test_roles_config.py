@@ -1,0 +1,78 @@
+"""The controller quorum's and the listeners' roles: Kafka's KRaft config rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from krust.config import BrokerConfig, ConfigError, Listener
+from krust.roles_config import Voter
+
+from .test_controller import make_config
+
+CLUSTER = (
+    "node.id=2",
+    "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names=CONTROLLER",
+    "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:9093,3@127.0.0.1:29093",
+)
+
+
+def cluster_config(tmp_path: Path, *overrides: str) -> BrokerConfig:
+    return make_config([tmp_path], *CLUSTER, *overrides)
+
+
+def refused(tmp_path: Path, *overrides: str) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        cluster_config(tmp_path, *overrides)
+    return caught.value
+
+
+def test_voters_name_this_node_on_a_controller_listener_port(tmp_path: Path) -> None:
+    config = cluster_config(tmp_path)
+    assert config["controller.quorum.voters"] == [
+        Voter(1, "127.0.0.1", 19093),
+        Voter(2, "127.0.0.1", 9093),
+        Voter(3, "127.0.0.1", 29093),
+    ]
+    # Without voters the node is a quorum of one and needs no controller listener.
+    assert make_config([tmp_path])["controller.quorum.voters"] == []
+    error = refused(tmp_path, "node.id=4")
+    assert error.key == "controller.quorum.voters" and "node.id 4" in error.problem
+    error = refused(tmp_path, "controller.quorum.voters=2@127.0.0.1:9092")
+    assert error.key == "controller.quorum.voters" and "port of a controller" in error.problem
+    error = refused(tmp_path, "controller.quorum.voters=2@127.0.0.1:9093,2@127.0.0.1:9094")
+    assert error.key == "controller.quorum.voters" and "more than once" in error.problem
+
+
+def test_controller_listeners_are_not_advertised(tmp_path: Path) -> None:
+    config = cluster_config(tmp_path)
+    assert config["advertised.listeners"] == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+    # A controller listener missing from the protocol map speaks PLAINTEXT, as in Kafka.
+    assert config["listener.security.protocol.map"]["CONTROLLER"] == "PLAINTEXT"
+    error = refused(tmp_path, "advertised.listeners=PLAINTEXT://h:9092,CONTROLLER://h:9093")
+    assert error.key == "advertised.listeners" and "controller listener" in error.problem
+    mapped = "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    error = refused(tmp_path, "controller.listener.names=", mapped)
+    assert error.key == "controller.listener.names"
+    error = refused(tmp_path, "controller.listener.names=QUORUM", mapped)
+    assert error.key == "controller.listener.names" and "QUORUM" in error.problem
+
+
+def test_the_inter_broker_listener_follows_kafkas_rules(tmp_path: Path) -> None:
+    assert cluster_config(tmp_path)["inter.broker.listener.name"] == "PLAINTEXT"
+    two = "listeners=PLAINTEXT://127.0.0.1:9092,REPLICATION://127.0.0.1:9094," + (
+        "CONTROLLER://127.0.0.1:9093"
+    )
+    protocols = "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT"
+    config = cluster_config(tmp_path, two, protocols, "inter.broker.listener.name=replication")
+    assert config["inter.broker.listener.name"] == "REPLICATION"
+    error = refused(
+        tmp_path, "inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=SSL"
+    )
+    assert error.key == "inter.broker.listener.name" and "only one of" in error.problem
+    error = refused(tmp_path, "inter.broker.listener.name=CONTROLLER")
+    assert "controller listener" in error.problem
+    error = refused(tmp_path, "security.inter.broker.protocol=SSL")
+    assert error.key == "security.inter.broker.protocol"
+    assert "advertised.listeners" in error.problem
