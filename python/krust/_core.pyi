@@ -3,7 +3,7 @@
 This stub is the contract between `crates/krust-python` and `python/krust`.
 """
 
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence
 from typing import NotRequired, TypedDict, final, type_check_only
 
 __all__ = [
@@ -172,8 +172,7 @@ class Broker:
     def serve(
         self,
         handler: Callable[[BridgeRequest], None],
-        python_apis: Mapping[int, tuple[int, int]],
-        internal_only: Set[int],
+        python_apis: Mapping[int, tuple[int, int, str]],  # versions and exposure
         authorize: Callable[
             [str, str, str, str, str | None, int, int, list[tuple[int, int, int, str]]],
             list[bool] | None,
@@ -201,6 +200,10 @@ class Broker:
         """
     def invalidate_authorizations(self) -> None:
         """Forget every cached authorization decision (the authorizer plugin asked)."""
+    def set_active_controller(self, leader: int) -> None:
+        """The controller quorum's leader is `leader` (-1: none known)."""
+    def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
+        """Send a request body to the active controller; its response body (blocking)."""
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
     def charge_request_time(self, user: str, client_id: str, seconds: float) -> int:

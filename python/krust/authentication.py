@@ -15,7 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
+from krust.bridge import Exposure, RequestContext
 from krust.config import ConfigError
 from krust.context import BrokerContext
 from krust.plugins import PlainServerCallback, PluginContext, PluginRunner, load_plugin
@@ -96,7 +96,9 @@ def install(ctx: BrokerContext) -> PlainCallbacks:
         callbacks[listener] = _Callback(plugin, runner)
     service = PlainCallbacks(callbacks)
     if callbacks:
-        ctx.dispatcher.register(SASL_AUTHENTICATE, 2, 2, service.authenticate, internal_only=True)
+        ctx.dispatcher.register(
+            SASL_AUTHENTICATE, 2, 2, service.authenticate, exposure=Exposure.INTERNAL
+        )
     return service
 
 

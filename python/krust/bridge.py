@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import functools
 import logging
 import threading
@@ -117,7 +118,21 @@ class _Route:
     min_version: int
     max_version: int
     handler: Handler
-    internal_only: bool
+    exposure: Exposure
+
+
+class Exposure(enum.Enum):
+    """Who may call an api (docs/session-and-routing.md)."""
+
+    CLIENTS = "clients"  # clients on the broker listeners, and the core itself
+    INTERNAL = "internal"  # the core itself only, never advertised
+    # Controller apis (Kafka's listeners=["controller"]): the controller listeners, and the
+    # core itself on a node that is a quorum of one.
+    CONTROLLER = "controller"
+    # Admin apis the active controller decides (Kafka's forwardable ones): the controller
+    # listeners, and the broker listeners, which forward them to the active controller when
+    # the node is in a quorum of several voters (KIP-590).
+    FORWARDED = "forwarded"
 
 
 class BadRequest(Exception):
@@ -146,23 +161,24 @@ class Dispatcher:
         max_version: int,
         handler: Handler,
         *,
-        internal_only: bool = False,
+        exposure: Exposure = Exposure.CLIENTS,
     ) -> None:
-        """Route versions min..max of `api_key` to `handler` and advertise them to clients;
-        `internal_only` apis (Kafka's controller-only ones) serve only the core's own requests
-        and are never advertised."""
+        """Route versions min..max of `api_key` to `handler`, served to whom `exposure`
+        says."""
         if api_key in self._routes:
             raise ValueError(f"api key {api_key} already has a handler")
         if not 0 <= min_version <= max_version:
             raise ValueError(f"bad version range {min_version}..{max_version}")
-        self._routes[api_key] = _Route(min_version, max_version, handler, internal_only)
+        self._routes[api_key] = _Route(min_version, max_version, handler, exposure)
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
         return {key: (r.min_version, r.max_version) for key, r in self._routes.items()}
 
-    def internal_only_apis(self) -> frozenset[int]:
-        """The registered api keys that only the core itself may call."""
-        return frozenset(key for key, route in self._routes.items() if route.internal_only)
+    def core_routes(self) -> dict[int, tuple[int, int, str]]:
+        """What the core routes here: versions and exposure by api key."""
+        return {
+            key: (r.min_version, r.max_version, r.exposure.value) for key, r in self._routes.items()
+        }
 
     def submit(self, request: BridgeRequest) -> None:
         """Hand a request to the event loop; called on the core's bridge thread, never raises."""
@@ -209,7 +225,7 @@ class Dispatcher:
         route = self._routes.get(api_key)
         if route is None or not route.min_version <= version <= route.max_version:
             raise BadRequest("no handler for this api key and version")
-        if route.internal_only and not request.internal:
+        if route.exposure is Exposure.INTERNAL and not request.internal:
             raise BadRequest("this api serves only the broker's own requests")
         request_type = load_request_schema(api_key, version)
         body = request.body

@@ -62,8 +62,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         with _shutdown_on_signals(core.shutdown):
             core.serve(
                 dispatcher.submit,
-                dispatcher.supported_versions(),
-                dispatcher.internal_only_apis(),
+                dispatcher.core_routes(),
                 authorize=authorization.core_callback if authorization.enabled else None,
             )
     finally:

@@ -151,7 +151,10 @@ def test_validate_only_changes_nothing_and_bad_values_name_the_key(broker) -> No
     ]:
         name, message = refusal(
             lambda: incremental(
-                broker.bootstrap, ResourceType.TOPIC, "checked", [(key, value, op)]  # noqa: B023
+                broker.bootstrap,
+                ResourceType.TOPIC,
+                "checked",
+                [(key, value, op)],  # noqa: B023
             )
         )
         assert name == "INVALID_CONFIG" and key in message, key

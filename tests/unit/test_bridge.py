@@ -22,7 +22,7 @@ from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 from krust import server
-from krust.bridge import Dispatcher, RequestContext
+from krust.bridge import Dispatcher, Exposure, RequestContext
 from krust.config import load_config
 from krust.protocol import build_entity, encode_entity, make_response
 
@@ -89,9 +89,9 @@ def test_internal_only_apis_serve_only_the_cores_own_requests(dispatcher: Dispat
         seen.append(context.internal)
         return await echo_names(request, context)
 
-    dispatcher.register(20, 1, 6, handler, internal_only=True)
+    dispatcher.register(20, 1, 6, handler, exposure=Exposure.INTERNAL)
     dispatcher.register(19, 2, 7, echo_names)
-    assert dispatcher.internal_only_apis() == {20}
+    assert dispatcher.core_routes() == {20: (1, 6, "internal"), 19: (2, 7, "clients")}
     from_client = FakeRequest(delete_topics_body("a"))
     dispatcher.submit(from_client)
     assert from_client.wait().closed and from_client.response is None
@@ -203,8 +203,7 @@ class ServingFakeCore(FakeCore):
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__()
         self.settings = settings
-        self.python_apis: dict[int, tuple[int, int]] = {}
-        self.internal_only: frozenset[int] = frozenset()
+        self.python_apis: dict[int, tuple[int, int, str]] = {}
         self.answer: FakeRequest | None = None
         self.shut_down = self.closed = False
         ServingFakeCore.instances.append(self)
@@ -212,12 +211,10 @@ class ServingFakeCore(FakeCore):
     def serve(
         self,
         handler: Any,
-        python_apis: dict[int, tuple[int, int]],
-        internal_only: frozenset[int],
+        python_apis: dict[int, tuple[int, int, str]],
         authorize: Any = None,
     ) -> None:
         self.python_apis = dict(python_apis)
-        self.internal_only = frozenset(internal_only)
         body = encode_entity(
             build_entity(
                 load_request_schema(19, 7),
@@ -255,8 +252,14 @@ def test_server_wires_core_controller_and_bridge(
     (core,) = ServingFakeCore.instances
     assert ready == [True]
     assert core.settings["listeners"] == [("PLAINTEXT", "h", 1)]
-    assert {19: (2, 7), 20: (1, 6), 37: (0, 3), 67: (0, 0)}.items() <= core.python_apis.items()
-    assert core.internal_only == {67}
+    expected = {
+        19: (2, 7, "forwarded"),
+        20: (1, 6, "forwarded"),
+        37: (0, 3, "forwarded"),
+        67: (0, 0, "controller"),
+        15: (0, 6, "clients"),
+    }
+    assert expected.items() <= core.python_apis.items()
     response, _ = entity_reader(load_response_schema(19, 7))(core.answer.response, 0)
     assert response.topics[0].error_code == 0
     assert any(topic["name"] == "served" for topic in core.last_image["topics"])

@@ -51,7 +51,7 @@ class Apis:
         self.run = run
         self.handlers: dict[int, Any] = {}
         scram.install(
-            controller, lambda key, _lo, _hi, handler: self.handlers.__setitem__(key, handler)
+            controller, lambda key, _lo, _hi, handler, **_: self.handlers.__setitem__(key, handler)
         )
 
     def call(self, api_key: int, **request: Any) -> Any:

@@ -1,11 +1,12 @@
 //! `krust._core.Broker`: storage, metadata, internal logs and the serving loop.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
 use krust_server::connection_limits::ConnectionLimits;
@@ -37,32 +38,32 @@ pub struct PyBroker {
     inner: Arc<Broker>,
 }
 
-/// Python's apis with who may call them: the `internal_only` ones only the core itself.
+/// Python's apis with who may call them, by the exposure each was registered with
+/// (`krust.bridge.Exposure`: "clients", "internal", "controller" or "forwarded").
 fn python_api_routes(
-    versions: BTreeMap<i16, (i16, i16)>,
-    internal_only: &BTreeSet<i16>,
+    apis: BTreeMap<i16, (i16, i16, String)>,
 ) -> PyResult<BTreeMap<i16, PythonApi>> {
-    if let Some(unknown) = internal_only.iter().find(|key| !versions.contains_key(key)) {
-        return Err(PyValueError::new_err(format!(
-            "internal-only api key {unknown} has no version range"
-        )));
-    }
-    Ok(versions
-        .into_iter()
-        .map(|(key, (min_version, max_version))| {
-            let exposure = if internal_only.contains(&key) {
-                Exposure::Internal
-            } else {
-                Exposure::Clients
+    apis.into_iter()
+        .map(|(key, (min_version, max_version, exposure))| {
+            let exposure = match exposure.as_str() {
+                "clients" => Exposure::Clients,
+                "internal" => Exposure::Internal,
+                "controller" => Exposure::Controller,
+                "forwarded" => Exposure::Forwarded,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "api key {key}: unknown exposure {other:?}"
+                    )))
+                }
             };
             let api = PythonApi {
                 min_version,
                 max_version,
                 exposure,
             };
-            (key, api)
+            Ok((key, api))
         })
-        .collect())
+        .collect()
 }
 
 /// A log dir locked by another process is BlockingIOError (what its flock reported), which
@@ -224,16 +225,15 @@ impl PyBroker {
 
     /// Serves until SIGTERM, Ctrl-C or `shutdown()`. The GIL is released while serving; the
     /// tokio runtime is made here, in the serving process, never at import (fork safety).
-    #[pyo3(signature = (handler, python_apis, internal_only, authorize=None))]
+    #[pyo3(signature = (handler, python_apis, authorize=None))]
     fn serve(
         &self,
         py: Python<'_>,
         handler: Py<PyAny>,
-        python_apis: BTreeMap<i16, (i16, i16)>,
-        internal_only: BTreeSet<i16>,
+        python_apis: BTreeMap<i16, (i16, i16, String)>,
         authorize: Option<Py<PyAny>>,
     ) -> PyResult<()> {
-        let (bridge, receiver) = Bridge::new(python_api_routes(python_apis, &internal_only)?);
+        let (bridge, receiver) = Bridge::new(python_api_routes(python_apis)?);
         let bridge_thread = std::thread::Builder::new()
             .name("krust-bridge".into())
             .spawn(move || run_bridge_thread(receiver, handler))
@@ -280,6 +280,34 @@ impl PyBroker {
             Ok(Err(error)) => Err(PyOSError::new_err(error.to_string())),
             Err(error) => Err(runtime_error(error)),
         }
+    }
+
+    /// The controller quorum's leader is `leader` (-1: none known).
+    fn set_active_controller(&self, leader: i32) {
+        self.inner.set_active_controller(leader);
+    }
+
+    /// Sends a request body to the active controller and returns the response body (the
+    /// broker lifecycle's BrokerRegistration and BrokerHeartbeat). Blocks without the GIL.
+    fn send_to_controller<'py>(
+        &self,
+        py: Python<'py>,
+        api_key: i16,
+        version: i16,
+        body: Vec<u8>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let api = ApiKey::try_from(api_key)
+            .map_err(|_| PyValueError::new_err(format!("unknown api key {api_key}")))?;
+        let Some(channels) = self.inner.controller_channels() else {
+            return Err(PyRuntimeError::new_err(
+                "this node is a quorum of one: its controller is in-process",
+            ));
+        };
+        let channel = channels.lifecycle.clone();
+        let response = py
+            .detach(|| channel.send_blocking(api, version, Bytes::from(body)))
+            .map_err(runtime_error)?;
+        Ok(PyBytes::new(py, &response))
     }
 
     fn shutdown(&self) {

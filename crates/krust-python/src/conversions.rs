@@ -164,6 +164,15 @@ pub fn scram_credentials(
 }
 
 /// Reads the settings the core uses from the validated config mapping (Kafka names).
+/// `host:port`, with an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     let mut s = BrokerSettings::default();
     set(mapping, "node.id", &mut s.node_id)?;
@@ -174,6 +183,17 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     if let Some(advertised) = listeners(mapping, "advertised.listeners")? {
         s.advertised_listeners = advertised;
     }
+    if let Some(voters) = get::<Vec<(i32, String, u16)>>(mapping, "controller.quorum.voters")? {
+        s.voters = voters
+            .into_iter()
+            .map(|(id, host, port)| (id, host_port(&host, port)))
+            .collect();
+    }
+    set(
+        mapping,
+        "controller.listener.names",
+        &mut s.controller_listener_names,
+    )?;
     if let Some(dirs) = get::<Vec<String>>(mapping, "log.dirs")? {
         s.log_dirs = dirs.into_iter().map(PathBuf::from).collect();
     }

@@ -18,6 +18,8 @@ use crate::authorizer::{Authorizer, AuthorizerReceiver, DecisionCache};
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
 use crate::connection_limits::{ConnectionCounter, ConnectionLimits};
+use crate::controller_channel::ControllerLocator;
+use crate::controller_route::ControllerChannels;
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
@@ -47,6 +49,8 @@ pub enum OpenError {
     FailureHandler(#[source] std::io::Error),
     #[error("cannot start the metadata applier thread: {0}")]
     MetadataApplier(#[source] std::io::Error),
+    #[error("cannot start the controller channels: {0}")]
+    ControllerChannels(#[source] std::io::Error),
 }
 
 /// Why serving stopped with an error.
@@ -83,6 +87,9 @@ pub struct Broker {
     applier: Scheduler,
     /// The SCRAM credentials of the metadata image (SASL/SCRAM listeners read them).
     scram_credentials: Arc<ScramCredentials>,
+    /// Which node is the active controller, and the channels to it (none for a quorum of one).
+    controller_locator: Arc<ControllerLocator>,
+    controller_channels: Option<ControllerChannels>,
 }
 
 impl Broker {
@@ -109,7 +116,12 @@ impl Broker {
             .map_err(OpenError::FailureHandler)?;
         let applier =
             Scheduler::start("krust-metadata-applier").map_err(OpenError::MetadataApplier)?;
+        let controller_locator = Arc::new(ControllerLocator::new(settings.voters.clone()));
+        let controller_channels = ControllerChannels::start(&settings, &controller_locator)
+            .map_err(OpenError::ControllerChannels)?;
         Ok(Broker {
+            controller_locator,
+            controller_channels,
             quotas: Arc::new(ClientQuotaManager::new(settings.quota_window)),
             connections: Arc::new(ConnectionCounter::new(
                 ConnectionLimits {
@@ -335,7 +347,21 @@ impl Broker {
                 self.connections.clone(),
             )
             .with_authorizer(authorizer)
+            .with_controller(
+                self.controller_locator.clone(),
+                self.controller_channels.clone(),
+            )
         })
+    }
+
+    /// The quorum's leader is `leader` (-1: none known): requests to the controller go there.
+    pub fn set_active_controller(&self, leader: i32) {
+        self.controller_locator.set_leader(leader);
+    }
+
+    /// The channels to the active controller; `None` when this node is a quorum of one.
+    pub fn controller_channels(&self) -> Option<&ControllerChannels> {
+        self.controller_channels.as_ref()
     }
 
     /// An authorizer over this broker's decision cache; its misses arrive at the receiver.

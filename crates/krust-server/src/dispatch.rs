@@ -6,10 +6,11 @@ use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 
 use crate::bridge::{BridgeCall, BridgeReply};
+use crate::forwarding;
 use crate::handlers::{self, api_versions, NativeRequest};
 use crate::request_context::{framed, Outcome, RequestContext, RequestSlot};
 use crate::response_frame::{encode_frame, frame_encoded_body};
-use crate::routing::Handler;
+use crate::routing::{Exposure, Handler};
 use crate::server_context::ServerContext;
 use crate::session::Session;
 use crate::throttling::QuotaCharge;
@@ -40,6 +41,7 @@ pub async fn handle_request<'a>(
     slot: RequestSlot<'a>,
 ) -> Outcome {
     let size = frame.len();
+    let whole_frame = frame.clone();
     let (api_key, header, body) = match parse_header(frame) {
         Ok(parsed) => parsed,
         Err(reason) => return Outcome::Close(reason),
@@ -60,6 +62,16 @@ pub async fn handle_request<'a>(
         return Outcome::Close(format!("unsupported version {version} of {api_key:?}"));
     }
     let request = RequestContext::new(header, api_key, session, size, slot);
+    if route.exposure == Exposure::Forwarded
+        && context.controller_channels.is_some()
+        && !session.is_internal()
+        && !context.routes.on_controller_listener(session)
+    {
+        return forwarding::forward(context, &request, whole_frame).await;
+    }
+    if api_key == ApiKey::Envelope {
+        return forwarding::handle_envelope(context, &request, body).await;
+    }
     match route.handler {
         Handler::Python => forward_to_python(context, request, body).await,
         Handler::Native => match NativeRequest::decode(api_key, version, body) {

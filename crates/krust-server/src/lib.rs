@@ -5,6 +5,7 @@
 // Foundations: time, quotas, settings, who is connected.
 pub mod clock;
 pub mod connection_limits;
+pub mod controller_channel;
 pub mod quota;
 pub mod security;
 pub mod session;
@@ -13,6 +14,7 @@ pub mod settings;
 // Broker state: metadata, partitions, waiting requests, fetch sessions, producer ids.
 pub mod authorizer;
 pub mod bridge;
+pub mod controller_route;
 pub mod fetch_session;
 pub mod metadata_cache;
 pub mod metadata_log;
@@ -27,6 +29,7 @@ pub mod server_context;
 // The request path: context in, handlers, routing of frames, sockets, the running server.
 pub mod broker;
 pub mod dispatch;
+pub mod forwarding;
 pub mod handlers;
 pub mod network;
 pub mod request_context;

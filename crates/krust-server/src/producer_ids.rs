@@ -5,7 +5,8 @@
 use kafka_protocol::messages::{AllocateProducerIdsRequest, BrokerId};
 use tokio::sync::Mutex;
 
-use crate::bridge::{Bridge, BridgeError};
+use crate::bridge::Bridge;
+use crate::controller_route::{call_controller, ControllerChannels, ControllerError};
 
 const ALLOCATE_PRODUCER_IDS_VERSION: i16 = 0;
 
@@ -13,7 +14,7 @@ const ALLOCATE_PRODUCER_IDS_VERSION: i16 = 0;
 #[derive(Debug, thiserror::Error)]
 pub enum ProducerIdError {
     #[error(transparent)]
-    Bridge(#[from] BridgeError),
+    Controller(#[from] ControllerError),
     #[error("the controller refused a producer id block with error {0}")]
     Refused(i16),
 }
@@ -38,15 +39,18 @@ impl ProducerIdManager {
         }
     }
 
-    pub async fn next_producer_id(&self, bridge: &Bridge) -> Result<i64, ProducerIdError> {
+    pub async fn next_producer_id(
+        &self,
+        channels: Option<&ControllerChannels>,
+        bridge: &Bridge,
+    ) -> Result<i64, ProducerIdError> {
         let mut block = self.block.lock().await;
         if block.next >= block.end {
             let request = AllocateProducerIdsRequest::default()
                 .with_broker_id(BrokerId(self.node_id))
                 .with_broker_epoch(-1);
-            let response = bridge
-                .call_internal(&request, ALLOCATE_PRODUCER_IDS_VERSION)
-                .await?;
+            let response =
+                call_controller(channels, bridge, &request, ALLOCATE_PRODUCER_IDS_VERSION).await?;
             if response.error_code != 0 {
                 return Err(ProducerIdError::Refused(response.error_code));
             }

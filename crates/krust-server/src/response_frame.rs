@@ -154,6 +154,16 @@ pub fn frame_encoded_body(correlation_id: i32, header_version: i16, body: &[u8])
     }
 }
 
+/// Frames bytes that already hold a response's header and body (a forwarded response).
+pub fn frame_header_and_body(header_and_body: &[u8]) -> ResponseFrame {
+    let mut frame = BytesMut::with_capacity(4 + header_and_body.len());
+    frame.extend_from_slice(&(header_and_body.len() as i32).to_be_bytes());
+    frame.extend_from_slice(header_and_body);
+    ResponseFrame {
+        parts: vec![FramePart::Bytes(frame.freeze())],
+    }
+}
+
 /// A `ByteBufMut` that writes into memory except where a placeholder is put.
 struct FrameEncoder {
     parts: Vec<FramePart>,

@@ -3,9 +3,9 @@
 //!
 //! Kafka enables each api on a set of listener types (`ApiMessageType.ListenerType`) and lists
 //! in ApiVersions only what the listener serves; a request for anything else closes the
-//! connection. Controller-only apis (AllocateProducerIds) are not served on client listeners;
-//! in krust the core reaches its controller in-process, so they are enabled only for the
-//! core's own internal session.
+//! connection. Controller apis (BrokerHeartbeat, AllocateProducerIds, ...) are served on the
+//! controller listeners (`controller.listener.names`); a node that is a quorum of one has
+//! none and reaches its controller in-process, through the core's own internal session.
 
 use std::collections::BTreeMap;
 
@@ -32,13 +32,23 @@ const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
+/// Apis the core answers on the controller listeners (and for itself).
+const CONTROLLER_NATIVE_APIS: &[(ApiKey, i16, i16)] = &[(ApiKey::Envelope, 0, 0)];
+
 /// Who may call an api.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exposure {
-    /// Clients on every listener, and the core itself.
+    /// Clients on the broker listeners, and the core itself.
     Clients,
-    /// The core itself only (Kafka's controller-only apis); never advertised to clients.
+    /// The core itself only; never advertised.
     Internal,
+    /// Controller apis: the controller listeners and the core itself (a node that is a
+    /// quorum of one reaches its controller in-process).
+    Controller,
+    /// Admin apis the active controller decides (Kafka's `forwardable`): served on the
+    /// controller listeners, and on the broker listeners too, where a node with a
+    /// controller quorum forwards them to the active controller (KIP-590).
+    Forwarded,
 }
 
 /// Which side answers an api.
@@ -67,11 +77,25 @@ pub struct Route {
     pub exposure: Exposure,
 }
 
+/// Apis every listener serves: the connection's own handshake.
+const EVERY_LISTENER: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+];
+
 impl Route {
-    fn enabled_for(&self, session: &Session) -> bool {
+    fn enabled_for(&self, api_key: i16, session: &Session, on_controller: bool) -> bool {
+        if session.is_internal() {
+            return true;
+        }
         match self.exposure {
-            Exposure::Clients => true,
-            Exposure::Internal => session.is_internal(),
+            Exposure::Clients => {
+                !on_controller || EVERY_LISTENER.iter().any(|key| *key as i16 == api_key)
+            }
+            Exposure::Internal => false,
+            Exposure::Controller => on_controller,
+            Exposure::Forwarded => true,
         }
     }
 }
@@ -80,27 +104,39 @@ impl Route {
 #[derive(Debug, Clone)]
 pub struct RoutingTable {
     routes: BTreeMap<i16, Route>,
+    /// `controller.listener.names`.
+    controller_listeners: Vec<String>,
 }
 
 impl RoutingTable {
     /// The native apis plus Python's; a Python registration of a native api key replaces it,
     /// except an internal-only one (a service the core calls, e.g. the SASL/PLAIN callback on
     /// SaslAuthenticate), which the core reaches through the bridge without routing.
-    pub fn new(python_apis: &BTreeMap<i16, PythonApi>) -> Self {
-        let native = NATIVE_APIS.iter().map(|(key, min, max)| {
-            let route = Route {
-                handler: Handler::Native,
-                min_version: *min,
-                max_version: *max,
-                exposure: Exposure::Clients,
-            };
-            (*key as i16, route)
-        });
+    pub fn new(python_apis: &BTreeMap<i16, PythonApi>, controller_listeners: &[String]) -> Self {
+        let native_route = |exposure| {
+            move |(key, min, max): &(ApiKey, i16, i16)| {
+                let route = Route {
+                    handler: Handler::Native,
+                    min_version: *min,
+                    max_version: *max,
+                    exposure,
+                };
+                (*key as i16, route)
+            }
+        };
+        let native = NATIVE_APIS
+            .iter()
+            .map(native_route(Exposure::Clients))
+            .chain(
+                CONTROLLER_NATIVE_APIS
+                    .iter()
+                    .map(native_route(Exposure::Controller)),
+            );
         let native_keys: Vec<i16> = NATIVE_APIS.iter().map(|(key, ..)| *key as i16).collect();
         let python = python_apis
             .iter()
             .filter(move |(key, api)| {
-                api.exposure == Exposure::Clients || !native_keys.contains(key)
+                api.exposure != Exposure::Internal || !native_keys.contains(key)
             })
             .map(|(key, api)| {
                 let route = Route {
@@ -113,23 +149,37 @@ impl RoutingTable {
             });
         RoutingTable {
             routes: native.chain(python).collect(),
+            controller_listeners: controller_listeners.to_vec(),
         }
+    }
+
+    /// Whether the session came in on a controller listener.
+    pub fn on_controller_listener(&self, session: &Session) -> bool {
+        self.controller_listeners.contains(&session.listener_name)
     }
 
     /// Where `api_key` goes for this session; `None` if it is not enabled there.
     pub fn route(&self, session: &Session, api_key: ApiKey) -> Option<Route> {
+        let on_controller = self.on_controller_listener(session);
         self.routes
             .get(&(api_key as i16))
-            .filter(|route| route.enabled_for(session))
+            .filter(|route| route.enabled_for(api_key as i16, session, on_controller))
             .copied()
     }
 
     /// The (api key, min, max) this session may use, by api key: what ApiVersions lists.
+    /// The core's own session sees only what clients see: it never asks ApiVersions.
     pub fn enabled(&self, session: &Session) -> impl Iterator<Item = (i16, i16, i16)> + '_ {
-        let session_internal = session.is_internal();
+        let on_controller = self.on_controller_listener(session);
+        let internal = session.is_internal();
+        let session = session.clone();
+        let listed = move |key: i16, route: &Route| {
+            route.exposure != Exposure::Internal
+                && (internal || route.enabled_for(key, &session, on_controller))
+        };
         self.routes
             .iter()
-            .filter(move |(_, route)| route.exposure == Exposure::Clients || session_internal)
+            .filter(move |(key, route)| listed(**key, route))
             .map(|(key, route)| (*key, route.min_version, route.max_version))
     }
 }
@@ -158,7 +208,7 @@ mod tests {
                 },
             ),
         ]);
-        RoutingTable::new(&python)
+        RoutingTable::new(&python, &[])
     }
 
     fn client() -> Session {
@@ -208,12 +258,67 @@ mod tests {
                 exposure: Exposure::Internal,
             },
         )]);
-        let route = RoutingTable::new(&python)
+        let route = RoutingTable::new(&python, &[])
             .route(&client(), ApiKey::SaslAuthenticate)
             .unwrap();
         assert_eq!(
             (route.handler, route.min_version, route.max_version),
             (Handler::Native, 0, 2)
         );
+    }
+
+    fn api(exposure: Exposure) -> PythonApi {
+        PythonApi {
+            min_version: 0,
+            max_version: 3,
+            exposure,
+        }
+    }
+
+    #[test]
+    fn the_controller_listener_serves_controller_apis_and_no_broker_api() {
+        let python = BTreeMap::from([
+            (ApiKey::BrokerHeartbeat as i16, api(Exposure::Controller)),
+            (ApiKey::CreateTopics as i16, api(Exposure::Forwarded)),
+            (ApiKey::JoinGroup as i16, api(Exposure::Clients)),
+        ]);
+        let table = RoutingTable::new(&python, &["CONTROLLER".to_string()]);
+        let controller = Session::client(
+            "CONTROLLER",
+            SecurityProtocol::Plaintext,
+            "127.0.0.1:4000".parse().unwrap(),
+        );
+        let served = |session: &Session, key| table.route(session, key).is_some();
+        for key in [
+            ApiKey::BrokerHeartbeat,
+            ApiKey::CreateTopics,
+            ApiKey::Envelope,
+            ApiKey::ApiVersions,
+        ] {
+            assert!(
+                served(&controller, key),
+                "{key:?} on the controller listener"
+            );
+        }
+        for key in [
+            ApiKey::Produce,
+            ApiKey::Fetch,
+            ApiKey::Metadata,
+            ApiKey::JoinGroup,
+        ] {
+            assert!(
+                !served(&controller, key),
+                "{key:?} on the controller listener"
+            );
+        }
+        for key in [ApiKey::BrokerHeartbeat, ApiKey::Envelope] {
+            assert!(!served(&client(), key), "{key:?} on a broker listener");
+        }
+        assert!(served(&client(), ApiKey::CreateTopics));
+        let listed: Vec<i16> = table.enabled(&controller).map(|(key, ..)| key).collect();
+        assert!(listed.contains(&(ApiKey::BrokerHeartbeat as i16)));
+        assert!(!listed.contains(&(ApiKey::Produce as i16)));
+        // The core's own session reaches the controller apis of a quorum of one.
+        assert!(served(&Session::internal(), ApiKey::BrokerHeartbeat));
     }
 }

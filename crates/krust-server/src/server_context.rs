@@ -7,6 +7,8 @@ use tokio::sync::Semaphore;
 use crate::authorizer::Authorizer;
 use crate::bridge::Bridge;
 use crate::connection_limits::ConnectionCounter;
+use crate::controller_channel::ControllerLocator;
+use crate::controller_route::ControllerChannels;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::BrokerMetrics;
@@ -36,6 +38,10 @@ pub struct ServerContext {
     pub request_slots: Semaphore,
     /// The SCRAM credentials of the metadata image, for SASL/SCRAM authentication.
     pub scram_credentials: Arc<ScramCredentials>,
+    /// Which node is the active controller.
+    pub controller_locator: Arc<ControllerLocator>,
+    /// The channels to the active controller; `None` when this node is a quorum of one.
+    pub controller_channels: Option<ControllerChannels>,
 }
 
 impl ServerContext {
@@ -51,7 +57,7 @@ impl ServerContext {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
             producer_ids: ProducerIdManager::new(settings.node_id),
-            routes: RoutingTable::new(bridge.python_apis()),
+            routes: RoutingTable::new(bridge.python_apis(), &settings.controller_listener_names),
             settings,
             metadata,
             replicas,
@@ -63,7 +69,31 @@ impl ServerContext {
             authorizer: None,
             request_slots: Semaphore::new(slots),
             scram_credentials: Arc::default(),
+            controller_locator: Arc::default(),
+            controller_channels: None,
         }
+    }
+
+    /// The same context, reaching the controller through `locator` and `channels`.
+    pub fn with_controller(
+        self,
+        locator: Arc<ControllerLocator>,
+        channels: Option<ControllerChannels>,
+    ) -> Self {
+        ServerContext {
+            controller_locator: locator,
+            controller_channels: channels,
+            ..self
+        }
+    }
+
+    /// Whether this node is the active controller (always, for a quorum of one).
+    pub fn is_active_controller(&self) -> bool {
+        self.controller_channels.is_none()
+            || self
+                .controller_locator
+                .active()
+                .is_some_and(|node| node.id == self.settings.node_id)
     }
 
     /// The same context, with requests authorized by `authorizer`.

@@ -68,6 +68,19 @@ pub struct BrokerSettings {
     pub cleaner: CleanerConfig,
     /// metadata.log.segment.*, metadata.max.retention.*
     pub metadata_log: MetadataLogSettings,
+    /// controller.quorum.voters as (node id, "host:port"); empty: this node is a quorum of
+    /// one and reaches its controller in-process.
+    pub voters: Vec<(i32, String)>,
+    /// controller.listener.names
+    pub controller_listener_names: Vec<String>,
+}
+
+impl BrokerSettings {
+    /// Whether this node belongs to a controller quorum of several voters, whose active
+    /// controller it reaches over the network.
+    pub fn clustered(&self) -> bool {
+        !self.voters.is_empty()
+    }
 }
 
 impl Default for BrokerSettings {
@@ -101,6 +114,8 @@ impl Default for BrokerSettings {
             log_defaults: LogConfig::default(),
             cleaner: CleanerConfig::default(),
             metadata_log: MetadataLogSettings::default(),
+            voters: Vec::new(),
+            controller_listener_names: Vec::new(),
         }
     }
 }

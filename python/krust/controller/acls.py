@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
-from krust.bridge import Handler, RequestContext
+from krust.bridge import Exposure, RequestContext
 from krust.controller.records import (
     AccessControlEntryRecord,
     MetadataRecord,
@@ -248,11 +248,11 @@ class AclAdmin:
 def install(
     controller: Controller,
     authorization: Authorization,
-    register: Callable[[int, int, int, Handler], None],
+    register: Callable[..., None],
 ) -> AclAdmin:
     """Route the ACL APIs (the versions Kafka 4 serves)."""
     admin = AclAdmin(controller, authorization)
     register(DESCRIBE_ACLS, 1, 3, admin.describe_acls)
-    register(CREATE_ACLS, 2, 3, admin.create_acls)
-    register(DELETE_ACLS, 1, 3, admin.delete_acls)
+    register(CREATE_ACLS, 2, 3, admin.create_acls, exposure=Exposure.FORWARDED)
+    register(DELETE_ACLS, 1, 3, admin.delete_acls, exposure=Exposure.FORWARDED)
     return admin

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
+from krust.bridge import Exposure, RequestContext
 from krust.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
 from krust.controller.broker_configs import (
     LIVE_KEYS,
@@ -84,7 +84,8 @@ _KEYS = {
 Plan = Callable[[Any, Mapping[str, str]], dict[str, str]]
 """A request's resource and its current dynamic configs in, its new dynamic configs out."""
 
-Register = Callable[[int, int, int, Any], None]
+# Dispatcher.register: (api key, min version, max version, handler, exposure=...).
+Register = Callable[..., None]
 
 
 class ConfigApiError(Exception):
@@ -422,6 +423,12 @@ def install(controller: Controller, register: Register) -> ConfigAdmin:
     """Route the three config APIs (the versions Kafka 4 serves) to a ConfigAdmin."""
     admin = ConfigAdmin(controller)
     register(DESCRIBE_CONFIGS, 1, 4, admin.describe_configs)
-    register(ALTER_CONFIGS, 0, 2, admin.alter_configs)
-    register(INCREMENTAL_ALTER_CONFIGS, 0, 1, admin.incremental_alter_configs)
+    register(ALTER_CONFIGS, 0, 2, admin.alter_configs, exposure=Exposure.FORWARDED)
+    register(
+        INCREMENTAL_ALTER_CONFIGS,
+        0,
+        1,
+        admin.incremental_alter_configs,
+        exposure=Exposure.FORWARDED,
+    )
     return admin

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
-from krust.bridge import RequestContext
+from krust.bridge import Exposure, RequestContext
 from krust.context import BrokerContext, CoreBroker
 from krust.controller import acls, configs, quota_apis, scram
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
@@ -334,12 +334,17 @@ def _refused(names: Any) -> list[dict[str, Any]]:
 def install(ctx: BrokerContext) -> Controller:
     """Route the controller's APIs (versions Kafka 4 serves) to `ctx.controller`."""
     controller = ctx.controller
-    ctx.dispatcher.register(CREATE_TOPICS, 2, 7, controller.create_topics)
-    ctx.dispatcher.register(DELETE_TOPICS, 1, 6, controller.delete_topics)
-    ctx.dispatcher.register(CREATE_PARTITIONS, 0, 3, controller.create_partitions)
-    ctx.dispatcher.register(UPDATE_FEATURES, 0, 2, controller.update_features)
-    ctx.dispatcher.register(
-        ALLOCATE_PRODUCER_IDS, 0, 0, controller.allocate_producer_ids, internal_only=True
+    register, forwarded = ctx.dispatcher.register, Exposure.FORWARDED
+    register(CREATE_TOPICS, 2, 7, controller.create_topics, exposure=forwarded)
+    register(DELETE_TOPICS, 1, 6, controller.delete_topics, exposure=forwarded)
+    register(CREATE_PARTITIONS, 0, 3, controller.create_partitions, exposure=forwarded)
+    register(UPDATE_FEATURES, 0, 2, controller.update_features, exposure=forwarded)
+    register(
+        ALLOCATE_PRODUCER_IDS,
+        0,
+        0,
+        controller.allocate_producer_ids,
+        exposure=Exposure.CONTROLLER,
     )
     configs.install(controller, ctx.dispatcher.register)
     acls.install(controller, ctx.authorization, ctx.dispatcher.register)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
+from krust.bridge import Exposure, RequestContext
 from krust.controller.client_quotas import (
     ClientQuotaError,
     FilterComponent,
@@ -82,5 +82,5 @@ def install(controller: Controller, register: Register) -> ClientQuotaApis:
     """Route the client quota APIs (versions 0-1, as Kafka 4 serves them)."""
     apis = ClientQuotaApis(controller)
     register(DESCRIBE_CLIENT_QUOTAS, 0, 1, apis.describe_client_quotas)
-    register(ALTER_CLIENT_QUOTAS, 0, 1, apis.alter_client_quotas)
+    register(ALTER_CLIENT_QUOTAS, 0, 1, apis.alter_client_quotas, exposure=Exposure.FORWARDED)
     return apis

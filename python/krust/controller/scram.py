@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
+from krust.bridge import Exposure, RequestContext
 from krust.controller.records import (
     MetadataRecord,
     RemoveUserScramCredentialRecord,
@@ -179,5 +179,5 @@ def install(controller: Controller, register: Callable[..., None]) -> None:
         fields = {"error_code": ErrorCode.none, "results": describe(controller.image, users)}
         return make_response(DESCRIBE_USER_SCRAM_CREDENTIALS, context.api_version, fields)
 
-    register(ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter)
+    register(ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter, exposure=Exposure.FORWARDED)
     register(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, describe_credentials)

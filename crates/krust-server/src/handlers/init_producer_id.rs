@@ -32,7 +32,11 @@ pub async fn handle(
     }
     // A new block of ids is asked of the controller, in Python.
     ctx.park();
-    match context.producer_ids.next_producer_id(&context.bridge).await {
+    match context
+        .producer_ids
+        .next_producer_id(context.controller_channels.as_ref(), &context.bridge)
+        .await
+    {
         Ok(id) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use crate::authorizer::{
     AclOperation, ResourceType, CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS,
 };
+use crate::controller_route::call_controller;
 use crate::handlers::{authorized_operations, cluster_allows, denied_topics};
 use crate::metadata_cache::{MetadataImage, TopicMetadata};
 use crate::request_context::RequestContext;
@@ -262,11 +263,8 @@ async fn auto_create_topics(context: &ServerContext, names: &[&String]) {
     let request = CreateTopicsRequest::default()
         .with_topics(topics)
         .with_timeout_ms(30_000);
-    match context
-        .bridge
-        .call_internal(&request, CREATE_TOPICS_VERSION)
-        .await
-    {
+    let channels = context.controller_channels.as_ref();
+    match call_controller(channels, &context.bridge, &request, CREATE_TOPICS_VERSION).await {
         Ok(response) => {
             for topic in response.topics {
                 if topic.error_code != 0
