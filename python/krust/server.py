@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from krust import authentication, controller, group, quota_callback
+from krust import authentication, controller, group, lifecycle_manager, quota_callback
 from krust.authorization import Authorization
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, ConfigError, core_settings
@@ -25,6 +25,7 @@ SERVICES: list[Installer] = [
     authentication.install,
     group.install,
     quota_callback.install,
+    lifecycle_manager.install,
 ]
 
 

@@ -162,6 +162,12 @@ class FakeCore:
         end_offset = self.log_end_offset(*METADATA_PARTITION)
         self.snapshots[end_offset] = self._quorum_snapshot()
 
+    def set_active_controller(self, leader: int) -> None:
+        self.active_controller = leader
+
+    def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
+        raise RuntimeError("this node is a quorum of one: its controller is in-process")
+
     def reopen(self) -> FakeCore:
         return FakeCore(self.logs, self.snapshots)
 

@@ -92,6 +92,7 @@ class MetadataPublisher:
     def leader_changed(self, leader_id: int, epoch: int) -> None:
         """The quorum has a new leader (-1: none known) in `epoch`."""
         self.leader_id, self.leader_epoch = leader_id, epoch
+        self._core.set_active_controller(leader_id)
         if leader_id >= 0:
             with self._mutex:
                 self.image = replace(self.image, controller_id=leader_id)
