@@ -256,7 +256,7 @@ def test_server_wires_core_controller_and_bridge(
     assert ready == [True]
     assert core.settings["listeners"] == [("PLAINTEXT", "h", 1)]
     assert {19: (2, 7), 20: (1, 6), 37: (0, 3), 67: (0, 0)}.items() <= core.python_apis.items()
-    assert core.internal_only == {67}
+    assert core.internal_only == {56, 62, 63, 67}
     response, _ = entity_reader(load_response_schema(19, 7))(core.answer.response, 0)
     assert response.topics[0].error_code == 0
     assert any(topic["name"] == "served" for topic in core.last_image["topics"])

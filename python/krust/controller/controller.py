@@ -19,7 +19,7 @@ from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.connection_limits import push_connection_limits
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import acls, configs, quota_apis, scram
+from krust.controller import acls, cluster_apis, configs, quota_apis, scram
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.client_quotas import core_client_quotas
@@ -45,6 +45,7 @@ from krust.protocol import make_response
 
 if TYPE_CHECKING:
     from krust import _core
+    from krust.controller.cluster_apis import ClusterControl
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class Controller:
         self._snapshot_task: asyncio.Task[None] | None = None
         # The broker's authorizer; server.py sets the configured one.
         self.authorization = Authorization(None)
+        # Broker lifecycle, elections and reassignments; `install` sets it.
+        self.cluster: ClusterControl | None = None
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
@@ -127,24 +130,31 @@ class Controller:
         """Held while a change is planned against the image and committed."""
         return self._lock
 
-    async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Append records (durable) and apply them to the image and the core; hold `lock`."""
-        await self._commit(records)
+    async def commit(self, records: Sequence[MetadataRecord]) -> int:
+        """Append records (durable) and apply them to the image and the core; hold `lock`.
+        Returns the offset of the first record (-1 for none)."""
+        return await self._commit(records)
 
-    def _append(self, records: Sequence[MetadataRecord]) -> ImageBuilder:
+    def next_offset(self) -> int:
+        """The offset the next committed record gets (Kafka's broker epochs are offsets)."""
+        return self._log.end_offset()
+
+    def _append(self, records: Sequence[MetadataRecord]) -> tuple[ImageBuilder, int]:
         """Append the records and move the image on; the builder knows what changed (an
-        empty list rebuilds the image, e.g. after a topic became internal)."""
+        empty list rebuilds the image, e.g. after a topic became internal). Returns it and
+        the first record's offset (-1 for none)."""
         builder = ImageBuilder(self.image, self._internal_topics)
+        base = -1
         if records:
             base, size = self._log.append(records)
             self._snapshots.appended(size)
             builder.replay_all(zip(itertools.count(base), records))
         self.image = builder.build()
-        return builder
+        return builder, base
 
-    def _commit_now(self, records: Sequence[MetadataRecord]) -> None:
+    def _commit_now(self, records: Sequence[MetadataRecord]) -> int:
         """Append the records, then send the core only what they changed."""
-        builder = self._append(records)
+        builder, base = self._append(records)
         delta = builder.core_delta(self.image)
         if builder.broker_configs_changed:
             delta["log_defaults"] = self.broker_config().topic_defaults()
@@ -155,11 +165,13 @@ class Controller:
             self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
         if builder.scram_credentials_changed:
             self._core.set_scram_credentials(scram.core_credentials(self.image))
+        return base
 
-    async def _commit(self, records: Sequence[MetadataRecord]) -> None:
+    async def _commit(self, records: Sequence[MetadataRecord]) -> int:
         # The append fsyncs: keep the event loop free for other requests meanwhile.
-        await asyncio.to_thread(self._commit_now, records)
+        base = await asyncio.to_thread(self._commit_now, records)
         self._maybe_snapshot()
+        return base
 
     def _maybe_snapshot(self) -> None:
         """Start writing a snapshot of the image in the background when one is due (one at
@@ -182,7 +194,9 @@ class Controller:
             log.error("writing a metadata snapshot failed: %s", error)
 
     async def close(self) -> None:
-        """Let a snapshot being written finish before the core closes."""
+        """Stop fencing brokers; let a snapshot being written finish before the core closes."""
+        if self.cluster is not None:
+            await self.cluster.close()
         if self._snapshot_task is not None:
             await asyncio.wait([self._snapshot_task])
 
@@ -395,4 +409,6 @@ def install(ctx: BrokerContext) -> Controller:
     acls.install(controller, ctx.authorization, ctx.dispatcher.register)
     quota_apis.install(controller, ctx.dispatcher.register)
     scram.install(controller, ctx.dispatcher.register)
+    controller.cluster = cluster_apis.install(controller, ctx.dispatcher)
+    ctx.dispatcher.loop.call_soon_threadsafe(controller.cluster.start)
     return controller
