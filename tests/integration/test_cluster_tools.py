@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import ElectionType, TopicPartition
 from kafka.protocol.admin import AlterPartitionReassignmentsRequest
@@ -92,7 +93,7 @@ def test_the_controller_refuses_a_reassignment_to_an_unknown_broker(
     create_topic(module_broker.bootstrap, "reassigned-on-the-wire")
     topic = AlterPartitionReassignmentsRequest.ReassignableTopic
 
-    def reassign(replicas: list[int]) -> object:
+    def reassign(replicas: list[int]) -> Any:
         request = AlterPartitionReassignmentsRequest(
             timeout_ms=10_000,
             topics=[
