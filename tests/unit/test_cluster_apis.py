@@ -4,6 +4,7 @@ ElectLeaders and reassignments."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,16 @@ class Cluster:
         )
         self.controller = Controller.open(config, FakeCore())
         self.clock = Clock()
-        self.apis = ClusterControl(self.controller, self.clock)
+        self.sleeps: list[float] = []
+        self.apis = ClusterControl(self.controller, self.clock, self.sleep)
         self.run = run
         self.incarnations: dict[int, uuid.UUID] = {}
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleeps no time; the second sleep ends the periodic task that asked for it."""
+        self.sleeps.append(seconds)
+        if len(self.sleeps) > 1:
+            raise asyncio.CancelledError
 
     @property
     def image(self) -> Any:
@@ -373,3 +381,42 @@ def test_reassignment_to_an_unknown_broker_is_refused_and_listed_ones_show(
         (2,),
         (1,),
     )
+
+
+def preferred_on_broker_2(cluster: Cluster) -> None:
+    """Broker 2 returns after being fenced: in sync again but not leading its partition."""
+    cluster.live_broker(2)
+    cluster.topic((2, 1))
+    cluster.clock.now += 9_001
+    cluster.run(cluster.apis.fence_stale_brokers(cluster.clock.now))
+    cluster.heartbeat(2)
+    alter_partition(cluster, cluster.image.brokers[1].epoch, [1, 2])
+    assert cluster.partition().leader == 1
+
+
+def test_leaders_are_balanced_every_check_interval(tmp_path: Path, run: LoopRunner) -> None:
+    cluster = Cluster(tmp_path, run, "leader.imbalance.check.interval.seconds=42")
+    preferred_on_broker_2(cluster)
+    with pytest.raises(asyncio.CancelledError):
+        run(cluster.apis.balance_leaders_periodically(cluster.apis.leader_balance_interval_s or 0))
+    assert cluster.sleeps == [42, 42]
+    assert cluster.partition().leader == 2
+
+
+def test_leaders_are_balanced_back_only_when_enabled(tmp_path: Path, run: LoopRunner) -> None:
+    async def started(cluster: Cluster) -> bool:
+        cluster.apis.start()
+        balancing = cluster.apis.leader_balancing is not None
+        await cluster.apis.close()
+        return balancing
+
+    enabled = Cluster(tmp_path / "on", run)
+    assert enabled.apis.leader_balance_interval_s == 300
+    assert run(started(enabled))
+    disabled = Cluster(tmp_path / "off", run, "auto.leader.rebalance.enable=false")
+    assert disabled.apis.leader_balance_interval_s is None
+    assert not run(started(disabled))
+    preferred_on_broker_2(enabled)
+    assert run(enabled.apis.balance_partition_leaders()) == 1
+    assert enabled.partition().leader == 2
+    assert run(enabled.apis.balance_partition_leaders()) == 0

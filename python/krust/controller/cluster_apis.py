@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -34,6 +34,7 @@ from krust.controller.replication import (
     IsrMember,
     PartitionAlteration,
     plan_alter_partition,
+    plan_balance_leaders,
     plan_elect_leaders,
     unclean_election_enabled,
 )
@@ -53,6 +54,8 @@ BROKER_REGISTRATION = 62
 BROKER_HEARTBEAT = 63
 # The fencing check never sleeps less than this, however close the next expiry.
 MIN_CHECK_INTERVAL_MS = 50
+# Kafka's QuorumController.maxElectionsPerImbalance: one leader balancing commit at most.
+MAX_ELECTIONS_PER_IMBALANCE = 1000
 
 
 def monotonic_ms() -> int:
@@ -62,9 +65,22 @@ def monotonic_ms() -> int:
 class ClusterControl:
     """Broker lifecycle, elections and reassignments on the active controller."""
 
-    def __init__(self, controller: Controller, clock: Callable[[], int] = monotonic_ms) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        clock: Callable[[], int] = monotonic_ms,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._controller = controller
+        self._sleep = sleep
         config = controller.broker_config()
+        # auto.leader.rebalance.enable: how often preferred leaders are restored, or never.
+        self.leader_balance_interval_s: float | None = (
+            config["leader.imbalance.check.interval.seconds"]
+            if config["auto.leader.rebalance.enable"]
+            else None
+        )
+        self.leader_balancing: asyncio.Task[None] | None = None
         # The broker in this process registers at open and sends no heartbeats (yet): its
         # session never lapses.
         self.heartbeats = BrokerHeartbeatManager(
@@ -303,10 +319,36 @@ class ClusterControl:
                 fenced.append(broker_id)
         return fenced
 
+    async def balance_partition_leaders(self) -> int:
+        """Move leadership back to preferred replicas that can lead; how many moved."""
+        controller = self._controller
+        async with controller.lock:
+            records = plan_balance_leaders(controller.image, MAX_ELECTIONS_PER_IMBALANCE)
+            await controller.commit(records)
+        return len(records)
+
+    async def balance_leaders_periodically(self, interval_s: float) -> None:
+        """Every `interval_s`, or at once while a round hit its limit, balance leaders."""
+        moved = 0
+        while True:
+            if moved < MAX_ELECTIONS_PER_IMBALANCE:
+                await self._sleep(interval_s)
+            try:
+                moved = await self.balance_partition_leaders()
+            except Exception as error:  # the next round tries again
+                log.error("balancing partition leaders failed: %s", error)
+                moved = 0
+
     def start(self) -> None:
-        """Start the periodic fencing on the running loop (the active controller's duty)."""
+        """Start the periodic fencing and leader balancing on the running loop (the active
+        controller's duties)."""
+        loop = asyncio.get_running_loop()
         if self._fencing is None:
-            self._fencing = asyncio.get_running_loop().create_task(self._fence_periodically())
+            self._fencing = loop.create_task(self._fence_periodically())
+        if self.leader_balancing is None and self.leader_balance_interval_s is not None:
+            self.leader_balancing = loop.create_task(
+                self.balance_leaders_periodically(self.leader_balance_interval_s)
+            )
 
     async def _fence_periodically(self) -> None:
         while True:
@@ -319,10 +361,11 @@ class ClusterControl:
                 log.error("fencing stale brokers failed: %s", error)
 
     async def close(self) -> None:
-        if self._fencing is not None:
-            self._fencing.cancel()
-            await asyncio.gather(self._fencing, return_exceptions=True)
-            self._fencing = None
+        for task in (self._fencing, self.leader_balancing):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._fencing = self.leader_balancing = None
 
 
 def install(controller: Controller, dispatcher: Dispatcher) -> ClusterControl:

@@ -239,6 +239,25 @@ def _alter_partition_problem(
     return None
 
 
+def plan_balance_leaders(image: MetadataImage, limit: int) -> list[PartitionChangeRecord]:
+    """Preferred leader elections for at most `limit` partitions not led by their preferred
+    replica, where it can lead (Kafka's maybeBalancePartitionLeaders, the work of
+    auto.leader.rebalance.enable)."""
+    records: list[PartitionChangeRecord] = []
+    for topic, partition in partitions(image):
+        if len(records) >= limit:
+            break
+        if partition.leader == partition.replicas[0]:
+            continue
+        builder = PartitionChangeBuilder(
+            partition, topic.topic_id, lambda r: is_active(image, r), Election.PREFERRED
+        )
+        record = builder.build()
+        if record is not None:
+            records.append(record)
+    return records
+
+
 def plan_elect_leaders(
     image: MetadataImage,
     election_type: int,
