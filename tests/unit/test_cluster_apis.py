@@ -420,3 +420,18 @@ def test_leaders_are_balanced_back_only_when_enabled(tmp_path: Path, run: LoopRu
     assert run(enabled.apis.balance_partition_leaders()) == 1
     assert enabled.partition().leader == 2
     assert run(enabled.apis.balance_partition_leaders()) == 0
+
+
+def test_a_restarted_broker_whose_session_lapsed_registers_and_leaves_the_isrs(
+    cluster: Cluster,
+) -> None:
+    cluster.live_broker(2)
+    cluster.topic((2, 1))
+    cluster.clock.now += 9_001  # lapsed, but not yet fenced by the periodic check
+    next_offset = cluster.controller.next_offset()
+    response = cluster.register(2, incarnation=uuid.uuid4())
+    assert response.error_code == ErrorCode.none
+    # The new registration comes after the leadership change, and its offset is the epoch.
+    assert response.broker_epoch == next_offset + 1
+    assert cluster.image.brokers[2].fenced
+    assert (cluster.partition().leader, cluster.partition().isr) == (1, (1,))
