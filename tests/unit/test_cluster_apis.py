@@ -435,3 +435,28 @@ def test_a_restarted_broker_whose_session_lapsed_registers_and_leaves_the_isrs(
     assert response.broker_epoch == next_offset + 1
     assert cluster.image.brokers[2].fenced
     assert (cluster.partition().leader, cluster.partition().isr) == (1, (1,))
+
+
+def test_alter_partition_v2_names_the_isr_by_broker_id(cluster: Cluster) -> None:
+    cluster.live_broker(2)
+    cluster.topic((1, 2))
+    partition = cluster.partition()
+    request = {
+        "broker_id": 1,
+        "broker_epoch": cluster.image.brokers[1].epoch,
+        "topics": [
+            {
+                "topic_id": TOPIC_ID,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "leader_epoch": partition.leader_epoch,
+                        "new_isr": [1],
+                        "partition_epoch": partition.partition_epoch,
+                    }
+                ],
+            }
+        ],
+    }
+    (result,) = cluster.call(56, 2, request).topics[0].partitions
+    assert (result.error_code, result.isr, result.partition_epoch) == (ErrorCode.none, (1,), 1)
