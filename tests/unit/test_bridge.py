@@ -257,6 +257,10 @@ def test_server_wires_core_controller_and_bridge(
         20: (1, 6, "forwarded"),
         37: (0, 3, "forwarded"),
         67: (0, 0, "controller"),
+        56: (2, 3, "controller"),
+        62: (0, 4, "controller"),
+        63: (0, 1, "controller"),
+        43: (0, 2, "forwarded"),
         15: (0, 6, "clients"),
     }
     assert expected.items() <= core.python_apis.items()

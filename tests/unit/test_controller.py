@@ -526,6 +526,12 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
             49: (0, 1),
             50: (0, 0),
             51: (0, 0),
+            43: (0, 2),
+            45: (0, 1),
+            46: (0, 0),
+            56: (2, 3),
+            62: (0, 4),
+            63: (0, 1),
         }
         request_type = load_request_schema(19, 7)
         body = encode_entity(

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from krust.authorization import Authorization
 from krust.bridge import Exposure, RequestContext
 from krust.context import BrokerContext, CoreBroker
-from krust.controller import acls, configs, quota_apis, scram
+from krust.controller import acls, cluster_apis, configs, quota_apis, scram
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.features import (
@@ -46,6 +46,7 @@ from krust.protocol import make_response
 
 if TYPE_CHECKING:
     from krust import _core
+    from krust.controller.cluster_apis import ClusterControl
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class Controller:
         self._lock = asyncio.Lock()
         # The broker's authorizer; server.py sets the configured one.
         self.authorization = Authorization(None)
+        # Broker lifecycle, elections and reassignments; `install` sets it.
+        self.cluster: ClusterControl | None = None
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
@@ -127,17 +130,28 @@ class Controller:
 
     async def commit(self, records: Sequence[MetadataRecord]) -> int:
         """Commit records through the quorum and wait until the image holds them; the
-        offset of the first. Hold `lock`."""
+        offset of the first (-1 for none). Hold `lock`."""
+        if not records:
+            return -1
         values = [encode_record(record) for record in records]
         last = await asyncio.to_thread(self._core.propose, values)
         await self.publisher.wait_for(last)
         return last - len(values) + 1
+
+    def next_offset(self) -> int:
+        """The offset the next committed record gets (Kafka's broker epochs are offsets)."""
+        return self._core.log_end_offset(METADATA_TOPIC, 0)
 
     def _propose_blocking(self, records: Sequence[MetadataRecord]) -> None:
         """Commit records before the event loop runs (start-up)."""
         if records:
             last = self._core.propose([encode_record(record) for record in records])
             self.publisher.wait_for_blocking(last)
+
+    async def close(self) -> None:
+        """Stop fencing brokers."""
+        if self.cluster is not None:
+            await self.cluster.close()
 
     async def ensure_topic(
         self,
@@ -350,4 +364,6 @@ def install(ctx: BrokerContext) -> Controller:
     acls.install(controller, ctx.authorization, ctx.dispatcher.register)
     quota_apis.install(controller, ctx.dispatcher.register)
     scram.install(controller, ctx.dispatcher.register)
+    controller.cluster = cluster_apis.install(controller, ctx.dispatcher)
+    ctx.dispatcher.loop.call_soon_threadsafe(controller.cluster.start)
     return controller

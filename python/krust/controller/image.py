@@ -18,11 +18,17 @@ from krust.controller.client_quotas import ClientQuotas, QuotaEntity, replay_cli
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
     BROKER_RESOURCE,
+    FENCE,
+    IN_CONTROLLED_SHUTDOWN,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
+    AbortTransactionRecord,
     AccessControlEntryRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    EndTransactionRecord,
     FeatureLevelRecord,
     MetadataRecord,
     MetadataRecordError,
@@ -35,6 +41,7 @@ from krust.controller.records import (
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
 from krust.plugins.authorizer import (
@@ -63,8 +70,20 @@ class BrokerImage:
     rack: str | None
     epoch: int = -1
     fenced: bool = False
-    # The record that registered it, written again into snapshots.
+    in_controlled_shutdown: bool = False
+    # The record that registered it, with its current fencing and controlled shutdown state:
+    # written again into snapshots.
     registration: RegisterBrokerRecord | None = None
+    # Where that record was read (a snapshot's records count as read at its end): Kafka's
+    # registerBrokerRecordOffset, which a broker's metadata must reach before it is unfenced.
+    # Not part of the image's content, so replaying a snapshot gives an equal image.
+    registration_offset: int = field(default=-1, compare=False)
+
+    @property
+    def active(self) -> bool:
+        """Unfenced and not in controlled shutdown: may lead, join an ISR, get new replicas
+        (Kafka's ClusterControlManager.isActive)."""
+        return not self.fenced and not self.in_controlled_shutdown
 
     def address_for(self, listener: str) -> tuple[str, int]:
         """Its address on `listener` (what a client of that listener is told, as Kafka does);
@@ -83,6 +102,15 @@ class PartitionImage:
     partition_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # An ongoing reassignment (KIP-455): replicas being added to and removed from `replicas`.
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    # 1 (RECOVERING) after an unclean leader election until the leader says it recovered (KIP-704).
+    leader_recovery_state: int = 0
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
 
 
 @dataclass(frozen=True)
@@ -122,6 +150,12 @@ class MetadataImage:
     def live_brokers(self) -> tuple[int, ...]:
         """Ids of the registered, unfenced brokers, in id order."""
         return tuple(sorted(b.node_id for b in self.brokers.values() if not b.fenced))
+
+    @cached_property
+    def active_brokers(self) -> tuple[int, ...]:
+        """Ids of the brokers that may take new replicas and lead: unfenced and not in
+        controlled shutdown, in id order."""
+        return tuple(sorted(b.node_id for b in self.brokers.values() if b.active))
 
     @staticmethod
     def empty(cluster_id: str, node_id: int) -> MetadataImage:
@@ -164,6 +198,13 @@ class ImageBuilder:
         self._deleted_topic_ids: set[uuid.UUID] = set()
         self._brokers_changed = False
         self._features_changed = False
+        # The records of an open metadata transaction (KIP-868), applied at its end.
+        self._transaction: list[tuple[int, MetadataRecord]] | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a BeginTransactionRecord was replayed and its end or abort not yet."""
+        return self._transaction is not None
 
     def replay_all(self, records: Iterable[tuple[int, MetadataRecord]]) -> ImageBuilder:
         for offset, record in records:
@@ -171,10 +212,39 @@ class ImageBuilder:
         return self
 
     def replay(self, offset: int, record: MetadataRecord) -> None:
-        """Apply one record at `offset`; MetadataRecordError if it contradicts the image."""
+        """Apply one record at `offset`; MetadataRecordError if it contradicts the image.
+        Inside a metadata transaction records wait for its end (and vanish if it aborts)."""
+        match record:
+            case BeginTransactionRecord():
+                if self._transaction is not None:
+                    raise MetadataRecordError("BeginTransactionRecord inside a transaction")
+                self._transaction = []
+            case EndTransactionRecord() | AbortTransactionRecord():
+                pending = self._transaction
+                if pending is None:
+                    raise MetadataRecordError(f"{type(record).__name__} outside a transaction")
+                self._transaction = None
+                if isinstance(record, EndTransactionRecord):
+                    for pending_offset, pending_record in pending:
+                        self._apply(pending_offset, pending_record)
+            case _ if self._transaction is not None:
+                self._transaction.append((offset, record))
+                return
+            case _:
+                self._apply(offset, record)
+        self._offset = offset
+
+    def _apply(self, offset: int, record: MetadataRecord) -> None:
         match record:
             case RegisterBrokerRecord():
-                self._register_broker(record)
+                self._register_broker(offset, record)
+                self._brokers_changed = True
+            case BrokerRegistrationChangeRecord():
+                self._change_broker(record)
+                self._brokers_changed = True
+            case UnregisterBrokerRecord():
+                self._broker(record.broker_id, record.broker_epoch, record)
+                del self._brokers[record.broker_id]
                 self._brokers_changed = True
             case TopicRecord():
                 if record.name in self._ids_by_name or record.topic_id in self._topics:
@@ -191,6 +261,9 @@ class ImageBuilder:
                     partition_epoch=record.partition_epoch,
                     replicas=tuple(record.replicas),
                     isr=tuple(record.isr),
+                    removing_replicas=tuple(record.removing_replicas),
+                    adding_replicas=tuple(record.adding_replicas),
+                    leader_recovery_state=record.leader_recovery_state,
                 )
             case PartitionChangeRecord():
                 self._change_partition(record)
@@ -235,7 +308,6 @@ class ImageBuilder:
                 self.scram_credentials_changed = True
             case NoOpRecord():
                 pass
-        self._offset = offset
 
     def build(self) -> MetadataImage:
         topics = {}
@@ -277,7 +349,7 @@ class ImageBuilder:
             scram_credentials=MappingProxyType(dict(self._scram)),
         )
 
-    def _register_broker(self, record: RegisterBrokerRecord) -> None:
+    def _register_broker(self, offset: int, record: RegisterBrokerRecord) -> None:
         # The image keeps one address per broker: the first advertised listener.
         endpoint = record.end_points[0] if record.end_points else None
         self._brokers[record.broker_id] = BrokerImage(
@@ -287,7 +359,41 @@ class ImageBuilder:
             rack=record.rack,
             epoch=record.broker_epoch,
             fenced=record.fenced,
+            in_controlled_shutdown=record.in_controlled_shutdown,
             registration=record,
+            registration_offset=offset,
+        )
+
+    def _broker(self, broker_id: int, epoch: int, record: MetadataRecord) -> BrokerImage:
+        """The registered broker a record names, with the epoch it names (as Kafka checks)."""
+        broker = self._brokers.get(broker_id)
+        if broker is None:
+            raise MetadataRecordError(
+                f"{type(record).__name__} for unregistered broker {broker_id}"
+            )
+        if broker.epoch != epoch:
+            raise MetadataRecordError(
+                f"{type(record).__name__} for broker {broker_id} with epoch {epoch}, "
+                f"registered with epoch {broker.epoch}"
+            )
+        return broker
+
+    def _change_broker(self, record: BrokerRegistrationChangeRecord) -> None:
+        broker = self._broker(record.broker_id, record.broker_epoch, record)
+        fenced = broker.fenced if record.fenced == 0 else record.fenced == FENCE
+        shutting_down = broker.in_controlled_shutdown or (
+            record.in_controlled_shutdown == IN_CONTROLLED_SHUTDOWN
+        )
+        registration = broker.registration
+        if registration is not None:
+            registration = replace(
+                registration, fenced=fenced, in_controlled_shutdown=shutting_down
+            )
+        self._brokers[record.broker_id] = replace(
+            broker,
+            fenced=fenced,
+            in_controlled_shutdown=shutting_down,
+            registration=registration,
         )
 
     def _topic_state(self, topic_id: uuid.UUID) -> _TopicState:
@@ -306,15 +412,7 @@ class ImageBuilder:
             raise MetadataRecordError(
                 f"PartitionChangeRecord for unknown partition {record.partition_id}"
             )
-        leader_changed = record.leader != NO_LEADER_CHANGE and record.leader != current.leader
-        partitions[record.partition_id] = replace(
-            current,
-            leader=record.leader if leader_changed else current.leader,
-            leader_epoch=current.leader_epoch + 1 if leader_changed else current.leader_epoch,
-            partition_epoch=current.partition_epoch + 1,
-            replicas=tuple(record.replicas) if record.replicas is not None else current.replicas,
-            isr=tuple(record.isr) if record.isr is not None else current.isr,
-        )
+        partitions[record.partition_id] = merge_partition_change(current, record)
 
     def _set_config(self, record: ConfigRecord) -> None:
         if record.resource_type == BROKER_RESOURCE:
@@ -358,6 +456,32 @@ class ImageBuilder:
         if self.acls_changed:
             delta["acls_changed"] = True
         return delta
+
+
+def merge_partition_change(
+    current: PartitionImage, record: PartitionChangeRecord
+) -> PartitionImage:
+    """The partition after the change (Kafka's PartitionRegistration.merge): a record that
+    names a leader, even the same one, bumps the leader epoch (a reassignment that drops
+    replicas relies on it); every change bumps the partition epoch."""
+    leader_set = record.leader != NO_LEADER_CHANGE
+
+    def changed(new: tuple[int, ...] | None, old: tuple[int, ...]) -> tuple[int, ...]:
+        return old if new is None else tuple(new)
+
+    return replace(
+        current,
+        leader=record.leader if leader_set else current.leader,
+        leader_epoch=current.leader_epoch + 1 if leader_set else current.leader_epoch,
+        partition_epoch=current.partition_epoch + 1,
+        replicas=changed(record.replicas, current.replicas),
+        isr=changed(record.isr, current.isr),
+        removing_replicas=changed(record.removing_replicas, current.removing_replicas),
+        adding_replicas=changed(record.adding_replicas, current.adding_replicas),
+        leader_recovery_state=current.leader_recovery_state
+        if record.leader_recovery_state == -1
+        else record.leader_recovery_state,
+    )
 
 
 def acl_binding(record: AccessControlEntryRecord) -> AclBinding:

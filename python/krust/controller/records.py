@@ -70,6 +70,41 @@ class RegisterBrokerRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterBrokerRecord:
+    """A broker's registration is removed (KIP-631). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 1
+    __version__: ClassVar[int] = 0
+    broker_id: int = field(metadata=_kafka("int32"))
+    broker_epoch: int = field(metadata=_kafka("int64"))
+
+
+# BrokerRegistrationChangeRecord.fenced: Kafka's BrokerRegistrationFencingChange.
+FENCE = 1
+UNFENCE = -1
+# BrokerRegistrationChangeRecord.in_controlled_shutdown: Kafka's
+# BrokerRegistrationInControlledShutdownChange.
+IN_CONTROLLED_SHUTDOWN = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistrationChangeRecord:
+    """A registered broker is fenced, unfenced or enters controlled shutdown; 0 means no
+    change. Version 1 (version 2 adds the log dirs of KIP-858)."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 17
+    __version__: ClassVar[int] = 1
+    broker_id: int = field(metadata=_kafka("int32"))
+    broker_epoch: int = field(metadata=_kafka("int64"))
+    fenced: int = field(metadata=_kafka("int8", tag=0), default=0)
+    in_controlled_shutdown: int = field(metadata=_kafka("int8", tag=1), default=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopicRecord:
     """A topic is created. Version 0."""
 
@@ -120,6 +155,39 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = field(metadata=_kafka("int32", tag=3), default=None)
     adding_replicas: tuple[int, ...] | None = field(metadata=_kafka("int32", tag=4), default=None)
     leader_recovery_state: int = field(metadata=_kafka("int8", tag=5), default=-1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeginTransactionRecord:
+    """The records up to the next EndTransactionRecord apply together, or not at all if an
+    AbortTransactionRecord comes first (KIP-868). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 23
+    __version__: ClassVar[int] = 0
+    name: str | None = field(metadata=_kafka("string", tag=0), default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndTransactionRecord:
+    """The open metadata transaction applies (KIP-868). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 24
+    __version__: ClassVar[int] = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortTransactionRecord:
+    """The open metadata transaction's records are dropped (KIP-868). Version 0."""
+
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 25
+    __version__: ClassVar[int] = 0
+    reason: str | None = field(metadata=_kafka("string", tag=0), default=None)
 
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
@@ -270,6 +338,8 @@ class NoOpRecord:
 
 MetadataRecord = (
     RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | BrokerRegistrationChangeRecord
     | TopicRecord
     | PartitionRecord
     | PartitionChangeRecord
@@ -283,11 +353,16 @@ MetadataRecord = (
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
     | NoOpRecord
+    | BeginTransactionRecord
+    | EndTransactionRecord
+    | AbortTransactionRecord
 )
 RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
     (cls.__api_key__, cls.__version__): cls
     for cls in (
         RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        BrokerRegistrationChangeRecord,
         TopicRecord,
         PartitionRecord,
         PartitionChangeRecord,
@@ -301,6 +376,9 @@ RECORD_TYPES: dict[tuple[int, int], type[MetadataRecord]] = {
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
         NoOpRecord,
+        BeginTransactionRecord,
+        EndTransactionRecord,
+        AbortTransactionRecord,
     )
 }
 

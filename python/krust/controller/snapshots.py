@@ -43,7 +43,10 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                 topic_id=topic.topic_id,
                 replicas=p.replicas,
                 isr=p.isr,
+                removing_replicas=p.removing_replicas,
+                adding_replicas=p.adding_replicas,
                 leader=p.leader,
+                leader_recovery_state=p.leader_recovery_state,
                 leader_epoch=p.leader_epoch,
                 partition_epoch=p.partition_epoch,
             )

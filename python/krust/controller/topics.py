@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from krust.controller.bootstrap import random_kafka_uuid
 from krust.controller.image import MetadataImage, TopicImage
+from krust.controller.placement import PlacementError, place_replicas
 from krust.controller.records import (
     TOPIC_RESOURCE,
     ConfigRecord,
@@ -224,7 +225,7 @@ def _new_topic_replicas(
         else spec.replication_factor
     )
     _check_budget(count, budget)
-    return place_replicas(image.live_brokers, 0, count, factor)
+    return place_new_replicas(image, count, factor)
 
 
 def _check_budget(partitions: int, budget: int) -> None:
@@ -234,32 +235,18 @@ def _check_budget(partitions: int, budget: int) -> None:
         )
 
 
-def place_replicas(
-    live_brokers: Sequence[int], first_partition: int, count: int, replication_factor: int
+def place_new_replicas(
+    image: MetadataImage, count: int, replication_factor: int
 ) -> list[tuple[int, ...]]:
-    """Replicas of partitions first..first+count-1, striped round robin over the live brokers;
-    the first replica leads."""
-    problem = None
-    if replication_factor < 1:
-        problem = (
-            f"Invalid replication factor {replication_factor}: the replication factor must "
-            "be positive."
-        )
-    elif replication_factor > len(live_brokers):
-        problem = (
-            f"The target replication factor of {replication_factor} cannot be reached "
-            f"because only {len(live_brokers)} broker(s) are registered."
-        )
-    if problem:
+    """Replicas of `count` new partitions over the active brokers (controller.placement)."""
+    racks = {b: image.brokers[b].rack for b in image.active_brokers}
+    try:
+        return place_replicas(racks, count, replication_factor)
+    except PlacementError as error:
         raise TopicError(
             ErrorCode.invalid_replication_factor,
-            f"Unable to replicate the partition {replication_factor} time(s): {problem}",
-        )
-    n = len(live_brokers)
-    return [
-        tuple(live_brokers[(partition + i) % n] for i in range(replication_factor))
-        for partition in range(first_partition, first_partition + count)
-    ]
+            f"Unable to replicate the partition {replication_factor} time(s): {error}",
+        ) from None
 
 
 def _check_manual_assignment(
@@ -286,7 +273,7 @@ def _check_manual_assignment(
             "replica(s), but this is not consistent with previous partitions, which have "
             f"{replication_factor} replica(s)."
         )
-    if not set(brokers) & set(image.live_brokers):
+    if not set(brokers) & set(image.active_brokers):
         raise invalid(
             f"All brokers specified in the manual partition assignment for partition "
             f"{partition} are fenced or in controlled shutdown."
@@ -296,10 +283,10 @@ def _check_manual_assignment(
 def _partition_records(
     image: MetadataImage, topic_id: uuid.UUID, first: int, replicas: Sequence[tuple[int, ...]]
 ) -> list[PartitionRecord]:
-    live = set(image.live_brokers)
+    active = set(image.active_brokers)
     records = []
     for index, brokers in enumerate(replicas, start=first):
-        isr = tuple(b for b in brokers if b in live)
+        isr = tuple(b for b in brokers if b in active)
         records.append(
             PartitionRecord(
                 partition_id=index,
@@ -437,7 +424,7 @@ def _new_partitions(
     _check_budget(additional, budget)
     factor = len(topic.partitions[min(topic.partitions)].replicas)
     if spec.assignments is None:
-        replicas = place_replicas(image.live_brokers, current, additional, factor)
+        replicas = place_new_replicas(image, additional, factor)
     else:
         for index, brokers in enumerate(spec.assignments, start=current):
             _check_manual_assignment(image, index, brokers, factor)
