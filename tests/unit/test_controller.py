@@ -17,6 +17,8 @@ from krust.controller import Controller, TopicCreationError, install
 from krust.controller.bootstrap import META_PROPERTIES
 from krust.controller.metadata_log import METADATA_TOPIC, MetadataLog
 from krust.controller.records import (
+    BeginTransactionRecord,
+    EndTransactionRecord,
     FeatureLevelRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
@@ -91,10 +93,12 @@ def test_first_start_formats_dirs_and_registers_this_broker(
     directory_ids = {line for m in metas for line in m.splitlines() if "directory.id" in line}
     assert len(directory_ids) == 2
 
-    feature, registration = metadata_records(fake_core)
+    begin, feature, registration, end = metadata_records(fake_core)
+    # One metadata transaction (KIP-868): the records apply together or not at all.
+    assert isinstance(begin, BeginTransactionRecord) and isinstance(end, EndTransactionRecord)
     assert feature == FeatureLevelRecord(name="metadata.version", feature_level=14)
     assert isinstance(registration, RegisterBrokerRecord)
-    assert registration.broker_epoch == 1  # the offset of the registration record
+    assert registration.broker_epoch == 2  # the offset of the registration record
     assert [(e.name, e.host, e.port) for e in registration.end_points] == [
         ("PLAINTEXT", "127.0.0.1", 19092)
     ]
@@ -168,7 +172,8 @@ def test_restart_replays_the_same_topics_with_the_same_ids(
         r for r in metadata_records(restarted_core) if isinstance(r, RegisterBrokerRecord)
     ]
     assert len(registrations) == 2
-    assert registrations[1].broker_epoch == after.metadata_offset
+    # The registration is the last record before its transaction's end marker.
+    assert registrations[1].broker_epoch == after.metadata_offset - 1
 
 
 def test_a_configured_cluster_id_is_used_and_must_match_later(

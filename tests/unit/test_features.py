@@ -137,10 +137,11 @@ def test_an_update_is_appended_applied_and_survives_a_restart(
     before = controller.image.metadata_offset
     response = update(run, controller, 2, {"feature": "metadata.version", "max_version_level": 14})
     assert response.error_code is ErrorCode.none and response.error_message is None
-    assert controller.image.metadata_offset == before + 1
+    # One record, between the markers of its metadata transaction (KIP-868).
+    assert controller.image.metadata_offset == before + 3
     assert fake_core.deltas[-1]["finalized_features"] == {"metadata.version": 14}
-    assert fake_core.last_image["metadata_offset"] == before + 1
-    assert metadata_records(fake_core)[-1] == FeatureLevelRecord(
+    assert fake_core.last_image["metadata_offset"] == before + 3
+    assert metadata_records(fake_core)[-2] == FeatureLevelRecord(
         name="metadata.version", feature_level=14
     )
 

@@ -81,10 +81,11 @@ class ClusterControl:
             else None
         )
         self.leader_balancing: asyncio.Task[None] | None = None
-        # The broker in this process registers at open and sends no heartbeats (yet): its
-        # session never lapses.
+        # A quorum of one registers its broker at open, which then sends no heartbeats: its
+        # session never lapses. In a quorum of several every broker heartbeats.
+        local = None if config["controller.quorum.voters"] else controller.image.node_id
         self.heartbeats = BrokerHeartbeatManager(
-            config["broker.session.timeout.ms"], clock, local_node=controller.image.node_id
+            config["broker.session.timeout.ms"], clock, local_node=local
         )
         self._fencing: asyncio.Task[None] | None = None
 
@@ -338,6 +339,12 @@ class ClusterControl:
             except Exception as error:  # the next round tries again
                 log.error("balancing partition leaders failed: %s", error)
                 moved = 0
+
+    def activate(self) -> None:
+        """This node became the active controller: every broker gets a full session from
+        now to reach it (as in Kafka), then fencing and leader balancing start."""
+        self.heartbeats.sessions.clear()
+        self.start()
 
     def start(self) -> None:
         """Start the periodic fencing and leader balancing on the running loop (the active

@@ -30,6 +30,9 @@ from krust.controller.image import MetadataImage, TopicImage
 from krust.controller.publisher import METADATA_TOPIC, MetadataPublisher
 from krust.controller.records import (
     METADATA_VERSION_FEATURE,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
     MetadataRecord,
     ProducerIdsRecord,
     encode_record,
@@ -85,6 +88,9 @@ class Controller:
         self.authorization = Authorization(None)
         # Broker lifecycle, elections and reassignments; `install` sets it.
         self.cluster: ClusterControl | None = None
+        # Whether this node leads the quorum, and the task taking up or dropping the duties.
+        self._leading = False
+        self._duties: asyncio.Task[None] | None = None
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
@@ -102,10 +108,12 @@ class Controller:
         controller = cls(config, core, publisher)
         check_finalized_levels(controller.image.features)
         bootstrapped = METADATA_VERSION_FEATURE in controller.image.features
-        records = [] if bootstrapped else initial_records()
-        # Kafka's broker epoch is the offset of the registration record.
-        end = core.log_end_offset(METADATA_TOPIC, 0)
-        records.append(registration_record(config, broker_epoch=end + len(records)))
+        records = [] if bootstrapped or publisher.leader_id != node_id else initial_records()
+        if not config["controller.quorum.voters"]:
+            # A quorum of one registers its broker here; others through the controller
+            # channel (krust.lifecycle_manager). The broker epoch is the record's offset.
+            first = controller.next_offset()
+            records.append(registration_record(config, broker_epoch=first + len(records)))
         controller._propose_blocking(records)
         publisher.start_publishing()
         return controller
@@ -133,23 +141,70 @@ class Controller:
         offset of the first (-1 for none). Hold `lock`."""
         if not records:
             return -1
-        values = [encode_record(record) for record in records]
+        values = _atomic(records)
         last = await asyncio.to_thread(self._core.propose, values)
         await self.publisher.wait_for(last)
-        return last - len(values) + 1
+        return last - len(records)
 
     def next_offset(self) -> int:
-        """The offset the next committed record gets (Kafka's broker epochs are offsets)."""
-        return self._core.log_end_offset(METADATA_TOPIC, 0)
+        """The offset the first record of the next commit gets, after its
+        BeginTransactionRecord (Kafka's broker epochs are offsets)."""
+        return self._core.log_end_offset(METADATA_TOPIC, 0) + 1
 
     def _propose_blocking(self, records: Sequence[MetadataRecord]) -> None:
         """Commit records before the event loop runs (start-up)."""
         if records:
-            last = self._core.propose([encode_record(record) for record in records])
+            last = self._core.propose(_atomic(records))
             self.publisher.wait_for_blocking(last)
 
     async def close(self) -> None:
-        """Stop fencing brokers."""
+        """Stop the active controller's duties."""
+        self._leading = False
+        if self._duties is not None:
+            await asyncio.gather(self._duties, return_exceptions=True)
+        if self.cluster is not None:
+            await self.cluster.close()
+
+    def watch_leadership(self) -> None:
+        """On the event loop: take up the active controller's duties while this node leads
+        the quorum, and drop them when another does."""
+        self.publisher.add_listener(lambda _image: self._leadership_changed())
+        self._leadership_changed()
+
+    def _leadership_changed(self) -> None:
+        leading = self.publisher.leader_id == self.image.node_id
+        if leading == self._leading:
+            return
+        self._leading = leading
+        previous = self._duties
+        self._duties = asyncio.get_running_loop().create_task(
+            self._take_up_duties(previous) if leading else self._drop_duties(previous)
+        )
+
+    async def _take_up_duties(self, previous: asyncio.Task[None] | None) -> None:
+        """Become the active controller: end a metadata transaction the last one left open
+        (KIP-868), bootstrap an empty log, then fence brokers and balance leaders."""
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        try:
+            async with self._lock:
+                if self.publisher.in_transaction:
+                    abort = encode_record(AbortTransactionRecord(reason="controller failover"))
+                    await self.publisher.wait_for(
+                        await asyncio.to_thread(self._core.propose, [abort])
+                    )
+                if METADATA_VERSION_FEATURE not in self.image.features:
+                    await self.commit(initial_records())
+        except Exception as error:  # lost the leadership again meanwhile
+            log.warning("taking up the active controller's duties failed: %s", error)
+            return
+        log.info("this node is the active controller (epoch %d)", self.publisher.leader_epoch)
+        if self.cluster is not None and self._leading:
+            self.cluster.activate()
+
+    async def _drop_duties(self, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
         if self.cluster is not None:
             await self.cluster.close()
 
@@ -333,6 +388,16 @@ class Controller:
         return answer(ErrorCode.none, start, PRODUCER_ID_BLOCK_SIZE)
 
 
+def _atomic(records: Sequence[MetadataRecord]) -> list[bytes]:
+    """The records' values in a metadata transaction (KIP-868): each is its own Raft entry,
+    and a new leader may commit only some of them, so they apply together at the
+    EndTransactionRecord or not at all. One record is wrapped too, so that the offsets a
+    commit gives are known before it (`next_offset`)."""
+    values = [encode_record(record) for record in records]
+    begin = BeginTransactionRecord(name=f"{len(values)} records")
+    return [encode_record(begin), *values, encode_record(EndTransactionRecord())]
+
+
 def _refused(names: Any) -> list[dict[str, Any]]:
     """The results of topics the principal may not act on (Kafka's message)."""
     return [
@@ -365,5 +430,5 @@ def install(ctx: BrokerContext) -> Controller:
     quota_apis.install(controller, ctx.dispatcher.register)
     scram.install(controller, ctx.dispatcher.register)
     controller.cluster = cluster_apis.install(controller, ctx.dispatcher)
-    ctx.dispatcher.loop.call_soon_threadsafe(controller.cluster.start)
+    ctx.dispatcher.loop.call_soon_threadsafe(controller.watch_leadership)
     return controller

@@ -172,7 +172,12 @@ class _TopicState:
 class ImageBuilder:
     """Replays records on top of an image; `build()` returns the resulting image."""
 
-    def __init__(self, image: MetadataImage, internal_topics: Set[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        image: MetadataImage,
+        internal_topics: Set[str] = frozenset(),
+        transaction: list[tuple[int, MetadataRecord]] | None = None,
+    ) -> None:
         self._base = image
         self._internal_topics = INTERNAL_TOPICS | internal_topics
         self._offset = image.metadata_offset
@@ -198,13 +203,19 @@ class ImageBuilder:
         self._deleted_topic_ids: set[uuid.UUID] = set()
         self._brokers_changed = False
         self._features_changed = False
-        # The records of an open metadata transaction (KIP-868), applied at its end.
-        self._transaction: list[tuple[int, MetadataRecord]] | None = None
+        # The records of an open metadata transaction (KIP-868), applied at its end; it may
+        # have begun in an earlier builder's records.
+        self._transaction = transaction
 
     @property
     def in_transaction(self) -> bool:
         """Whether a BeginTransactionRecord was replayed and its end or abort not yet."""
         return self._transaction is not None
+
+    @property
+    def transaction(self) -> list[tuple[int, MetadataRecord]] | None:
+        """The records of the open transaction, for the builder of the next records."""
+        return self._transaction
 
     def replay_all(self, records: Iterable[tuple[int, MetadataRecord]]) -> ImageBuilder:
         for offset, record in records:

@@ -23,7 +23,12 @@ from krust.controller import scram
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.client_quotas import core_client_quotas
 from krust.controller.image import ImageBuilder, MetadataImage, to_core_image
-from krust.controller.records import MetadataRecordError, decode_record, encode_record
+from krust.controller.records import (
+    MetadataRecord,
+    MetadataRecordError,
+    decode_record,
+    encode_record,
+)
 from krust.controller.snapshots import SnapshotSchedule, image_records
 
 if TYPE_CHECKING:
@@ -43,6 +48,8 @@ class MetadataPublisher:
         self._config = config
         self._core = core
         self._internal_topics: set[str] = set()
+        # A metadata transaction (KIP-868) still open after the last records replayed.
+        self._transaction: list[tuple[int, MetadataRecord]] | None = None
         # Serialises replays (quorum thread) with start_publishing and rebuilds (event loop).
         self._mutex = threading.Lock()
         self._advanced_condition = threading.Condition()
@@ -64,6 +71,7 @@ class MetadataPublisher:
         with self._mutex:
             builder = ImageBuilder(base, self._internal_topics)
             builder.replay_all((end_offset - 1, record) for record in records)
+            self._transaction = None
             self.image = replace(builder.build(), controller_id=self.image.controller_id)
             if self._publishing:
                 self._core.apply_metadata(self.core_image())
@@ -75,15 +83,22 @@ class MetadataPublisher:
         if not entries:
             return
         with self._mutex:
-            builder = ImageBuilder(self.image, self._internal_topics)
+            builder = ImageBuilder(self.image, self._internal_topics, self._transaction)
             size = 0
             for offset, _epoch, value in entries:
                 builder.replay(offset, _decode(f"offset {offset}", value))
                 size += len(value)
+            self._transaction = builder.transaction
             self._publish(builder)
             self._snapshots.appended(size)
         self._maybe_snapshot()
         self._advanced()
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the log ends inside a metadata transaction (a new active controller
+        aborts it)."""
+        return self._transaction is not None
 
     def snapshot(self) -> list[bytes]:
         """The records of the image as applied now, for a snapshot of it."""
@@ -124,7 +139,7 @@ class MetadataPublisher:
         with self._mutex:
             self._internal_topics.add(topic)
             if topic in self.image.topics and not self.image.topics[topic].internal:
-                self._publish(ImageBuilder(self.image, self._internal_topics))
+                self._publish(ImageBuilder(self.image, self._internal_topics, self._transaction))
 
     def add_listener(self, listener: Listener) -> None:
         """Call `listener(image)` on the calling thread's event loop after each change."""
