@@ -11,16 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
 
 from krust.context import BrokerContext
 from krust.controller.bootstrap import SECURITY_PROTOCOL_IDS, random_kafka_uuid
 from krust.controller.features import SUPPORTED_FEATURES
-from krust.protocol import build_entity, encode_entity
+from krust.controller_requests import ControllerSender, request_controller
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +28,6 @@ BROKER_HEARTBEAT, HEARTBEAT_VERSION = 63, 1
 RETRY_BACKOFF_S = 0.5
 # A controlled shutdown gives up after this, as Kafka's does after its request timeouts.
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
-
-
-class ControllerSender(Protocol):
-    def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes: ...
 
 
 class BrokerLifecycleManager:
@@ -150,14 +144,11 @@ class BrokerLifecycleManager:
 
     async def _send(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
         """The decoded response, or None when the controller could not be reached."""
-        body = encode_entity(build_entity(load_request_schema(api_key, version), fields))
         try:
-            raw = await asyncio.to_thread(self._core.send_to_controller, api_key, version, body)
+            return await request_controller(self._core, api_key, version, fields)
         except Exception as error:  # the channel retried until its timeout
             log.warning("api %d to the controller failed: %s", api_key, error)
             return None
-        response, _ = entity_reader(load_response_schema(api_key, version))(raw, 0)
-        return response
 
 
 def install(ctx: BrokerContext) -> BrokerLifecycleManager | None:

@@ -74,6 +74,9 @@ def resolve_roles(values: dict[str, Any]) -> None:
                 "controller.listener.names",
                 f"{name} uses {protocol}: krust's controller quorum speaks PLAINTEXT only",
             )
+    if values["offsets.topic.replication.factor"] is None:
+        # Kafka's default is 3; a quorum of one has one broker, so krust's is 1 there.
+        values["offsets.topic.replication.factor"] = 3 if voters else 1
     if voters:
         own = next(voter for voter in voters if voter.node_id == node_id)
         ports = {

@@ -37,6 +37,9 @@ def test_voters_name_this_node_on_a_controller_listener_port(tmp_path: Path) -> 
     ]
     # Without voters the node is a quorum of one and needs no controller listener.
     assert make_config([tmp_path])["controller.quorum.voters"] == []
+    # __consumer_offsets gets Kafka's replication factor in a cluster, 1 on a lone node.
+    assert config["offsets.topic.replication.factor"] == 3
+    assert make_config([tmp_path])["offsets.topic.replication.factor"] == 1
     error = refused(tmp_path, "node.id=4")
     assert error.key == "controller.quorum.voters" and "node.id 4" in error.problem
     error = refused(tmp_path, "controller.quorum.voters=2@127.0.0.1:9092")

@@ -44,6 +44,7 @@ from krust.controller.topics import (
     plan_create_topics,
     plan_delete_topics,
 )
+from krust.controller_requests import request_controller
 from krust.plugins.authorizer import AclOperation, ResourceType
 from krust.protocol import make_response
 
@@ -59,6 +60,10 @@ CREATE_PARTITIONS = 37
 UPDATE_FEATURES = 57
 ALLOCATE_PRODUCER_IDS = 67
 PRODUCER_ID_BLOCK_SIZE = 1000
+# How long a request to the active controller may take, and how often a topic created there
+# is looked for in this node's image.
+CONTROLLER_TIMEOUT_MS = 30_000
+TOPIC_WAIT_S = 0.02
 # How often start-up logs that it is still waiting for the quorum.
 QUORUM_WAIT_LOG_S = 5.0
 LONG_MAX = 2**63 - 1
@@ -218,9 +223,13 @@ class Controller:
     ) -> TopicImage:
         """Create the topic if absent (as CreateTopics would); returns once the image with it
         has been applied to the core. Raises TopicCreationError if it cannot be created."""
+        if internal:
+            self.publisher.mark_internal(name)
+        if self.publisher.leader_id != self.image.node_id:
+            return await self._create_through_controller(
+                name, num_partitions, replication_factor, configs
+            )
         async with self._lock:
-            if internal:
-                self.publisher.mark_internal(name)
             existing = self.image.topics.get(name)
             if existing is not None:
                 return existing
@@ -231,6 +240,32 @@ class Controller:
                 raise TopicCreationError(name, result["error_code"], result["error_message"])
             await self.commit(plan.records)
             return self.image.topics[name]
+
+    async def _create_through_controller(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> TopicImage:
+        """`ensure_topic` on a node that is not the active controller: a CreateTopics to the
+        active one, then wait until the topic is in this node's image."""
+        existing = self.image.topics.get(name)
+        if existing is not None:
+            return existing
+        topic = {
+            "name": name,
+            "num_partitions": num_partitions,
+            "replication_factor": replication_factor,
+            "configs": [{"name": k, "value": v} for k, v in configs.items()],
+        }
+        fields = {"topics": [topic], "timeout": CONTROLLER_TIMEOUT_MS}
+        response = await request_controller(self._core, CREATE_TOPICS, 7, fields)
+        (result,) = response.topics
+        if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+            raise TopicCreationError(name, result.error_code, result.error_message)
+        deadline = asyncio.get_running_loop().time() + CONTROLLER_TIMEOUT_MS / 1000
+        while name not in self.image.topics:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TopicCreationError(name, ErrorCode.request_timed_out, "not replicated here")
+            await asyncio.sleep(TOPIC_WAIT_S)
+        return self.image.topics[name]
 
     async def create_topics(self, request: Any, context: RequestContext) -> Any:
         specs = [
