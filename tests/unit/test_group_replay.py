@@ -251,6 +251,22 @@ async def test_losing_leadership_unloads_groups_and_answers_parked_joins() -> No
 
 
 @async_test
+async def test_leadership_changes_load_and_unload_without_waiting_for_a_request() -> None:
+    clock, controller = FakeClock(), FakeController(node_id=1, broker_ids=(1, 2))
+    coordinator = await start_coordinator(controller=controller, clock=clock)
+    await form_stable_group(coordinator, clock, "group", 1)
+    partition = coordinator.partition_for("group")
+    parked = await begin(coordinator.join_group(join_request("group", client_id="late")))
+    controller.move_leader(OFFSETS_TOPIC, partition, 2)
+    # The metadata change alone unloaded the group and answered its parked join.
+    assert (await parked).error is ErrorCode.not_coordinator
+    assert "group" not in coordinator.groups.groups
+    controller.move_leader(OFFSETS_TOPIC, partition, 1)
+    await coordinator.wait_loaded()
+    assert "group" in coordinator.groups.groups, "loaded as soon as this broker led again"
+
+
+@async_test
 async def test_find_coordinator_creates_the_offsets_topic_on_first_use() -> None:
     clock, controller = FakeClock(), FakeController()
     config = fast_config(offsets_topic_replication_factor=1, offsets_topic_segment_bytes=1048576)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -169,6 +169,10 @@ class Controller:
             await asyncio.gather(self._duties, return_exceptions=True)
         if self.cluster is not None:
             await self.cluster.close()
+
+    def on_metadata_change(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` on the running event loop after each metadata change."""
+        self.publisher.add_listener(lambda _image: callback())
 
     def watch_leadership(self) -> None:
         """On the event loop: take up the active controller's duties while this node leads

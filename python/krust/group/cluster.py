@@ -7,7 +7,7 @@ rather than on the controller package, and unit tests can hand it plain fakes.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -49,6 +49,9 @@ class ImageView(Protocol):
 class ControllerView(Protocol):
     @property
     def image(self) -> ImageView: ...
+
+    def on_metadata_change(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` on the running event loop after each metadata change."""
 
     async def ensure_topic(
         self,

@@ -80,8 +80,11 @@ class GroupCoordinator:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load the partitions this broker leads and start the periodic offset expiry."""
+        """Load the partitions this broker leads, follow leadership changes of
+        `__consumer_offsets` (load when this broker becomes a partition's leader, unload when
+        another does) and start the periodic offset expiry."""
         self.sync_partitions()
+        self._controller.on_metadata_change(self.sync_partitions)
         self._schedule_expiry()
 
     async def close(self) -> None:

@@ -121,6 +121,10 @@ class FakeController:
         self.image = FakeImage(node_id, brokers, {})
         self.created: list[tuple[str, int, int, dict[str, str], bool]] = []
         self.fail_creation = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_metadata_change(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
 
     def add_topic(
         self, name: str, partitions: int, leader: int | None = None, internal: bool = False
@@ -137,6 +141,8 @@ class FakeController:
         partitions = dict(topic.partitions)
         partitions[partition] = FakePartition(partition, leader)
         self.image.topics[name] = replace(topic, partitions=partitions)
+        for listener in self._listeners:
+            listener()
 
     async def ensure_topic(
         self,
