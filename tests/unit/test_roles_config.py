@@ -79,3 +79,16 @@ def test_the_inter_broker_listener_follows_kafkas_rules(tmp_path: Path) -> None:
     error = refused(tmp_path, "security.inter.broker.protocol=SSL")
     assert error.key == "security.inter.broker.protocol"
     assert "advertised.listeners" in error.problem
+
+
+def test_a_node_of_a_cluster_must_be_given_the_clusters_id(tmp_path: Path) -> None:
+    from krust.controller.bootstrap import format_log_dirs
+
+    dirs = [str(tmp_path)]
+    with pytest.raises(ConfigError) as caught:
+        format_log_dirs(dirs, 2, None, shared=True)
+    assert caught.value.key == "cluster.id" and "same id on every node" in caught.value.problem
+    chosen = "MkU3OEVBNTcwNTJENDM2Qk"
+    assert format_log_dirs(dirs, 2, chosen, shared=True) == chosen
+    # Formatted once, the stored id is used.
+    assert format_log_dirs(dirs, 2, None, shared=True) == chosen

@@ -95,11 +95,15 @@ class MetaProperties:
             os.close(directory)
 
 
-def format_log_dirs(log_dirs: Sequence[str], node_id: int, cluster_id: str | None) -> str:
+def format_log_dirs(
+    log_dirs: Sequence[str], node_id: int, cluster_id: str | None, shared: bool = False
+) -> str:
     """Check the meta.properties of every log dir, write the missing ones; the cluster id.
 
     All formatted dirs must agree on cluster id and node id (as Kafka checks on start-up);
-    `cluster_id` (the cluster.id config) only chooses the id of a cluster being created."""
+    `cluster_id` (the cluster.id config) only chooses the id of a cluster being created. A
+    node of a `shared` quorum (several voters) needs it, as `kafka-storage format -t` does:
+    every node must be formatted with the same one."""
     existing = {
         directory: MetaProperties.read(Path(directory, META_PROPERTIES))
         for directory in log_dirs
@@ -119,6 +123,12 @@ def format_log_dirs(log_dirs: Sequence[str], node_id: int, cluster_id: str | Non
         if cluster_id is not None and cluster_id != stored:
             raise ConfigError("cluster.id", f"{cluster_id} differs from {stored} in log.dirs")
         cluster_id = stored
+    elif cluster_id is None and shared:
+        raise ConfigError(
+            "cluster.id",
+            "must be set to the same id on every node of a quorum of several voters before "
+            f"their first start (e.g. {kafka_uuid_string(random_kafka_uuid())})",
+        )
     elif cluster_id is None:
         cluster_id = kafka_uuid_string(random_kafka_uuid())
     for directory in log_dirs:

@@ -103,7 +103,12 @@ class Controller:
         what it committed, register this broker and push the image to the core. Blocking;
         runs before the server starts serving."""
         node_id = config["node.id"]
-        cluster_id = format_log_dirs(config["log.dirs"], node_id, config["cluster.id"])
+        cluster_id = format_log_dirs(
+            config["log.dirs"],
+            node_id,
+            config["cluster.id"],
+            shared=bool(config["controller.quorum.voters"]),
+        )
         publisher = MetadataPublisher(config, core, MetadataImage.empty(cluster_id, node_id))
         core.start_quorum(
             publisher.apply, publisher.snapshot, publisher.load_snapshot, publisher.leader_changed
