@@ -498,3 +498,7 @@ fn truncation_offset(partition: &Partition, epoch: i32, end_offset: i64) -> i64 
         None => end_offset.min(log_end_offset),
     }
 }
+
+#[cfg(test)]
+#[path = "replica_fetcher_tests.rs"]
+mod tests;

@@ -707,3 +707,40 @@ async fn a_new_topics_logs_may_follow_the_answer_but_a_deletion_is_done_before_i
     b.broker.apply_metadata_delta(&deleted).unwrap();
     assert!(!dir.exists());
 }
+
+/// As Kafka: a follower's fetch (a replica id) needs CLUSTER_ACTION on the cluster, not READ
+/// on the topic; a consumer's needs READ.
+#[tokio::test]
+async fn a_follower_fetch_needs_cluster_action_and_a_consumer_fetch_read() {
+    use krust_server::authorizer::{AclOperation, ResourceType};
+    let b = broker_with_topic("t", 1);
+    let (authorizer, mut receiver) = b.broker.authorizer();
+    std::thread::spawn(move || {
+        while let Some(call) = receiver.recv_blocking() {
+            let answer = call
+                .actions
+                .iter()
+                .map(|a| {
+                    a.operation == AclOperation::ClusterAction
+                        && a.resource_type == ResourceType::Cluster
+                })
+                .collect();
+            let _ = call.reply.send(Some(answer));
+        }
+    });
+    let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+    let b = TestBroker {
+        context: b.broker.authorized_server_context(bridge, Some(authorizer)),
+        ..b
+    };
+    let code = |response: FetchResponse| response.responses[0].partitions[0].error_code;
+    let consumer = send_fetch(&b, &fetch("t", 0, 0, (0, -1))).await;
+    assert_eq!(
+        code(consumer),
+        ResponseError::TopicAuthorizationFailed.code()
+    );
+    // Authorized as a broker, replica 2 is refused only because it is no replica of t-0.
+    let follower = fetch("t", 0, 0, (0, -1)).with_replica_id(BrokerId(2));
+    let answer = send_fetch(&b, &follower).await;
+    assert_eq!(code(answer), ResponseError::NotLeaderOrFollower.code());
+}
