@@ -127,7 +127,9 @@ impl ReplicaFetcherManager {
         }
         for key in idle {
             if let Some(fetcher) = fetchers.remove(&key) {
-                fetcher.stop();
+                // Not joined: a fetch in flight to a leader that died may take up to
+                // replica.socket.timeout.ms, and the metadata must not wait for it.
+                fetcher.signal_stop();
             }
         }
     }
@@ -147,11 +149,17 @@ impl ReplicaFetcherManager {
             .collect()
     }
 
-    /// Stops every fetcher thread (broker shutdown).
+    /// Stops every fetcher thread and waits for them (broker shutdown: no follower append
+    /// may race the final flush).
     pub fn shutdown(&self) {
         let fetchers: Vec<Fetcher> = self.fetchers.lock().drain().map(|(_, f)| f).collect();
-        for fetcher in fetchers {
-            fetcher.stop();
+        for fetcher in &fetchers {
+            fetcher.signal_stop();
+        }
+        for mut fetcher in fetchers {
+            if let Some(thread) = fetcher.thread.take() {
+                let _ = thread.join();
+            }
         }
     }
 
@@ -185,13 +193,10 @@ impl ReplicaFetcherManager {
 }
 
 impl Fetcher {
-    fn stop(mut self) {
+    /// Asks the thread to stop after its fetch in flight, if any.
+    fn signal_stop(&self) {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.changed.notify_all();
-        if let Some(thread) = self.thread.take() {
-            // A fetch in flight returns within replica.fetch.wait.max.ms.
-            let _ = thread.join();
-        }
     }
 }
 

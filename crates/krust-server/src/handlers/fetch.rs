@@ -345,9 +345,12 @@ fn read_for_consumer(
     max_bytes: usize,
     min_one_batch: bool,
 ) -> ReadResult {
-    if let Err(error) =
+    // A partition that stopped leading while the fetch waited is refused, as Kafka's
+    // DelayedFetch does.
+    let checked = partition.check_leader_for_clients().and_then(|()| {
         check_current_leader_epoch(request.current_leader_epoch, partition.leader_epoch())
-    {
+    });
+    if let Err(error) = checked {
         return ReadResult::error(error.kafka_error_code());
     }
     match partition.read(request.fetch_offset, max_bytes, min_one_batch) {
