@@ -250,6 +250,43 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "log.retention.check.interval.ms",
         &mut s.log_retention_check_interval_ms,
     )?;
+    let replication = &mut s.replication;
+    set(
+        mapping,
+        "replica.lag.time.max.ms",
+        &mut replication.replica_lag_time_max_ms,
+    )?;
+    set(
+        mapping,
+        "replica.fetch.max.bytes",
+        &mut replication.replica_fetch_max_bytes,
+    )?;
+    set(
+        mapping,
+        "replica.fetch.response.max.bytes",
+        &mut replication.replica_fetch_response_max_bytes,
+    )?;
+    set(
+        mapping,
+        "replica.fetch.wait.max.ms",
+        &mut replication.replica_fetch_wait_max_ms,
+    )?;
+    set(
+        mapping,
+        "replica.fetch.min.bytes",
+        &mut replication.replica_fetch_min_bytes,
+    )?;
+    set_long(
+        mapping,
+        "replica.fetch.backoff.ms",
+        &mut replication.replica_fetch_backoff_ms,
+    )?;
+    set(
+        mapping,
+        "num.replica.fetchers",
+        &mut replication.num_replica_fetchers,
+    )?;
+    replication.inter_broker_listener_name = get(mapping, "inter.broker.listener.name")?;
     let metadata_log = &mut s.metadata_log;
     set(
         mapping,

@@ -14,6 +14,7 @@ use krust_storage::scheduler::Scheduler;
 use krust_storage::{LogManager, StorageError, TopicPartition};
 use tokio::sync::watch;
 
+use crate::alter_partition::{AlterPartitionManager, AlterPartitionSender};
 use crate::authorizer::{Authorizer, AuthorizerReceiver, DecisionCache};
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
@@ -24,6 +25,7 @@ use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
 use crate::quota::{ClientQuotaManager, ClientQuotaTable};
+use crate::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
 use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
 use crate::security::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 use crate::server::{serve, ServeError};
@@ -101,12 +103,15 @@ impl Broker {
                 dirs: joined_log_dirs(&settings),
                 source,
             })?;
-        let replicas = Arc::new(ReplicaManager::new(
-            settings.node_id,
-            log_manager,
-            settings.log_defaults.clone(),
-            settings.metadata_log.clone(),
-        ));
+        let replicas = Arc::new(
+            ReplicaManager::new(
+                settings.node_id,
+                log_manager,
+                settings.log_defaults.clone(),
+                settings.metadata_log.clone(),
+            )
+            .with_replication_settings(settings.replication.clone()),
+        );
         let stop = Arc::new(watch::Sender::new(false));
         let halt = Arc::clone(&stop);
         replicas
@@ -144,6 +149,29 @@ impl Broker {
 
     pub fn settings(&self) -> &BrokerSettings {
         &self.settings
+    }
+
+    /// Starts replication (issue 12): the partitions this broker follows are fetched from
+    /// their leaders' `inter.broker.listener.name` endpoints, connecting with `security`;
+    /// the ISR changes of those it leads are sent with `alter_partition` (the controller
+    /// channel), on `runtime`. Until then followers fetch nothing and ISR changes stay
+    /// pending.
+    pub fn start_replication(
+        &self,
+        alter_partition: Arc<dyn AlterPartitionSender>,
+        security: Arc<krust_client::SecurityConfig>,
+        runtime: tokio::runtime::Handle,
+    ) {
+        let node_id = self.settings.node_id;
+        let fetchers = ReplicaFetcherManager::new(FetcherConfig {
+            node_id,
+            settings: self.settings.replication.clone(),
+            listener_name: self.settings.inter_broker_listener_name(),
+            security,
+            metadata: Arc::clone(&self.metadata),
+        });
+        let alter_partitions = AlterPartitionManager::new(node_id, alter_partition, runtime);
+        self.replicas.start_replication(fetchers, alter_partitions);
     }
 
     /// Replaces the SCRAM credentials SASL/SCRAM authenticates against (the metadata image's

@@ -27,6 +27,10 @@ pub struct SessionPartition {
     pub max_bytes: i32,
     /// The leader epoch the client believes current (-1: unknown), checked per KIP-320.
     pub current_leader_epoch: i32,
+    /// A follower's: the epoch of its last fetched batch (-1: none), KIP-320.
+    pub last_fetched_epoch: i32,
+    /// A follower's log start offset.
+    pub log_start_offset: i64,
     /// (high watermark, log start offset) last sent, to tell whether the client must hear again.
     pub last_sent: Option<(i64, i64)>,
 }
@@ -115,6 +119,8 @@ impl FetchSessionCache {
                     existing.fetch_offset = update.fetch_offset;
                     existing.max_bytes = update.max_bytes;
                     existing.current_leader_epoch = update.current_leader_epoch;
+                    existing.last_fetched_epoch = update.last_fetched_epoch;
+                    existing.log_start_offset = update.log_start_offset;
                     // A re-sent partition is answered even if nothing else changed.
                     existing.last_sent = None;
                 }
@@ -183,6 +189,8 @@ mod tests {
             fetch_offset: offset,
             max_bytes: 1024,
             current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+            log_start_offset: -1,
             last_sent: None,
         }
     }

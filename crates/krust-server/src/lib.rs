@@ -12,6 +12,7 @@ pub mod session;
 pub mod settings;
 
 // Broker state: metadata, partitions, waiting requests, fetch sessions, producer ids.
+pub mod alter_partition;
 pub mod authorizer;
 pub mod bridge;
 pub mod controller_route;
@@ -22,6 +23,8 @@ pub mod metrics;
 pub mod partition;
 pub mod producer_ids;
 pub mod purgatory;
+pub mod replica;
+pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod routing;
 pub mod server_context;

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, DeleteRecordsError, FetchDataInfo, Log, LogAppendInfo,
+    AppendError, AppendOrigin, DeleteRecordsError, FetchDataInfo, LogAppendInfo,
     LogDirFailureChannel, ProducerStateEntry, ReadError, SharedLog, StorageError,
     TimestampAndOffset, TopicPartition,
 };
@@ -20,15 +20,22 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::alter_partition::PendingIsrChange;
+use crate::clock::now_ms;
 use crate::metadata_cache::PartitionMetadata;
 use crate::metrics::{BrokerTopicMetrics, TopicMetrics};
+use crate::replica::ReplicaState;
+
+#[path = "partition_replication.rs"]
+mod replication;
+pub use replication::{FollowerFetch, FollowerRead};
 
 /// What this broker's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// Takes produce and client fetches; moves the high watermark.
     Leader,
-    /// Copies the leader (from issue 12 on); clients get NOT_LEADER_OR_FOLLOWER.
+    /// Copies the leader (the replica fetcher); clients get NOT_LEADER_OR_FOLLOWER.
     Follower,
     /// Removed from the metadata; its log is being deleted.
     Deleted,
@@ -60,6 +67,10 @@ pub enum PartitionError {
     Append(#[from] AppendError),
     #[error(transparent)]
     DeleteRecords(#[from] DeleteRecordsError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
 }
 
 impl PartitionError {
@@ -74,6 +85,8 @@ impl PartitionError {
             Self::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
             Self::Append(error) => error.kafka_error_code(),
             Self::DeleteRecords(error) => error.kafka_error_code(),
+            Self::Read(error) => error.kafka_error_code(),
+            Self::Storage(_) => ResponseError::KafkaStorageError.code(),
         }
     }
 }
@@ -86,9 +99,27 @@ pub struct PartitionState {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
+    /// The committed ISR (Kafka's `partitionState.isr`).
     pub isr: Vec<i32>,
-    /// Leader only: the log end offset each other replica has fetched up to (-1: unknown).
-    pub remote_log_end_offsets: HashMap<i32, i64>,
+    /// Leader only: an ISR change sent with AlterPartition and not yet committed (KIP-497).
+    pub pending_isr: Option<PendingIsrChange>,
+    /// Leader only: what each other replica has fetched (Kafka's `Replica`).
+    pub followers: HashMap<i32, ReplicaState>,
+    /// Leader only: the log end offset when this leader epoch began; a follower joins the
+    /// ISR only once it has reached it.
+    pub leader_epoch_start_offset: i64,
+}
+
+impl PartitionState {
+    /// Kafka's `maximalIsr`: the committed ISR with any replica a pending change adds. The
+    /// high watermark and acks=all count it, so a change in flight cannot lose a write.
+    pub fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.isr.clone();
+        if let Some(pending) = &self.pending_isr {
+            isr.extend(pending.new_isr.iter().filter(|id| !self.isr.contains(id)));
+        }
+        isr
+    }
 }
 
 /// A partition this broker hosts a replica of.
@@ -96,12 +127,17 @@ pub struct Partition {
     pub topic_partition: TopicPartition,
     pub topic_id: Uuid,
     local_broker_id: i32,
+    /// `replica.lag.time.max.ms`: how long a follower may lag before it leaves the ISR.
+    replica_lag_time_max_ms: i64,
     log: SharedLog,
     log_dir: PathBuf,
     failures: Arc<LogDirFailureChannel>,
     /// Read for appends and queries, written by transitions (Kafka's leaderIsrUpdateLock).
     state: RwLock<PartitionState>,
     high_watermark_changes: watch::Sender<i64>,
+    /// The log end offset: a follower's fetch waits on it, as the high watermark waits for
+    /// the followers.
+    log_end_changes: watch::Sender<i64>,
     /// Its topic's BrokerTopicMetrics handles, looked up on first use.
     topic_metrics: OnceLock<TopicMetrics>,
 }
@@ -112,15 +148,20 @@ impl Partition {
         topic_partition: TopicPartition,
         topic_id: Uuid,
         local_broker_id: i32,
+        replica_lag_time_max_ms: i64,
         log: SharedLog,
         failures: Arc<LogDirFailureChannel>,
     ) -> Self {
         let log_dir = log_dir_of(&log);
-        let high_watermark = log.lock().high_watermark();
+        let (high_watermark, log_end_offset) = {
+            let log = log.lock();
+            (log.high_watermark(), log.log_end_offset())
+        };
         Partition {
             topic_partition,
             topic_id,
             local_broker_id,
+            replica_lag_time_max_ms,
             log,
             log_dir,
             failures,
@@ -131,38 +172,62 @@ impl Partition {
                 partition_epoch: -1,
                 replicas: Vec::new(),
                 isr: Vec::new(),
-                remote_log_end_offsets: HashMap::new(),
+                pending_isr: None,
+                followers: HashMap::new(),
+                leader_epoch_start_offset: -1,
             }),
             high_watermark_changes: watch::Sender::new(high_watermark),
+            log_end_changes: watch::Sender::new(log_end_offset),
             topic_metrics: OnceLock::new(),
         }
     }
 
     /// Takes the role `placement` gives this broker: Kafka's makeLeader or makeFollower.
-    pub fn apply(&self, placement: &PartitionMetadata) {
+    /// Returns the transition the replica fetcher must follow.
+    pub fn apply(&self, placement: &PartitionMetadata) -> Transition {
+        self.apply_at(placement, now_ms())
+    }
+
+    /// `apply` at `now_ms` (followers in the ISR count as caught up from then).
+    pub fn apply_at(&self, placement: &PartitionMetadata, now_ms: i64) -> Transition {
         if placement.leader == self.local_broker_id {
-            self.make_leader(placement);
+            self.make_leader(placement, now_ms);
+            Transition::Leader
+        } else if self.make_follower(placement) {
+            Transition::NewLeader
         } else {
-            self.make_follower(placement);
+            Transition::Unchanged
         }
     }
 
-    /// Becomes (or stays) leader with the epochs, replicas and ISR of `placement`. A new leader
-    /// epoch forgets what other replicas had fetched, as they must fetch from this leader.
-    pub fn make_leader(&self, placement: &PartitionMetadata) {
+    /// Becomes (or stays) leader with the epochs, replicas and ISR of `placement`; any
+    /// pending ISR change is settled by it. A new leader epoch forgets what the followers had
+    /// fetched, as they must fetch from this leader (Kafka's `resetReplicaState`).
+    fn make_leader(&self, placement: &PartitionMetadata, now_ms: i64) {
         let mut state = self.state.write();
+        let mut log = self.log.lock();
         let new_epoch = state.role != Role::Leader || state.leader_epoch != placement.leader_epoch;
-        let mut remote = if new_epoch {
-            HashMap::new()
-        } else {
-            std::mem::take(&mut state.remote_log_end_offsets)
-        };
-        remote.retain(|id, _| placement.replicas.contains(id));
+        let mut followers = std::mem::take(&mut state.followers);
+        followers.retain(|id, _| placement.replicas.contains(id));
         for &id in &placement.replicas {
-            if id != self.local_broker_id {
-                remote.entry(id).or_insert(-1);
+            if id == self.local_broker_id {
+                continue;
+            }
+            let in_sync = placement.isr.contains(&id);
+            let follower = followers
+                .entry(id)
+                .or_insert_with(|| ReplicaState::unknown(now_ms, in_sync));
+            if new_epoch {
+                *follower = ReplicaState::unknown(now_ms, in_sync);
+            } else {
+                follower.last_caught_up_time_ms = if in_sync { now_ms } else { 0 };
             }
         }
+        let leader_epoch_start_offset = if new_epoch {
+            log.log_end_offset()
+        } else {
+            state.leader_epoch_start_offset
+        };
         *state = PartitionState {
             role: Role::Leader,
             leader: self.local_broker_id,
@@ -170,45 +235,49 @@ impl Partition {
             partition_epoch: placement.partition_epoch,
             replicas: placement.replicas.clone(),
             isr: placement.isr.clone(),
-            remote_log_end_offsets: remote,
+            pending_isr: None,
+            followers,
+            leader_epoch_start_offset,
         };
-        self.maybe_increment_high_watermark(&state, &mut self.log.lock());
+        self.maybe_increment_high_watermark(&state, &mut log, now_ms);
+        self.notify_waiters();
     }
 
-    /// Becomes (or stays) a follower of `placement.leader`.
-    pub fn make_follower(&self, placement: &PartitionMetadata) {
-        *self.state.write() = PartitionState {
+    /// Becomes (or stays) a follower of `placement.leader`; true when the leader or its epoch
+    /// changed (the fetcher must fetch from it anew). Requests waiting on this replica as
+    /// leader are woken to answer NOT_LEADER_OR_FOLLOWER.
+    fn make_follower(&self, placement: &PartitionMetadata) -> bool {
+        let mut state = self.state.write();
+        let changed = state.role != Role::Follower
+            || state.leader != placement.leader
+            || state.leader_epoch != placement.leader_epoch;
+        *state = PartitionState {
             role: Role::Follower,
             leader: placement.leader,
             leader_epoch: placement.leader_epoch,
             partition_epoch: placement.partition_epoch,
             replicas: placement.replicas.clone(),
             isr: placement.isr.clone(),
-            remote_log_end_offsets: HashMap::new(),
+            pending_isr: None,
+            followers: HashMap::new(),
+            leader_epoch_start_offset: -1,
         };
+        drop(state);
+        self.notify_waiters();
+        changed
     }
 
     /// The partition left this broker (topic deleted or replica moved): requests that still
     /// hold it are refused.
     pub fn mark_deleted(&self) {
         self.state.write().role = Role::Deleted;
+        self.notify_waiters();
     }
 
-    /// Leader only: `replica` has fetched up to `log_end_offset` (Kafka's
-    /// updateFollowerFetchState); the high watermark may move.
-    pub fn update_follower_fetch_state(
-        &self,
-        replica: i32,
-        log_end_offset: i64,
-    ) -> Result<(), PartitionError> {
-        let mut state = self.state.write();
-        Self::check_leader(&state)?;
-        match state.remote_log_end_offsets.get_mut(&replica) {
-            Some(offset) => *offset = log_end_offset,
-            None => return Err(PartitionError::NotLeaderOrFollower),
-        }
-        self.maybe_increment_high_watermark(&state, &mut self.log.lock());
-        Ok(())
+    /// Wakes the requests watching this partition (DelayedProduce, DelayedFetch) to check
+    /// it again: its role or ISR changed though its high watermark may not have.
+    fn notify_waiters(&self) {
+        self.high_watermark_changes.send_modify(|_| {});
     }
 
     /// A copy of the state, for tests and diagnostics.
@@ -272,6 +341,11 @@ impl Partition {
             .get_or_init(|| metrics.topic(&self.topic_partition.topic))
     }
 
+    /// A receiver that sees every log end change from now on (leader appends).
+    pub fn watch_log_end(&self) -> watch::Receiver<i64> {
+        self.log_end_changes.subscribe()
+    }
+
     /// A receiver that sees every high-watermark change from now on.
     pub fn watch_high_watermark(&self) -> watch::Receiver<i64> {
         self.high_watermark_changes.subscribe()
@@ -317,26 +391,9 @@ impl Partition {
                         .maybe_add_offline_log_dir(&self.log_dir, cause);
                 }
             })?;
-        self.maybe_increment_high_watermark(&state, &mut log);
+        self.maybe_increment_high_watermark(&state, &mut log, now_ms);
+        self.log_end_changes.send_replace(log.log_end_offset());
         Ok(info)
-    }
-
-    /// Kafka's maybeIncrementLeaderHW: the smallest log end offset of the ISR (this leader's
-    /// own included); a replica whose offset is unknown holds it back.
-    fn maybe_increment_high_watermark(&self, state: &PartitionState, log: &mut Log) {
-        if state.role != Role::Leader {
-            return;
-        }
-        let candidate = state
-            .isr
-            .iter()
-            .filter(|id| **id != self.local_broker_id)
-            .map(|id| state.remote_log_end_offsets.get(id).copied().unwrap_or(-1))
-            .fold(log.log_end_offset(), i64::min);
-        if log.maybe_increment_high_watermark(candidate) {
-            self.high_watermark_changes
-                .send_replace(log.high_watermark());
-        }
     }
 
     /// DeleteRecords on the leader (Kafka's `deleteRecordsOnLeader`): moves the log start
@@ -432,6 +489,17 @@ impl Partition {
                 .maybe_add_offline_log_dir(&self.log_dir, cause);
         }
     }
+}
+
+/// What a metadata change made of this replica, for the replica fetcher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// Leader: nothing to fetch.
+    Leader,
+    /// A follower of a new leader or leader epoch: fetch from it.
+    NewLeader,
+    /// Still a follower of the same leader and epoch.
+    Unchanged,
 }
 
 /// KIP-320: a request that knows a newer leader epoch than `current` is ahead of this broker

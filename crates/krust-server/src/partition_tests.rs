@@ -7,6 +7,7 @@ use super::*;
 
 const LOCAL: i32 = 1;
 const NOW: i64 = 1_700_000_000_000;
+const LAG_MS: i64 = 30_000;
 
 struct Fixture {
     _dir: TempDir,
@@ -24,7 +25,7 @@ fn fixture_with(config: LogConfig) -> Fixture {
     let tp = TopicPartition::new("t", 0);
     let log = manager.get_or_create(&tp, None, config).unwrap();
     let failures = manager.failure_channel().clone();
-    let partition = Partition::new(tp, Uuid::nil(), LOCAL, log, failures);
+    let partition = Partition::new(tp, Uuid::nil(), LOCAL, LAG_MS, log, failures);
     Fixture {
         _dir: dir,
         manager,
@@ -140,51 +141,28 @@ fn a_deleted_partition_refuses_every_append() {
 }
 
 #[test]
-fn the_high_watermark_is_the_smallest_log_end_offset_of_the_isr() {
-    let f = fixture();
-    // Replica 3 is assigned but out of sync: it does not hold the high watermark back.
-    f.partition
-        .apply(&placement(LOCAL, 0, &[LOCAL, 2, 3], &[LOCAL, 2]));
-    append(&f.partition, 5).unwrap();
-    assert_eq!(
-        f.partition.high_watermark(),
-        0,
-        "replica 2 has fetched nothing yet"
-    );
-    f.partition.update_follower_fetch_state(2, 3).unwrap();
-    assert_eq!(f.partition.high_watermark(), 3);
-    f.partition.update_follower_fetch_state(2, 1).unwrap();
-    assert_eq!(
-        f.partition.high_watermark(),
-        3,
-        "a high watermark never goes back"
-    );
-    f.partition.update_follower_fetch_state(2, 5).unwrap();
-    assert_eq!(f.partition.high_watermark(), 5);
-    assert!(f.partition.update_follower_fetch_state(9, 5).is_err());
-    // Reads stop at the high watermark.
-    append(&f.partition, 2).unwrap();
-    let read = f.partition.read(5, 1 << 20, true).unwrap();
-    assert!(read.records.is_empty());
-}
-
-#[test]
 fn a_new_leader_epoch_forgets_what_followers_had_fetched() {
     let f = fixture();
     f.partition
         .apply(&placement(LOCAL, 0, &[LOCAL, 2], &[LOCAL, 2]));
-    f.partition.update_follower_fetch_state(2, 0).unwrap();
-    assert_eq!(f.partition.state().remote_log_end_offsets[&2], 0);
+    let fetch = FollowerFetch {
+        replica_id: 2,
+        fetch_offset: 0,
+        log_start_offset: 0,
+        current_leader_epoch: 0,
+        last_fetched_epoch: -1,
+        max_bytes: 1024,
+        min_one_batch: true,
+    };
+    f.partition.fetch_for_follower(&fetch, NOW).unwrap();
+    let fetched = |p: &Partition| p.state().followers[&2].log_end_offset;
+    assert_eq!(fetched(&f.partition), 0);
     f.partition
         .apply(&placement(LOCAL, 0, &[LOCAL, 2], &[LOCAL, 2]));
-    assert_eq!(
-        f.partition.state().remote_log_end_offsets[&2],
-        0,
-        "same epoch keeps it"
-    );
+    assert_eq!(fetched(&f.partition), 0, "same epoch keeps it");
     f.partition
         .apply(&placement(LOCAL, 1, &[LOCAL, 2], &[LOCAL, 2]));
-    assert_eq!(f.partition.state().remote_log_end_offsets[&2], -1);
+    assert_eq!(fetched(&f.partition), -1);
 }
 
 #[test]

@@ -9,24 +9,36 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::select_all;
+use kafka_protocol::error::ResponseError;
 use tokio::sync::watch;
 
 use crate::partition::Partition;
 
-/// Waits until every partition's high watermark reaches its required offset; false on timeout.
-pub async fn await_high_watermarks(waits: &[(Arc<Partition>, i64)], timeout: Duration) -> bool {
-    let all_reached = async {
-        for (partition, required) in waits {
-            let mut watermark = partition.watch_high_watermark();
-            if watermark.wait_for(|hw| *hw >= *required).await.is_err() {
-                return false;
+/// DelayedProduce: waits until each partition's high watermark reaches its required offset
+/// and answers per partition (Kafka's `checkEnoughReplicasReachOffset`): `Some(Ok)`, or an
+/// error (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER); `None` if `timeout`
+/// passed first.
+pub async fn await_produce_acks(
+    waits: &[(Arc<Partition>, i64)],
+    timeout: Duration,
+) -> Vec<Option<Result<(), ResponseError>>> {
+    let mut outcomes = vec![None; waits.len()];
+    let all_answered = async {
+        for ((partition, required), outcome) in waits.iter().zip(outcomes.iter_mut()) {
+            let mut changes = partition.watch_high_watermark();
+            loop {
+                if let Some(answer) = partition.check_enough_replicas_reach_offset(*required) {
+                    *outcome = Some(answer);
+                    break;
+                }
+                if changes.changed().await.is_err() {
+                    break;
+                }
             }
         }
-        true
     };
-    tokio::time::timeout(timeout, all_reached)
-        .await
-        .unwrap_or(false)
+    let _ = tokio::time::timeout(timeout, all_answered).await;
+    outcomes
 }
 
 /// Watches a set of partitions so a fetch can sleep until any of them gets new data.
@@ -35,12 +47,17 @@ pub struct NewDataWatch {
 }
 
 impl NewDataWatch {
-    /// Starts watching; changes from now on wake `wait`.
-    pub fn new(partitions: &[Arc<Partition>]) -> Self {
+    /// Starts watching; changes from now on wake `wait`. A consumer waits for the high
+    /// watermark to move, a follower for the log end (`for_follower`).
+    pub fn new(partitions: &[Arc<Partition>], for_follower: bool) -> Self {
         let receivers = partitions
             .iter()
             .map(|p| {
-                let mut rx = p.watch_high_watermark();
+                let mut rx = if for_follower {
+                    p.watch_log_end()
+                } else {
+                    p.watch_high_watermark()
+                };
                 rx.mark_unchanged();
                 rx
             })

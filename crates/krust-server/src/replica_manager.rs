@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -18,10 +18,12 @@ use krust_storage::{
 use parking_lot::RwLock;
 use uuid::Uuid;
 
+use crate::alter_partition::{AlterPartitionManager, PendingIsrChange};
 use crate::metadata_cache::{MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata};
 use crate::metadata_log::{MetadataLogSettings, MetadataSnapshots, METADATA_LOG_TOPIC};
-use crate::partition::{log_dir_of, Partition, PartitionError};
-use crate::settings::topic_log_config;
+use crate::partition::{log_dir_of, Partition, PartitionError, Role, Transition};
+use crate::replica_fetcher::ReplicaFetcherManager;
+use crate::settings::{topic_log_config, ReplicationSettings};
 
 /// Why a partition operation failed, as a Kafka error code.
 pub type ErrorCode = i16;
@@ -42,6 +44,11 @@ pub struct ReplicaManager {
     offline: RwLock<HashSet<TopicPartition>>,
     pub(crate) metadata_log_settings: MetadataLogSettings,
     pub(crate) metadata_snapshots: MetadataSnapshots,
+    replication: ReplicationSettings,
+    /// Set once replication starts (`start_replication`): the fetchers of the partitions
+    /// this broker follows and the channel for ISR changes of those it leads.
+    fetchers: OnceLock<ReplicaFetcherManager>,
+    alter_partitions: OnceLock<AlterPartitionManager>,
 }
 
 /// Partitions a metadata change could not be applied to for a reason other than a failed log
@@ -91,6 +98,90 @@ impl ReplicaManager {
             log_defaults: RwLock::new(log_defaults),
             partitions: RwLock::default(),
             offline: RwLock::default(),
+            replication: ReplicationSettings::default(),
+            fetchers: OnceLock::new(),
+            alter_partitions: OnceLock::new(),
+        }
+    }
+
+    /// The same manager with `replication` settings (replica.lag.time.max.ms...).
+    pub fn with_replication_settings(self, replication: ReplicationSettings) -> Self {
+        ReplicaManager {
+            replication,
+            ..self
+        }
+    }
+
+    pub fn replication_settings(&self) -> &ReplicationSettings {
+        &self.replication
+    }
+
+    /// Starts replication: followed partitions are fetched by `fetchers` (those already
+    /// hosted at once), and ISR changes go out through `alter_partitions`. Later calls change
+    /// nothing.
+    pub fn start_replication(
+        &self,
+        fetchers: ReplicaFetcherManager,
+        alter_partitions: AlterPartitionManager,
+    ) {
+        let _ = self.alter_partitions.set(alter_partitions);
+        if self.fetchers.set(fetchers).is_err() {
+            return;
+        }
+        for partition in self.hosted_partitions() {
+            let state = partition.state();
+            if state.role == Role::Follower && state.leader >= 0 {
+                self.follow(partition, state.leader, state.leader_epoch);
+            }
+        }
+    }
+
+    /// The replica fetchers, once replication has started.
+    pub fn fetchers(&self) -> Option<&ReplicaFetcherManager> {
+        self.fetchers.get()
+    }
+
+    fn follow(&self, partition: Arc<Partition>, leader: i32, leader_epoch: i32) {
+        if let Some(fetchers) = self.fetchers.get() {
+            fetchers.add_partition(partition, leader, leader_epoch);
+        }
+    }
+
+    fn stop_fetching(&self, tp: &TopicPartition) {
+        if let Some(fetchers) = self.fetchers.get() {
+            fetchers.remove_partition(tp);
+        }
+    }
+
+    /// Sends an ISR change `partition` proposed to the controller.
+    pub fn submit_isr_change(&self, partition: Arc<Partition>, change: PendingIsrChange) {
+        match self.alter_partitions.get() {
+            Some(manager) => manager.submit(partition, change),
+            None => tracing::warn!(
+                partition = %partition.topic_partition,
+                "no controller channel for AlterPartition: the ISR change stays pending"
+            ),
+        }
+    }
+
+    /// Kafka's isr-expiration task: every partition this broker leads drops the followers
+    /// that lagged more than `replica.lag.time.max.ms` from its ISR.
+    pub fn maybe_shrink_isrs(&self, now_ms: i64) {
+        for partition in self.hosted_partitions() {
+            if let Some(change) = partition.maybe_shrink_isr(now_ms) {
+                self.submit_isr_change(partition, change);
+            }
+        }
+    }
+
+    /// Applies `placement` to `partition` and starts or stops fetching accordingly.
+    fn transition(&self, partition: Arc<Partition>, placement: &PartitionMetadata) {
+        match partition.apply(placement) {
+            Transition::Leader => self.stop_fetching(&partition.topic_partition),
+            Transition::NewLeader => {
+                self.follow(partition, placement.leader, placement.leader_epoch);
+            }
+            Transition::Unchanged => {}
         }
     }
 
@@ -252,7 +343,7 @@ impl ReplicaManager {
                 continue;
             }
             match self.partition(&tp.topic, tp.partition) {
-                Some(partition) => partition.apply(placement),
+                Some(partition) => self.transition(partition, placement),
                 None => missing.push((tp, placement)),
             }
         }
@@ -267,7 +358,10 @@ impl ReplicaManager {
         let logs = self.log_manager.get_or_create_all(specs);
         for ((tp, placement), log) in missing.into_iter().zip(logs) {
             match log {
-                Ok(log) => self.add_partition(tp, topic.topic_id, log).apply(placement),
+                Ok(log) => {
+                    let partition = self.add_partition(tp, topic.topic_id, log);
+                    self.transition(partition, placement);
+                }
                 Err(error) => self.record_failure(tp, error, outcome),
             }
         }
@@ -278,6 +372,7 @@ impl ReplicaManager {
             tp.clone(),
             topic_id,
             self.node_id,
+            self.replication.replica_lag_time_max_ms,
             log,
             self.log_manager.failure_channel().clone(),
         ));
@@ -292,6 +387,7 @@ impl ReplicaManager {
     fn delete_topic(&self, topic: &str, outcome: &mut ApplyOutcome) {
         let removed = self.partitions.write().remove(topic).unwrap_or_default();
         for partition in removed.into_values() {
+            self.stop_fetching(&partition.topic_partition);
             partition.mark_deleted();
             self.delete_log(&partition.topic_partition, outcome);
         }
@@ -311,6 +407,7 @@ impl ReplicaManager {
             removed
         };
         if let Some(partition) = removed {
+            self.stop_fetching(tp);
             partition.mark_deleted();
             self.delete_log(tp, outcome);
         }
@@ -359,6 +456,9 @@ impl ReplicaManager {
                 });
             }
             hosted.retain(|_, partitions| !partitions.is_empty());
+        }
+        for tp in &offline {
+            self.stop_fetching(tp);
         }
         let count = {
             let mut set = self.offline.write();
@@ -522,8 +622,12 @@ impl ReplicaManager {
         }
     }
 
-    /// Flushes everything and writes checkpoints and the clean-shutdown marker.
+    /// Flushes everything and writes checkpoints and the clean-shutdown marker; the fetchers
+    /// stop first, so no follower append races the final flush.
     pub fn shutdown(&self) -> Result<(), StorageError> {
+        if let Some(fetchers) = self.fetchers.get() {
+            fetchers.shutdown();
+        }
         self.log_manager.shutdown()
     }
 }

@@ -351,3 +351,37 @@ fn a_changed_broker_default_reaches_every_topic_without_an_override_live() {
     manager.apply_delta(&image, &later).unwrap();
     assert_eq!(max_message_bytes("later"), 1000);
 }
+
+#[test]
+fn replica_lag_time_max_ms_decides_when_a_silent_follower_leaves_the_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(&[dir.path().to_path_buf()]).with_replication_settings(
+        crate::settings::ReplicationSettings {
+            replica_lag_time_max_ms: 60_000,
+            ..Default::default()
+        },
+    );
+    let started = crate::clock::now_ms();
+    manager
+        .apply_delta(
+            &MetadataImage::default(),
+            &delta(
+                1,
+                vec![topic(
+                    "t",
+                    1,
+                    &[],
+                    vec![placement(0, LOCAL, 0, &[LOCAL, 2])],
+                )],
+                &[],
+            ),
+        )
+        .unwrap();
+    let partition = manager.partition("t", 0).unwrap();
+    // Follower 2 never fetches: it stays in the ISR for replica.lag.time.max.ms.
+    manager.maybe_shrink_isrs(started + 30_000);
+    assert!(partition.state().pending_isr.is_none());
+    manager.maybe_shrink_isrs(started + 120_000);
+    let pending = partition.state().pending_isr.expect("a shrink is proposed");
+    assert_eq!(pending.new_isr, vec![LOCAL]);
+}

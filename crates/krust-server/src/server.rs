@@ -67,6 +67,10 @@ pub async fn serve(
         shutdown_rx.clone(),
     ));
     tasks.spawn(retain_periodically(context.clone(), shutdown_rx.clone()));
+    tasks.spawn(shrink_isrs_periodically(
+        context.clone(),
+        shutdown_rx.clone(),
+    ));
     tasks.spawn(expire_quota_rates_periodically(
         context.clone(),
         shutdown_rx.clone(),
@@ -140,6 +144,28 @@ async fn retain_periodically(context: Arc<ServerContext>, mut shutdown: watch::R
             _ = shutdown.wait_for(|s| *s) => return,
         }
         off_the_workers(&context, |c| c.replicas.cleanup_logs(now_ms())).await;
+    }
+}
+
+/// Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, the partitions this
+/// broker leads drop the followers that lagged longer from their ISR.
+async fn shrink_isrs_periodically(
+    context: Arc<ServerContext>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let lag_ms = context
+        .replicas
+        .replication_settings()
+        .replica_lag_time_max_ms;
+    let interval = Duration::from_millis((lag_ms / 2).clamp(1, 365 * 24 * 3_600_000) as u64);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        context.replicas.maybe_shrink_isrs(now_ms());
     }
 }
 

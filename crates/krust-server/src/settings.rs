@@ -73,6 +73,48 @@ pub struct BrokerSettings {
     pub voters: Vec<(i32, String)>,
     /// controller.listener.names
     pub controller_listener_names: Vec<String>,
+    /// replica.*, num.replica.fetchers, inter.broker.listener.name
+    pub replication: ReplicationSettings,
+}
+
+/// How followers fetch from their leaders and when a leader drops a lagging follower from
+/// the ISR (Kafka's names and defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationSettings {
+    /// replica.lag.time.max.ms
+    pub replica_lag_time_max_ms: i64,
+    /// replica.fetch.max.bytes: per partition of a fetch.
+    pub replica_fetch_max_bytes: i32,
+    /// replica.fetch.response.max.bytes: per fetch.
+    pub replica_fetch_response_max_bytes: i32,
+    /// replica.fetch.wait.max.ms
+    pub replica_fetch_wait_max_ms: i32,
+    /// replica.fetch.min.bytes
+    pub replica_fetch_min_bytes: i32,
+    /// replica.fetch.backoff.ms: after a failed fetch of a partition.
+    pub replica_fetch_backoff_ms: u64,
+    /// replica.socket.timeout.ms
+    pub replica_socket_timeout_ms: u64,
+    /// num.replica.fetchers: fetcher threads per leader broker.
+    pub num_replica_fetchers: usize,
+    /// inter.broker.listener.name (None: the first listener).
+    pub inter_broker_listener_name: Option<String>,
+}
+
+impl Default for ReplicationSettings {
+    fn default() -> Self {
+        ReplicationSettings {
+            replica_lag_time_max_ms: 30_000,
+            replica_fetch_max_bytes: 1_048_576,
+            replica_fetch_response_max_bytes: 10_485_760,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_min_bytes: 1,
+            replica_fetch_backoff_ms: 1_000,
+            replica_socket_timeout_ms: 30_000,
+            num_replica_fetchers: 1,
+            inter_broker_listener_name: None,
+        }
+    }
 }
 
 impl BrokerSettings {
@@ -80,6 +122,16 @@ impl BrokerSettings {
     /// controller it reaches over the network.
     pub fn clustered(&self) -> bool {
         !self.voters.is_empty()
+    }
+
+    /// The listener brokers reach each other on: `inter.broker.listener.name`, else the
+    /// first listener.
+    pub fn inter_broker_listener_name(&self) -> String {
+        self.replication
+            .inter_broker_listener_name
+            .clone()
+            .or_else(|| self.listeners.first().map(|l| l.name.clone()))
+            .unwrap_or_default()
     }
 }
 
@@ -116,6 +168,7 @@ impl Default for BrokerSettings {
             metadata_log: MetadataLogSettings::default(),
             voters: Vec::new(),
             controller_listener_names: Vec::new(),
+            replication: ReplicationSettings::default(),
         }
     }
 }

@@ -707,3 +707,80 @@ async fn a_new_topics_logs_may_follow_the_answer_but_a_deletion_is_done_before_i
     b.broker.apply_metadata_delta(&deleted).unwrap();
     assert!(!dir.exists());
 }
+
+/// As Kafka: a follower's fetch (a replica id) needs CLUSTER_ACTION on the cluster, not READ
+/// on the topic; a consumer's needs READ.
+#[tokio::test]
+async fn a_follower_fetch_needs_cluster_action_and_a_consumer_fetch_read() {
+    use krust_server::authorizer::{AclOperation, ResourceType};
+    let b = broker_with_topic("t", 1);
+    let (authorizer, mut receiver) = b.broker.authorizer();
+    std::thread::spawn(move || {
+        while let Some(call) = receiver.recv_blocking() {
+            let answer = call
+                .actions
+                .iter()
+                .map(|a| {
+                    a.operation == AclOperation::ClusterAction
+                        && a.resource_type == ResourceType::Cluster
+                })
+                .collect();
+            let _ = call.reply.send(Some(answer));
+        }
+    });
+    let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+    let b = TestBroker {
+        context: b.broker.authorized_server_context(bridge, Some(authorizer)),
+        ..b
+    };
+    let code = |response: FetchResponse| response.responses[0].partitions[0].error_code;
+    let consumer = send_fetch(&b, &fetch("t", 0, 0, (0, -1))).await;
+    assert_eq!(
+        code(consumer),
+        ResponseError::TopicAuthorizationFailed.code()
+    );
+    // Authorized as a broker, replica 2 is refused only because it is no replica of t-0.
+    let follower = fetch("t", 0, 0, (0, -1)).with_replica_id(BrokerId(2));
+    let answer = send_fetch(&b, &follower).await;
+    assert_eq!(code(answer), ResponseError::NotLeaderOrFollower.code());
+}
+
+/// A consumer's fetch waiting on a leader that becomes a follower is answered at once with
+/// NOT_LEADER_OR_FOLLOWER (Kafka's DelayedFetch), not after its max wait with nothing.
+#[tokio::test]
+async fn a_waiting_fetch_on_a_leader_that_steps_down_gets_not_leader() {
+    let b = Arc::new(broker_with_topic("t", 1));
+    let demoted = b.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let image = demoted.context.metadata.image();
+        let mut topic = (**image.topic("t").unwrap()).clone();
+        topic.partitions[0] = PartitionMetadata {
+            leader: 2,
+            leader_epoch: 1,
+            partition_epoch: 1,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            ..topic.partitions[0].clone()
+        };
+        tokio::task::spawn_blocking(move || {
+            demoted
+                .broker
+                .apply_metadata_delta(&MetadataDelta {
+                    metadata_offset: 1,
+                    controller_id: 1,
+                    brokers: None,
+                    topics: vec![topic],
+                    deleted_topic_ids: Vec::new(),
+                    finalized_features: None,
+                    log_defaults: None,
+                })
+                .unwrap();
+        });
+    });
+    let response = send_fetch(&b, &fetch("t", 0, 30_000, (0, -1))).await;
+    assert_eq!(
+        response.responses[0].partitions[0].error_code,
+        ResponseError::NotLeaderOrFollower.code()
+    );
+}

@@ -6,16 +6,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use krust_storage::FileSlice;
 use uuid::Uuid;
 
-use crate::authorizer::{AclOperation, ResourceType};
+use crate::authorizer::{AclOperation, Action, ResourceType};
+use crate::clock::now_ms;
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
-use crate::partition::{check_current_leader_epoch, Partition};
+use crate::partition::{check_current_leader_epoch, FollowerFetch, Partition};
 use crate::purgatory::NewDataWatch;
 use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
@@ -70,8 +73,23 @@ pub async fn handle(
             incremental,
         } => (session_id, partitions, incremental),
     };
+    // Followers are not clients: no client quota applies to them (Kafka's isFromFollower).
+    let follower_id = match request.replica_state.replica_id.0 {
+        id if id >= 0 => id,
+        _ => request.replica_id.0,
+    };
+    let from_follower = follower_id >= 0;
     let denied = match &context.authorizer {
         None => HashSet::new(),
+        Some(authorizer) if from_follower => {
+            // As Kafka: a follower needs CLUSTER_ACTION on the cluster instead of READ.
+            let action = Action::on_cluster(AclOperation::ClusterAction);
+            if authorizer.allows(ctx, action).await {
+                HashSet::new()
+            } else {
+                targets.iter().map(|t| t.topic.clone()).collect()
+            }
+        }
         Some(authorizer) => {
             let names = targets
                 .iter()
@@ -93,14 +111,13 @@ pub async fn handle(
             Wanted { request, partition }
         })
         .collect();
-    // Followers are not clients: no client quota applies to them (Kafka's isFromFollower).
-    let from_follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
     let max_bytes = if from_follower {
         usize::MAX
     } else {
         throttling::max_fetch_bytes(context, ctx)
     };
-    let results = read_with_wait(ctx, &request, &wanted, max_bytes).await;
+    let follower = from_follower.then_some(follower_id);
+    let results = read_with_wait(context, ctx, &request, &wanted, max_bytes, follower).await;
     record_reads(context, &wanted, &results);
     let responses = build_response(&wanted, results, incremental, version);
     // Recorded in the session only once the response is sent with its partitions.
@@ -196,6 +213,8 @@ fn requested_partitions(
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
+                log_start_offset: p.log_start_offset,
                 last_sent: None,
             })
         })
@@ -221,17 +240,38 @@ fn locate(
 }
 
 /// What one read of one partition produced.
+#[derive(Default)]
 struct ReadResult {
     error_code: i16,
     records: Option<FileSlice>,
+    /// A follower's read: the leader's high watermark and log start offset, and where the
+    /// follower's log diverged.
+    follower: Option<FollowerAnswer>,
+}
+
+struct FollowerAnswer {
+    high_watermark: i64,
+    log_start_offset: i64,
+    diverging_epoch: Option<(i32, i64)>,
+}
+
+impl ReadResult {
+    fn error(error_code: i16) -> Self {
+        ReadResult {
+            error_code,
+            ..ReadResult::default()
+        }
+    }
 }
 
 /// Reads every partition, waiting (DelayedFetch) while fewer than min_bytes are available.
 async fn read_with_wait(
+    context: &ServerContext,
     ctx: &RequestContext<'_>,
     request: &FetchRequest,
     wanted: &[Wanted],
     quota_max_bytes: usize,
+    follower: Option<i32>,
 ) -> Vec<ReadResult> {
     let min_bytes = (request.min_bytes.max(0) as usize).min(quota_max_bytes);
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
@@ -239,14 +279,20 @@ async fn read_with_wait(
         .iter()
         .filter_map(|w| w.partition.as_ref().ok().cloned())
         .collect();
-    let mut new_data = NewDataWatch::new(&watched);
+    let mut new_data = NewDataWatch::new(&watched, follower.is_some());
     loop {
-        let results = read_once(request, wanted, quota_max_bytes);
+        let results = read_once(context, request, wanted, quota_max_bytes, follower);
         let bytes: usize = results
             .iter()
             .map(|r| r.records.as_ref().map_or(0, FileSlice::len))
             .sum();
-        let has_error = results.iter().any(|r| r.error_code != 0);
+        // An error or a diverged follower is answered at once, as Kafka does.
+        let has_error = results.iter().any(|r| {
+            r.error_code != 0
+                || r.follower
+                    .as_ref()
+                    .is_some_and(|a| a.diverging_epoch.is_some())
+        });
         let now = Instant::now();
         if has_error || bytes >= min_bytes || now >= deadline {
             return results;
@@ -256,7 +302,13 @@ async fn read_with_wait(
     }
 }
 
-fn read_once(request: &FetchRequest, wanted: &[Wanted], quota_max_bytes: usize) -> Vec<ReadResult> {
+fn read_once(
+    context: &ServerContext,
+    request: &FetchRequest,
+    wanted: &[Wanted],
+    quota_max_bytes: usize,
+    follower: Option<i32>,
+) -> Vec<ReadResult> {
     let mut remaining = if request.max_bytes > 0 {
         request.max_bytes as usize
     } else {
@@ -269,39 +321,85 @@ fn read_once(request: &FetchRequest, wanted: &[Wanted], quota_max_bytes: usize) 
         .map(|w| {
             let partition = match &w.partition {
                 Ok(p) => p,
-                Err(code) => {
-                    return ReadResult {
-                        error_code: *code,
-                        records: None,
-                    }
-                }
+                Err(code) => return ReadResult::error(*code),
             };
-            if let Err(error) =
-                check_current_leader_epoch(w.request.current_leader_epoch, partition.leader_epoch())
-            {
-                return ReadResult {
-                    error_code: error.kafka_error_code(),
-                    records: None,
-                };
-            }
             let max_bytes = (w.request.max_bytes.max(0) as usize).min(remaining);
             // KIP-74: the first batch of the response is sent whole even if over the limits.
-            match partition.read(w.request.fetch_offset, max_bytes, !any_data) {
-                Ok(data) => {
-                    remaining = remaining.saturating_sub(data.records.len());
-                    any_data |= !data.records.is_empty();
-                    ReadResult {
-                        error_code: 0,
-                        records: Some(data.records),
-                    }
-                }
-                Err(error) => ReadResult {
-                    error_code: error.kafka_error_code(),
-                    records: None,
-                },
-            }
+            let result = match follower {
+                Some(replica_id) => read_for_follower(
+                    context, partition, &w.request, replica_id, max_bytes, !any_data,
+                ),
+                None => read_for_consumer(partition, &w.request, max_bytes, !any_data),
+            };
+            let read = result.records.as_ref().map_or(0, FileSlice::len);
+            remaining = remaining.saturating_sub(read);
+            any_data |= read > 0;
+            result
         })
         .collect()
+}
+
+fn read_for_consumer(
+    partition: &Partition,
+    request: &SessionPartition,
+    max_bytes: usize,
+    min_one_batch: bool,
+) -> ReadResult {
+    // A partition that stopped leading while the fetch waited is refused, as Kafka's
+    // DelayedFetch does.
+    let checked = partition.check_leader_for_clients().and_then(|()| {
+        check_current_leader_epoch(request.current_leader_epoch, partition.leader_epoch())
+    });
+    if let Err(error) = checked {
+        return ReadResult::error(error.kafka_error_code());
+    }
+    match partition.read(request.fetch_offset, max_bytes, min_one_batch) {
+        Ok(data) => ReadResult {
+            records: Some(data.records),
+            ..ReadResult::default()
+        },
+        Err(error) => ReadResult::error(error.kafka_error_code()),
+    }
+}
+
+/// A follower's read: up to the log end, recording its progress (an ISR expansion it calls
+/// for goes to the controller).
+fn read_for_follower(
+    context: &ServerContext,
+    partition: &Arc<Partition>,
+    request: &SessionPartition,
+    replica_id: i32,
+    max_bytes: usize,
+    min_one_batch: bool,
+) -> ReadResult {
+    let fetch = FollowerFetch {
+        replica_id,
+        fetch_offset: request.fetch_offset,
+        log_start_offset: request.log_start_offset,
+        current_leader_epoch: request.current_leader_epoch,
+        last_fetched_epoch: request.last_fetched_epoch,
+        max_bytes,
+        min_one_batch,
+    };
+    match partition.fetch_for_follower(&fetch, now_ms()) {
+        Ok(read) => {
+            if let Some(change) = read.isr_change {
+                context
+                    .replicas
+                    .submit_isr_change(Arc::clone(partition), change);
+            }
+            ReadResult {
+                error_code: 0,
+                records: Some(read.records),
+                follower: Some(FollowerAnswer {
+                    high_watermark: read.high_watermark,
+                    log_start_offset: read.log_start_offset,
+                    diverging_epoch: read.diverging_epoch,
+                }),
+            }
+        }
+        Err(error) => ReadResult::error(error.kafka_error_code()),
+    }
 }
 
 /// BrokerTopicMetrics and ErrorsPerSec of the reads this fetch answers with.
@@ -332,9 +430,10 @@ fn build_response(
 ) -> TopicResponses {
     let mut topics: TopicResponses = Vec::new();
     for (w, result) in wanted.iter().zip(results) {
-        let (hw, log_start) = match &w.partition {
-            Ok(p) => (p.high_watermark(), p.log_start_offset()),
-            Err(_) => (-1, -1),
+        let (hw, log_start) = match (&result.follower, &w.partition) {
+            (Some(answer), _) => (answer.high_watermark, answer.log_start_offset),
+            (None, Ok(p)) => (p.high_watermark(), p.log_start_offset()),
+            (None, Err(_)) => (-1, -1),
         };
         let has_records = result.records.as_ref().is_some_and(|r| !r.is_empty());
         let changed = w.request.last_sent != Some((hw, log_start));
@@ -348,6 +447,15 @@ fn build_response(
             .with_last_stable_offset(hw)
             .with_log_start_offset(if version >= 5 { log_start } else { -1 })
             .with_preferred_read_replica(BrokerId(-1));
+        let diverging = result.follower.as_ref().and_then(|a| a.diverging_epoch);
+        let data = match diverging {
+            Some((epoch, end_offset)) if version >= 12 => data.with_diverging_epoch(
+                EpochEndOffset::default()
+                    .with_epoch(epoch)
+                    .with_end_offset(end_offset),
+            ),
+            _ => data,
+        };
         let data = (data, result.records.unwrap_or_else(FileSlice::empty));
         match topics
             .iter_mut()

@@ -217,8 +217,13 @@ pub async fn handle_native(
             version,
         ),
         NativeRequest::OffsetForLeaderEpoch(r) => {
-            let names = r.topics.iter().map(|t| t.topic.0.as_str());
-            let denied = denied_topics(context, request, AclOperation::Describe, names).await;
+            // As Kafka: brokers (CLUSTER_ACTION) may ask for any topic, clients need DESCRIBE.
+            let denied = if cluster_allows(context, request, AclOperation::ClusterAction).await {
+                HashSet::new()
+            } else {
+                let names = r.topics.iter().map(|t| t.topic.0.as_str());
+                denied_topics(context, request, AclOperation::Describe, names).await
+            };
             metered(
                 context,
                 request,

@@ -16,7 +16,7 @@ use crate::authorizer::{AclOperation, Action, ResourceType};
 use crate::clock::now_ms;
 use crate::metadata_cache::MetadataImage;
 use crate::partition::{Partition, PartitionError};
-use crate::purgatory::await_high_watermarks;
+use crate::purgatory::await_produce_acks;
 use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, Outcome, RequestContext};
 use crate::server_context::ServerContext;
@@ -135,9 +135,8 @@ pub async fn handle(
     if !waits.is_empty() {
         ctx.park();
         let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
-        if !await_high_watermarks(&waits, timeout).await {
-            mark_timed_out(&mut responses, &waits);
-        }
+        let outcomes = await_produce_acks(&waits, timeout).await;
+        mark_unacknowledged(&mut responses, &waits, &outcomes);
     }
     // As Kafka: an acks=0 produce counts against the byte rate but not the request time.
     let charge = charge(
@@ -262,12 +261,20 @@ fn rejected_response(index: i32, error: &PartitionError, version: i16) -> Partit
     }
 }
 
-/// Partitions whose high watermark did not reach the append in time answer REQUEST_TIMED_OUT.
-fn mark_timed_out(responses: &mut [TopicProduceResponse], waits: &[(Arc<Partition>, i64)]) {
-    for (partition, required) in waits {
-        if partition.high_watermark() >= *required {
-            continue;
-        }
+/// Partitions whose append was not acknowledged answer why: REQUEST_TIMED_OUT when the high
+/// watermark did not reach it in time, else the DelayedProduce's error
+/// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER).
+fn mark_unacknowledged(
+    responses: &mut [TopicProduceResponse],
+    waits: &[(Arc<Partition>, i64)],
+    outcomes: &[Option<Result<(), ResponseError>>],
+) {
+    for ((partition, _), outcome) in waits.iter().zip(outcomes) {
+        let error = match outcome {
+            Some(Ok(())) => continue,
+            Some(Err(error)) => *error,
+            None => ResponseError::RequestTimedOut,
+        };
         let tp = &partition.topic_partition;
         for topic in responses.iter_mut() {
             // v13 responses carry the topic id instead of the name.
@@ -281,7 +288,7 @@ fn mark_timed_out(responses: &mut [TopicProduceResponse], waits: &[(Arc<Partitio
             }
             for response in topic.partition_responses.iter_mut() {
                 if response.index == tp.partition && response.error_code == 0 {
-                    response.error_code = ResponseError::RequestTimedOut.code();
+                    response.error_code = error.code();
                 }
             }
         }

@@ -1,0 +1,261 @@
+//! Two in-process brokers replicating a partition over TCP on 127.0.0.1: acks=all is
+//! answered once the follower's fetcher has copied the batch, and after a leader change the
+//! old leader follows the new one. Every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, ProduceRequest};
+use kafka_protocol::protocol::StrBytes;
+use krust_client::connection::Connection;
+use krust_client::ClientConfig;
+use krust_server::alter_partition::{AlterPartitionFuture, AlterPartitionSender};
+use krust_server::bridge::Bridge;
+use krust_server::broker::{encode_batch, Broker};
+use krust_server::metadata_cache::{
+    BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
+};
+use krust_server::partition::Partition;
+use krust_server::settings::{BrokerSettings, Listener, ReplicationSettings};
+use tempfile::TempDir;
+use uuid::Uuid;
+
+const TOPIC_ID: u128 = 0x5151;
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A controller that commits every proposed ISR change.
+struct CommittingController;
+
+impl AlterPartitionSender for CommittingController {
+    fn send(&self, request: AlterPartitionRequest) -> AlterPartitionFuture {
+        use kafka_protocol::messages::alter_partition_response::{PartitionData, TopicData};
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| {
+                TopicData::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                PartitionData::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_leader_id(request.broker_id)
+                                    .with_leader_epoch(p.leader_epoch)
+                                    .with_isr(p.new_isr.clone())
+                                    .with_partition_epoch(p.partition_epoch + 1)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Box::pin(async move { Ok(AlterPartitionResponse::default().with_topics(topics)) })
+    }
+}
+
+struct Node {
+    _dir: TempDir,
+    broker: Arc<Broker>,
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn node(node_id: i32, port: u16) -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = Listener {
+        host: "127.0.0.1".into(),
+        port,
+        ..BrokerSettings::default().listeners[0].clone()
+    };
+    let settings = BrokerSettings {
+        node_id,
+        listeners: vec![listener.clone()],
+        advertised_listeners: vec![listener],
+        log_dirs: vec![dir.path().to_path_buf()],
+        replication: ReplicationSettings {
+            replica_fetch_wait_max_ms: 100,
+            replica_fetch_backoff_ms: 50,
+            ..ReplicationSettings::default()
+        },
+        ..BrokerSettings::default()
+    };
+    Node {
+        _dir: dir,
+        broker: Arc::new(Broker::open(settings).unwrap()),
+        port,
+    }
+}
+
+fn placement(leader: i32, leader_epoch: i32) -> TopicMetadata {
+    TopicMetadata {
+        name: "t".into(),
+        topic_id: Uuid::from_u128(TOPIC_ID),
+        internal: false,
+        configs: Default::default(),
+        partitions: vec![PartitionMetadata {
+            partition: 0,
+            leader,
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+        }],
+    }
+}
+
+fn partition(node: &Node) -> Arc<Partition> {
+    let (bridge, _) = Bridge::new(BTreeMap::new());
+    node.broker
+        .server_context(bridge)
+        .replicas
+        .partition("t", 0)
+        .unwrap()
+}
+
+fn produce(node: &Node, values: &[&str]) -> (i16, i64) {
+    let address = format!("127.0.0.1:{}", node.port);
+    let mut connection = Connection::connect(&address, &ClientConfig::new(&address)).unwrap();
+    let records: Vec<_> = values
+        .iter()
+        .map(|v| (None, Some(bytes::Bytes::from(v.to_string()))))
+        .collect();
+    let batch = encode_batch(&records, 1_700_000_000_000).unwrap().freeze();
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(15_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch))])]);
+    let response = connection.send("Produce", &request, 8).unwrap();
+    let answer = &response.responses[0].partition_responses[0];
+    (answer.error_code, answer.base_offset)
+}
+
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The partition's whole log, and its leader epochs.
+fn contents(partition: &Partition) -> (Vec<u8>, i64) {
+    let end = partition.log_end_offset();
+    let mut bytes = Vec::new();
+    let mut offset = 0;
+    while offset < end {
+        let read = partition.read(offset, usize::MAX, true);
+        // A follower's reads stop at its high watermark: read what it has committed.
+        let Ok(read) = read else { break };
+        if read.records.is_empty() {
+            break;
+        }
+        offset = read.next_offset;
+        bytes.extend_from_slice(&read.records.read_bytes().unwrap());
+    }
+    (bytes, end)
+}
+
+#[test]
+fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
+    let ports = [free_port(), free_port()];
+    let nodes = [node(1, ports[0]), node(2, ports[1])];
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let brokers: Vec<BrokerEndpoint> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| BrokerEndpoint {
+            node_id: i as i32 + 1,
+            host: "127.0.0.1".into(),
+            port: i32::from(n.port),
+            rack: None,
+            listeners: Default::default(),
+        })
+        .collect();
+    for n in &nodes {
+        n.broker
+            .apply_metadata(MetadataImage::new(
+                "c".into(),
+                1,
+                0,
+                brokers.clone(),
+                vec![placement(1, 0)],
+            ))
+            .unwrap();
+        let broker = Arc::clone(&n.broker);
+        runtime.spawn(async move {
+            let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+            broker.serve(bridge, None).await
+        });
+        n.broker.start_replication(
+            Arc::new(CommittingController),
+            Arc::default(),
+            runtime.handle().clone(),
+        );
+    }
+    wait_until("both brokers listen", || {
+        ports
+            .iter()
+            .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
+    });
+
+    // acks=all is answered only once broker 2 has the batch.
+    assert_eq!(produce(&nodes[0], &["a", "b", "c"]), (0, 0));
+    let (leader, follower) = (partition(&nodes[0]), partition(&nodes[1]));
+    assert_eq!(follower.log_end_offset(), 3);
+    wait_until("the follower learns the high watermark", || {
+        follower.high_watermark() == 3
+    });
+    assert_eq!(contents(&follower), contents(&leader));
+
+    // Broker 2 leads epoch 1; broker 1 now copies it.
+    for n in &nodes {
+        n.broker
+            .apply_metadata_delta(&MetadataDelta {
+                metadata_offset: 1,
+                controller_id: 1,
+                brokers: None,
+                topics: vec![placement(2, 1)],
+                deleted_topic_ids: Vec::new(),
+                finalized_features: None,
+                log_defaults: None,
+            })
+            .unwrap();
+    }
+    assert_eq!(produce(&nodes[0], &["x"]).0, 6, "NOT_LEADER_OR_FOLLOWER");
+    assert_eq!(produce(&nodes[1], &["d", "e"]), (0, 3));
+    let (new_leader, new_follower) = (partition(&nodes[1]), partition(&nodes[0]));
+    assert_eq!(new_follower.log_end_offset(), 5);
+    wait_until("the old leader learns the high watermark", || {
+        new_follower.high_watermark() == 5
+    });
+    assert_eq!(contents(&new_follower), contents(&new_leader));
+    let followers = new_leader.follower_states();
+    assert_eq!((followers[0].0, followers[0].1.log_end_offset), (1, 5));
+    for n in &nodes {
+        n.broker.shutdown();
+    }
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    for n in &nodes {
+        n.broker.close().unwrap();
+    }
+}
