@@ -202,6 +202,8 @@ class Broker:
         """Forget every cached authorization decision (the authorizer plugin asked)."""
     def set_active_controller(self, leader: int) -> None:
         """The controller quorum's leader is `leader` (-1: none known)."""
+    def set_broker_epoch(self, epoch: int) -> None:
+        """This broker's epoch from its registration (AlterPartition requests carry it)."""
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
         """Send a request body to the active controller; its response body (blocking)."""
     def shutdown(self) -> None:

@@ -16,6 +16,7 @@ from krust.protocol import build_entity, encode_entity
 
 class ControllerSender(Protocol):
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes: ...
+    def set_broker_epoch(self, epoch: int) -> None: ...
 
 
 async def request_controller(

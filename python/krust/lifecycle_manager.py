@@ -125,6 +125,7 @@ class BrokerLifecycleManager:
             log.warning("broker registration refused: %s", reply.error_code.name)
             return
         self.broker_epoch = int(reply.broker_epoch)
+        self._core.set_broker_epoch(self.broker_epoch)
         log.info("registered with the controller, broker epoch %d", self.broker_epoch)
 
     async def _heartbeat(self, want_shut_down: bool) -> Any:

@@ -165,6 +165,9 @@ class FakeCore:
     def set_active_controller(self, leader: int) -> None:
         self.active_controller = leader
 
+    def set_broker_epoch(self, epoch: int) -> None:
+        self.broker_epoch = epoch
+
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
         raise RuntimeError("this node is a quorum of one: its controller is in-process")
 

@@ -28,6 +28,9 @@ class FakeController:
         self.stale_once = False
         self.shut_down_after = 2
 
+    def set_broker_epoch(self, epoch: int) -> None:
+        self.epoch_in_core = epoch
+
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
         request, _ = entity_reader(load_request_schema(api_key, version))(body, 0)
         self.requests.append((api_key, request))
@@ -78,6 +81,7 @@ def test_registers_then_heartbeats_with_the_applied_offset(run: LoopRunner, tmp_
     assert again.incarnation_id == registration.incarnation_id
     assert heartbeats(controller)[-1].current_metadata_offset == 9
     assert not manager.fenced
+    assert controller.epoch_in_core == 43, "AlterPartition requests carry the new epoch"
     # Controlled shutdown: want_shut_down until the controller says so.
     asking = [h for h in heartbeats(controller) if h.want_shut_down]
     assert len(asking) == controller.shut_down_after

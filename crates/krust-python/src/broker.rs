@@ -287,6 +287,11 @@ impl PyBroker {
         self.inner.set_active_controller(leader);
     }
 
+    /// This broker's epoch from its registration (AlterPartition requests carry it).
+    fn set_broker_epoch(&self, epoch: i64) {
+        self.inner.set_broker_epoch(epoch);
+    }
+
     /// Sends a request body to the active controller and returns the response body (the
     /// broker lifecycle's BrokerRegistration and BrokerHeartbeat). Blocks without the GIL.
     fn send_to_controller<'py>(

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use crate::bridge::Bridge;
 use crate::clock::now_ms;
 use crate::connection_limits::{ConnectionCounter, ConnectionLimits};
 use crate::controller_channel::ControllerLocator;
-use crate::controller_route::ControllerChannels;
+use crate::controller_route::{ControllerAlterPartition, ControllerChannels};
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
@@ -92,6 +93,8 @@ pub struct Broker {
     /// Which node is the active controller, and the channels to it (none for a quorum of one).
     controller_locator: Arc<ControllerLocator>,
     controller_channels: Option<ControllerChannels>,
+    /// This broker's registration epoch (-1 until registered), for AlterPartition.
+    broker_epoch: Arc<AtomicI64>,
 }
 
 impl Broker {
@@ -125,6 +128,7 @@ impl Broker {
         let controller_channels = ControllerChannels::start(&settings, &controller_locator)
             .map_err(OpenError::ControllerChannels)?;
         Ok(Broker {
+            broker_epoch: Arc::new(AtomicI64::new(-1)),
             controller_locator,
             controller_channels,
             quotas: Arc::new(ClientQuotaManager::new(settings.quota_window)),
@@ -382,6 +386,11 @@ impl Broker {
         })
     }
 
+    /// This broker's epoch, from its registration with the active controller.
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch.store(epoch, Ordering::Relaxed);
+    }
+
     /// The quorum's leader is `leader` (-1: none known): requests to the controller go there.
     pub fn set_active_controller(&self, leader: i32) {
         self.controller_locator.set_leader(leader);
@@ -409,6 +418,16 @@ impl Broker {
         authorizer: Option<Authorizer>,
     ) -> Result<(), BrokerServeError> {
         if !self.replicas.all_log_dirs_offline() {
+            let alter_partition = ControllerAlterPartition::new(
+                self.controller_channels.clone(),
+                bridge.clone(),
+                Arc::clone(&self.broker_epoch),
+            );
+            self.start_replication(
+                Arc::new(alter_partition),
+                Arc::default(),
+                tokio::runtime::Handle::current(),
+            );
             let context = self.authorized_server_context(bridge, authorizer);
             serve(context, self.stop.subscribe()).await?;
         }

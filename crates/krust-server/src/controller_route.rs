@@ -3,12 +3,14 @@
 //! one (no controller listener then). Requests the core makes itself (auto-created topics,
 //! producer id blocks) and forwarded client requests go this way.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::{AlterPartitionRequest, ApiKey};
 use kafka_protocol::protocol::{Decodable, Request};
 
+use crate::alter_partition::{AlterPartitionFuture, AlterPartitionSendError, AlterPartitionSender};
 use crate::bridge::{Bridge, BridgeError};
 use crate::controller_channel::{
     ChannelError, ControllerChannel, ControllerLocator, REQUEST_TIMEOUT,
@@ -68,7 +70,18 @@ pub async fn call_controller<R: Request>(
     request: &R,
     version: i16,
 ) -> Result<R::Response, ControllerError> {
-    let Some(channels) = channels else {
+    let channel = channels.map(|c| &c.internal);
+    call_controller_on(channel, bridge, request, version).await
+}
+
+/// `call_controller` over `channel` (in-process when there is none).
+async fn call_controller_on<R: Request>(
+    channel: Option<&ControllerChannel>,
+    bridge: &Bridge,
+    request: &R,
+    version: i16,
+) -> Result<R::Response, ControllerError> {
+    let Some(channel) = channel else {
         return Ok(bridge.call_internal(request, version).await?);
     };
     let mut body = BytesMut::new();
@@ -77,9 +90,47 @@ pub async fn call_controller<R: Request>(
         .map_err(|e| ControllerError::Codec(e.to_string()))?;
     let api_key = ApiKey::try_from(R::KEY)
         .map_err(|_| ControllerError::Codec(format!("api key {}", R::KEY)))?;
-    let mut response: Bytes = channels
-        .internal
-        .send(api_key, version, body.freeze())
-        .await?;
+    let mut response: Bytes = channel.send(api_key, version, body.freeze()).await?;
     R::Response::decode(&mut response, version).map_err(|e| ControllerError::Codec(e.to_string()))
+}
+
+/// AlterPartition v3 (with the broker epoch and the new ISR members' epochs), the newest
+/// version the controller serves.
+const ALTER_PARTITION_VERSION: i16 = 3;
+
+/// Sends the partition leaders' ISR changes to the active controller (the replica
+/// manager's `AlterPartitionSender`), stamped with this broker's epoch.
+pub struct ControllerAlterPartition {
+    channels: Option<ControllerChannels>,
+    bridge: Bridge,
+    broker_epoch: Arc<AtomicI64>,
+}
+
+impl ControllerAlterPartition {
+    /// `broker_epoch` is this broker's registration epoch as the lifecycle last learnt it
+    /// (-1 before that: the controller then does not check it).
+    pub fn new(
+        channels: Option<ControllerChannels>,
+        bridge: Bridge,
+        broker_epoch: Arc<AtomicI64>,
+    ) -> Self {
+        Self {
+            channels,
+            bridge,
+            broker_epoch,
+        }
+    }
+}
+
+impl AlterPartitionSender for ControllerAlterPartition {
+    fn send(&self, request: AlterPartitionRequest) -> AlterPartitionFuture {
+        let request = request.with_broker_epoch(self.broker_epoch.load(Ordering::Relaxed));
+        let channel = self.channels.as_ref().map(|c| c.alter_partition.clone());
+        let bridge = self.bridge.clone();
+        Box::pin(async move {
+            call_controller_on(channel.as_ref(), &bridge, &request, ALTER_PARTITION_VERSION)
+                .await
+                .map_err(|error| AlterPartitionSendError(error.to_string()))
+        })
+    }
 }
