@@ -5,8 +5,8 @@ dir, find a partition's leader, stop everything.
 
 Both kinds get the same server.properties, written with Kafka's keys, so a test or a benchmark
 changes the cluster kind and nothing else. The integration tests and benches/ (which puts tests/
-on sys.path) both start clusters with this module, so it needs only the standard library and
-confluent-kafka (no pytest: failures raise ClusterError).
+on sys.path) both start clusters with this module, so it needs only the standard library,
+confluent-kafka and kafka-python (no pytest: failures raise ClusterError).
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ from types import TracebackType
 
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError
 
 HOST = "127.0.0.1"
 # Three JVMs starting at once on two shared cores.
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
+QUORUM_TIMEOUT_S = 60.0
 LOG_TAIL_CHARS = 3000
 TOOLS_LIBS = Path(__file__).resolve().parents[1] / "java" / "build" / "tools-libs"
 # A dead broker is fenced, and its leaderships move, after this many ms without a heartbeat;
@@ -342,6 +345,28 @@ class Cluster(ABC):
             f"{self.kind} nodes {sorted(wanted - seen)} not registered within {timeout_s:.0f} s "
             f"(registered: {sorted(seen)}); their output:\n{tails}"
         )
+
+    def active_controller(self, timeout_s: float = QUORUM_TIMEOUT_S) -> int:
+        """The quorum's leader (DescribeQuorum through a live broker), once it is a live node.
+        confluent-kafka has no DescribeQuorum; kafka-python's admin client does."""
+        deadline = time.monotonic() + timeout_s
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                admin = KafkaAdminClient(
+                    bootstrap_servers=self.live_bootstrap(), request_timeout_ms=5000
+                )
+                try:
+                    quorum = admin.describe_metadata_quorum()
+                finally:
+                    admin.close()
+                leader = int(quorum["topics"][0]["partitions"][0]["leader_id"])
+                if leader in self.live_node_ids():
+                    return leader
+            except (KafkaError, ClusterError, OSError) as error:
+                last_error = error
+            time.sleep(0.2)
+        raise ClusterError(f"no live active controller within {timeout_s:.0f} s: {last_error!r}")
 
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         """Leader, replicas and ISR as the cluster describes them (DescribeTopicPartitions)."""

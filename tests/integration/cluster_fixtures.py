@@ -1,5 +1,5 @@
 """The cluster fixtures: one three-node cluster per kind for the whole session, made whole again
-after every test that uses it, and the active controller as DescribeQuorum reports it.
+after every test that uses it.
 
 Every cluster test is parametrized over the kinds in CLUSTER_KINDS; krust's parametrizations
 are skipped until KRUST_FORMS_CLUSTERS is True (the one switch).
@@ -7,12 +7,9 @@ are skipped until KRUST_FORMS_CLUSTERS is True (the one switch).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
-from kafka.admin import KafkaAdminClient
-from kafka.errors import KafkaError
 
 from .cluster import ApacheKafkaCluster, Cluster, ClusterError, KrustCluster
 
@@ -32,7 +29,6 @@ CLUSTER_KINDS = [
         marks=pytest.mark.skipif(not KRUST_FORMS_CLUSTERS, reason=KRUST_SKIP_REASON),
     ),
 ]
-QUORUM_TIMEOUT_S = 60.0
 
 
 def make_cluster(kind: str, root: pytest.TempPathFactory) -> Cluster:
@@ -61,25 +57,3 @@ def cluster(shared_cluster: Cluster) -> Iterator[Cluster]:
         shared_cluster.heal()
     except ClusterError as error:
         pytest.fail(str(error))
-
-
-def active_controller(cluster: Cluster, timeout_s: float = QUORUM_TIMEOUT_S) -> int:
-    """The quorum's leader (DescribeQuorum through a live broker), once there is one."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            admin = KafkaAdminClient(
-                bootstrap_servers=cluster.live_bootstrap(), request_timeout_ms=5000
-            )
-            try:
-                quorum = admin.describe_metadata_quorum()
-            finally:
-                admin.close()
-            leader = int(quorum["topics"][0]["partitions"][0]["leader_id"])
-            if leader in cluster.live_node_ids():
-                return leader
-        except (KafkaError, ClusterError, OSError) as error:
-            last_error = error
-        time.sleep(0.2)
-    raise ClusterError(f"no live active controller within {timeout_s:.0f} s: {last_error!r}")

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from .cluster import Cluster
-from .cluster_fixtures import active_controller
 from .kafka_cli import (
     LEADER_ELECTION_COMMAND,
     METADATA_QUORUM_COMMAND,
@@ -77,7 +76,7 @@ def test_kafka_topics_creates_rf3_and_describes_leaders_replicas_and_isr(cluster
 
 
 def test_kafka_metadata_quorum_describes_status_and_replication(cluster: Cluster) -> None:
-    leader = active_controller(cluster)
+    leader = cluster.active_controller()
     status = tool_output(
         METADATA_QUORUM_COMMAND,
         "--bootstrap-controller",

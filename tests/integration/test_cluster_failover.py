@@ -10,7 +10,6 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient
 
 from .cluster import Cluster
-from .cluster_fixtures import active_controller
 from .no_loss import NumberedProducer, assert_no_loss, create_replicated_topic
 
 PARTITIONS = 3
@@ -54,9 +53,9 @@ def test_active_controller_kill9_loop_loses_nothing_and_metadata_works_again(
     with NumberedProducer(cluster.bootstrap_servers, topic, PARTITIONS) as producer:
         producer.wait_acknowledged(PROGRESS)
         for round_number in range(ROUNDS):
-            controller = active_controller(cluster)
+            controller = cluster.active_controller()
             cluster.kill9(controller)
-            assert active_controller(cluster) != controller
+            assert cluster.active_controller() != controller
             # The new active controller commits metadata: a topic can be created again.
             create_replicated_topic(cluster, f"{topic}-after-{round_number}", 1)
             producer.wait_acknowledged(PROGRESS)
@@ -69,7 +68,7 @@ def test_paused_follower_leaves_the_isr_and_rejoins_after_sigcont(cluster: Clust
     topic = "no-loss-paused-follower"
     create_replicated_topic(cluster, topic, 1)
     state = cluster.partition_state(topic, 0)
-    controller = active_controller(cluster)
+    controller = cluster.active_controller()
     # Not the active controller: this test is about a follower replica, not the quorum.
     follower = next(r for r in state.replicas if r not in (state.leader, controller))
     with NumberedProducer(cluster.bootstrap_servers, topic, 1) as producer:
