@@ -45,8 +45,6 @@ COMMON_PROPERTIES = {
     **FAST_FAILOVER,
     "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "5",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
     "group.initial.rebalance.delay.ms": "0",
     # Leaders move only when a test moves them (Kafka would move them back to the preferred
     # replica on its own every 5 minutes).
