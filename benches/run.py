@@ -25,11 +25,10 @@ from brokers import (  # noqa: E402
     BrokerSettings,
     KafkaBroker,
     KrustBroker,
-    free_port,
     krust_executable,
 )
 from cluster_session import ClusterSession  # noqa: E402
-from integration.cluster import ApacheKafkaCluster, KrustCluster  # noqa: E402
+from integration.cluster import ApacheKafkaCluster, KrustCluster, free_port  # noqa: E402
 from plan import CLUSTER, FULL, QUICK, SPARK, WORKLOADS, Plan  # noqa: E402
 from report import (  # noqa: E402
     Results,

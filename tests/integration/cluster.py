@@ -406,6 +406,16 @@ class Cluster(ABC):
             topic, partition, lambda state: state.leader in live, "a live leader", timeout_s
         ).leader
 
+    def wait_new_leader(self, topic: str, partition: int, old: int, timeout_s: float = 60.0) -> int:
+        """The partition's leader once it is a live node other than `old`."""
+        return self.wait_partition(
+            topic,
+            partition,
+            lambda state: state.leader not in (-1, old) and state.leader in self.live_node_ids(),
+            f"a new leader in place of {old}",
+            timeout_s,
+        ).leader
+
     def wait_full_isr(self, topic: str, partition: int, timeout_s: float = 60.0) -> None:
         """Every replica back in the ISR."""
         self.wait_partition(

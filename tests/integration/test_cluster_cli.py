@@ -159,7 +159,7 @@ def test_kafka_leader_election_moves_leadership_back_to_the_preferred_replica(
     create_replicated_topic(cluster, topic, 1)
     preferred = cluster.partition_state(topic, 0).replicas[0]
     cluster.kill9(preferred)
-    cluster.wait_partition(topic, 0, lambda s: s.leader not in (-1, preferred), "a new leader")
+    cluster.wait_new_leader(topic, 0, preferred)
     cluster.restart(preferred)
     cluster.wait_full_isr(topic, 0)
     assert describe(cluster, topic)[0][0] != preferred

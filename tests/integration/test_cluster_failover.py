@@ -36,9 +36,7 @@ def test_leader_kill9_loop_loses_no_acknowledged_record(cluster: Cluster) -> Non
         for _ in range(ROUNDS):
             leader = cluster.partition_leader(topic, 0)
             cluster.kill9(leader)
-            cluster.wait_partition(
-                topic, 0, lambda state, old=leader: state.leader not in (-1, old), "a new leader"
-            )
+            cluster.wait_new_leader(topic, 0, leader)
             producer.wait_acknowledged(PROGRESS)
             restart_and_wait_full_isr(cluster, leader, topic)
         producer.wait_acknowledged(PROGRESS)
