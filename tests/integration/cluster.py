@@ -144,6 +144,13 @@ def write_properties(path: Path, properties: Mapping[str, str]) -> None:
     path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
 
 
+def read_properties(path: Path) -> dict[str, str]:
+    """`key=value` lines of a .properties file (no continuations or escapes)."""
+    lines = (line.strip() for line in path.read_text().splitlines())
+    pairs = (line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
 @dataclass(frozen=True)
 class PartitionState:
     leader: int

@@ -6,15 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from integration.cluster import Node, server_properties
+from integration.cluster import Node, read_properties, server_properties
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster"
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    lines = (line.strip() for line in path.read_text().splitlines())
-    pairs = (line.split("=", 1) for line in lines if line and not line.startswith("#"))
-    return {key.strip(): value.strip() for key, value in pairs}
 
 
 NODES = [read_properties(EXAMPLE / f"server-{n}.properties") for n in (1, 2, 3)]
