@@ -1,7 +1,7 @@
 """Clusters of combined broker+controller nodes on 127.0.0.1 (KRaft's
 `process.roles=broker,controller`), Apache Kafka's or krust's, behind one interface: start the
 nodes in parallel, kill -9, pause (SIGSTOP), resume and restart a node on its own ports and data
-dir, find a partition's leader, stop everything.
+dir, find a partition's leader and ISR and the active controller, stop everything.
 
 Both kinds get the same server.properties, written with Kafka's keys, so a test or a benchmark
 changes the cluster kind and nothing else. The integration tests and benches/ (which puts tests/
@@ -23,7 +23,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
@@ -168,7 +167,6 @@ class Cluster(ABC):
             Node(node_id, free_port(), free_port(), root / f"node-{node_id}")
             for node_id in range(1, size + 1)
         ]
-        self.root = root
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
         self._paused: set[int] = set()
         # Nodes this object killed: any other node found dead exited by itself.
@@ -227,9 +225,6 @@ class Cluster(ABC):
         if not listening:
             raise ClusterError(f"no {self.kind} node accepts connections")
         return ",".join(listening)
-
-    def pids(self) -> dict[int, int]:
-        return {node_id: process.pid for node_id, process in self._processes.items()}
 
     def start(self) -> Cluster:
         """Start every node at once; return when all are registered and unfenced."""
@@ -297,17 +292,6 @@ class Cluster(ABC):
         for node_id in self._processes:
             if self.running(node_id):
                 self.kill9(node_id)
-
-    def __enter__(self) -> Cluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.live_bootstrap()})
