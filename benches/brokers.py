@@ -8,21 +8,25 @@ uses by default (-Xmx1g -Xms1g).
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from integration.cluster import (
+    HOST,
+    Node,
+    free_port,
+    new_cluster_id,
+    server_properties,
+    write_properties,
+)
 from probe import wait_for_metadata
 
-HOST = "127.0.0.1"
 START_DEADLINE_S = 120.0
 # Kafka's kafka-run-class.sh / kafka-server-start.sh defaults.
 KAFKA_JVM_OPTS = [
@@ -60,12 +64,6 @@ class BrokerSettings:
     # CA clients trust (workloads/tls.py); None: no SSL listener.
     tls_keystore: Path | None = None
     tls_ca: Path | None = None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -161,19 +159,20 @@ class KafkaBroker(BrokerProcess):
 
     def _write_config(self) -> Path:
         home = self.settings.data_root / self.name
+        node = Node(1, self.port, self.controller_port, home)
+        properties = server_properties(node, [node])
         keystore = self.settings.tls_keystore
-        tls = f",SSL://{HOST}:{self.tls_port}" if keystore else ""
-        properties = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port}{tls},"
-            f"CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}{tls}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL",
-            "log.dirs": str(self.data_dir),
+        if keystore:
+            tls = f",SSL://{HOST}:{self.tls_port}"
+            properties |= {
+                "listeners": properties["listeners"] + tls,
+                "advertised.listeners": properties["advertised.listeners"] + tls,
+                "listener.security.protocol.map": properties["listener.security.protocol.map"]
+                + ",SSL:SSL",
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(keystore),
+            }
+        properties |= {
             "log.segment.bytes": str(self.settings.segment_bytes),
             "num.partitions": str(self.settings.default_partitions),
             "offsets.topic.replication.factor": "1",
@@ -185,10 +184,8 @@ class KafkaBroker(BrokerProcess):
             "log.retention.check.interval.ms": str(self.settings.retention_check_interval_ms),
             "log.cleaner.backoff.ms": str(self.settings.cleaner_backoff_ms),
         }
-        if keystore:
-            properties |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)}
-        config = home / "server.properties"
-        config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        config = node.config_path
+        write_properties(config, properties)
         (home / "log4j2.properties").write_text(_LOG4J2_QUIET)
         return config
 
@@ -206,11 +203,10 @@ class KafkaBroker(BrokerProcess):
 
     def prepare(self) -> None:
         config = self._write_config()
-        cluster_id = "-"
-        while cluster_id.startswith("-"):  # kafka-storage would read it as an option
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
+            self._java(
+                "kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(config)
+            ),
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -22,6 +22,8 @@ WORKLOADS = (
 )
 # Not in a default run: it needs pyspark and Spark's Kafka connector, and no Kafka broker.
 SPARK = "spark"
+# Not in a default run: three-node clusters of each kind instead of the single brokers.
+CLUSTER = "cluster"
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,13 @@ class Plan:
     spark_records: int = 0
     # The TLS workload: bytes of 1 KiB records produced, then consumed, over SSL listeners.
     tls_bytes: int = 256 * _MIB
-    # Which of WORKLOADS (and SPARK) to run (`run.py --workloads`); start-up and idle RSS
-    # always are (but for SPARK alone).
+    # The cluster workload: bytes of 1 KiB records produced (RF=3, acks=all), seconds of
+    # end-to-end latency measurement, and leader kills timed (their median is reported).
+    cluster_produce_bytes: int = 100 * _MB
+    cluster_latency_seconds: float = 10
+    cluster_failovers: int = 3
+    # Which of WORKLOADS (and SPARK, CLUSTER) to run (`run.py --workloads`); start-up and idle
+    # RSS always are (but for SPARK and CLUSTER alone).
     workloads: tuple[str, ...] = WORKLOADS
 
 
@@ -100,4 +107,7 @@ FULL = Plan(
     many_partitions_records_each=10,
     spark_records=5_000_000,
     tls_bytes=1024 * _MIB,
+    cluster_produce_bytes=300 * _MB,
+    cluster_latency_seconds=60,
+    cluster_failovers=5,
 )

@@ -17,15 +17,19 @@ from pathlib import Path
 
 BENCHES = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHES))
+# The cluster launcher (integration.cluster) is the integration tests' own.
+sys.path.append(str(BENCHES.parent / "tests"))
 
 from brokers import (  # noqa: E402
+    KAFKA_JVM_OPTS,
     BrokerSettings,
     KafkaBroker,
     KrustBroker,
-    free_port,
     krust_executable,
 )
-from plan import FULL, QUICK, SPARK, WORKLOADS, Plan  # noqa: E402
+from cluster_session import ClusterSession  # noqa: E402
+from integration.cluster import ApacheKafkaCluster, KrustCluster, free_port  # noqa: E402
+from plan import CLUSTER, FULL, QUICK, SPARK, WORKLOADS, Plan  # noqa: E402
 from report import (  # noqa: E402
     Results,
     latency_cdf_plot,
@@ -146,6 +150,33 @@ def run_broker_sessions(
     }
 
 
+def run_cluster_sessions(
+    plan: Plan, args: argparse.Namespace, settings: BrokerSettings, results: Results
+) -> dict[str, str]:
+    """Three-node Kafka and krust clusters, alternating, each fresh; its header lines."""
+    libs = fetch_kafka_jars(args.work_dir)
+    properties = {"log.segment.bytes": str(settings.segment_bytes)}
+    started = time.monotonic()
+    for repetition in range(plan.repetitions):
+        for kind in ("kafka", "krust"):
+            print(
+                f"[{time.monotonic() - started:6.0f}s] cluster repetition {repetition + 1}/"
+                f"{plan.repetitions}: {kind}",
+                flush=True,
+            )
+            root = settings.data_root / f"cluster-{kind}-{repetition}"
+            cluster = (
+                ApacheKafkaCluster(
+                    root, properties=properties, libs=libs, jvm_options=KAFKA_JVM_OPTS
+                )
+                if kind == "kafka"
+                else KrustCluster(root, properties=properties, executable=krust_executable())
+            )
+            ClusterSession(cluster, plan, results).run()
+            shutil.rmtree(root, ignore_errors=True)
+    return {"clusters": "3 combined broker+controller nodes per kind, same server.properties"}
+
+
 def run_spark_session(
     plan: Plan, args: argparse.Namespace, settings: BrokerSettings, results: Results
 ) -> dict[str, str]:
@@ -187,7 +218,8 @@ def main() -> int:
         "--workloads",
         default=",".join(WORKLOADS),
         help=f"comma-separated subset of {','.join(WORKLOADS)} (start-up always runs), "
-        f"or {SPARK}: format('krust') against Spark's Kafka connector, on krust only",
+        f"or {SPARK}: format('krust') against Spark's Kafka connector, on krust only, "
+        f"or {CLUSTER}: three-node clusters of each kind (RF=3, acks=all, failover)",
     )
     parser.add_argument("--repetitions", type=int, help="override the mode's repetitions")
     parser.add_argument(
@@ -198,9 +230,9 @@ def main() -> int:
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     chosen = tuple(name.strip() for name in args.workloads.split(",") if name.strip())
-    unknown = sorted(set(chosen) - {*WORKLOADS, SPARK})
+    unknown = sorted(set(chosen) - {*WORKLOADS, SPARK, CLUSTER})
     if unknown:
-        parser.error(f"unknown workloads {unknown}; choose from {[*WORKLOADS, SPARK]}")
+        parser.error(f"unknown workloads {unknown}; choose from {[*WORKLOADS, SPARK, CLUSTER]}")
     plan = dataclasses.replace(
         plan, workloads=chosen, repetitions=args.repetitions or plan.repetitions
     )
@@ -215,8 +247,10 @@ def main() -> int:
     results = Results()
     started = time.monotonic()
     versions: dict[str, str] = {}
-    if set(chosen) - {SPARK}:
+    if set(chosen) - {SPARK, CLUSTER}:
         versions |= run_broker_sessions(plan, args, settings, results)
+    if CLUSTER in chosen:
+        versions |= run_cluster_sessions(plan, args, settings, results)
     if SPARK in chosen:
         versions |= run_spark_session(plan, args, settings, results)
 

@@ -10,8 +10,9 @@ import threading
 import urllib.request
 from dataclasses import dataclass
 
-from brokers import HOST, BrokerProcess, KrustBroker, free_port
+from brokers import BrokerProcess, KrustBroker
 from confluent_kafka import Producer
+from integration.cluster import HOST, free_port
 
 from workloads.produce import ProduceCase, produce_with_librdkafka
 from workloads.topics import create_topic

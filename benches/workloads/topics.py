@@ -11,9 +11,15 @@ def create_topic(
     partitions: int,
     timeout_s: float = 120.0,
     configs: dict[str, str] | None = None,
+    replication_factor: int = 1,
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=configs or {})
+    topic = NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        config=configs or {},
+    )
     futures = admin.create_topics(
         [topic],
         operation_timeout=timeout_s,

@@ -15,6 +15,9 @@ CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCom
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"
+METADATA_QUORUM_COMMAND = "org.apache.kafka.tools.MetadataQuorumCommand"
+REASSIGN_PARTITIONS_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"
 TOOL_TIMEOUT_S = 120
 
 
