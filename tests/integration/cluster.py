@@ -490,7 +490,8 @@ class KrustCluster(Cluster):
         *,
         executable: Path | None = None,
     ) -> None:
-        super().__init__(root, size, properties)
+        # krust formats its own log dirs at first start; the nodes must agree on the id.
+        super().__init__(root, size, {"cluster.id": new_cluster_id(), **(properties or {})})
         found = executable or shutil.which("krust-broker")
         if found is None:
             raise ClusterError("krust-broker is not on PATH: run scripts/install-test-deps.sh")

@@ -20,7 +20,9 @@ def test_kafka_and_krust_nodes_get_the_same_properties_but_for_ports_and_dirs(
     for kafka_node, krust_node in zip(kafka.nodes, krust.nodes, strict=True):
         on_kafka = read_properties(kafka_node.config_path)
         on_krust = read_properties(krust_node.config_path)
-        assert on_kafka.keys() == on_krust.keys()
+        # Kafka's nodes get their cluster id from kafka-storage format; krust's from the config.
+        assert on_kafka.keys() | {"cluster.id"} == on_krust.keys()
+        assert on_krust["cluster.id"] == read_properties(krust.nodes[0].config_path)["cluster.id"]
         for key in ("process.roles", "node.id", "controller.listener.names", "log.segment.bytes"):
             assert on_kafka[key] == on_krust[key]
         assert on_krust["log.dirs"] == str(krust_node.data_dir)
