@@ -113,17 +113,21 @@ class Controller:
         core.start_quorum(
             publisher.apply, publisher.snapshot, publisher.load_snapshot, publisher.leader_changed
         )
+        controller = cls(config, core, publisher)
+        if config["controller.quorum.voters"]:
+            # The quorum needs this node's controller listener, which serves only once this
+            # returns: the image reaches the core when the quorum has a leader, and the broker
+            # registers through the controller channel (krust.lifecycle_manager).
+            publisher.publish_when_caught_up()
+            return controller
         while not publisher.wait_caught_up(QUORUM_WAIT_LOG_S):
             log.info("waiting for the controller quorum to elect a leader")
-        controller = cls(config, core, publisher)
         check_finalized_levels(controller.image.features)
         bootstrapped = METADATA_VERSION_FEATURE in controller.image.features
-        records = [] if bootstrapped or publisher.leader_id != node_id else initial_records()
-        if not config["controller.quorum.voters"]:
-            # A quorum of one registers its broker here; others through the controller
-            # channel (krust.lifecycle_manager). The broker epoch is the record's offset.
-            first = controller.next_offset()
-            records.append(registration_record(config, broker_epoch=first + len(records)))
+        records = [] if bootstrapped else initial_records()
+        # A quorum of one registers its broker here. The broker epoch is the record's offset.
+        first = controller.next_offset()
+        records.append(registration_record(config, broker_epoch=first + len(records)))
         controller._propose_blocking(records)
         publisher.start_publishing()
         return controller

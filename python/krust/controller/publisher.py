@@ -58,6 +58,7 @@ class MetadataPublisher:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._listeners: list[tuple[asyncio.AbstractEventLoop, Listener]] = []
         self._caught_up = threading.Event()
+        self._publish_when_caught_up = False
         self.leader_id = -1
         self.leader_epoch = -1
 
@@ -112,6 +113,8 @@ class MetadataPublisher:
             with self._mutex:
                 self.image = replace(self.image, controller_id=leader_id)
             self._caught_up.set()
+            if self._publish_when_caught_up:
+                self.start_publishing()
         self._advanced()
 
     # -- the services' side --------------------------------------------------------------------
@@ -127,9 +130,18 @@ class MetadataPublisher:
         with self._advanced_condition:
             self._advanced_condition.wait_for(lambda: self.image.metadata_offset >= offset)
 
+    def publish_when_caught_up(self) -> None:
+        """Start publishing (below) on the quorum's thread as soon as it has a leader and
+        everything committed before it is in the image."""
+        self._publish_when_caught_up = True
+        if self._caught_up.is_set():
+            self.start_publishing()
+
     def start_publishing(self) -> None:
         """From now on the core follows the image: the whole image once, then each change."""
         with self._mutex:
+            if self._publishing:
+                return
             self._publishing = True
             self._core.apply_metadata(self.core_image())
             self._push_side_state()
