@@ -1,0 +1,234 @@
+//! Where the Raft log's batches and vote live: the metadata log (`KafkaLogBackend`, a
+//! krust-storage `Log` and its `quorum-state` file), or memory (`MemLogBackend`, for the
+//! simulation tests; it survives a simulated crash because the test keeps it).
+
+use std::collections::BTreeMap;
+use std::io;
+
+use bytes::Bytes;
+use krust_storage::batch::{split_batches, BatchHeader};
+use krust_storage::log_manager::SharedLog;
+use krust_storage::AppendOrigin;
+
+use crate::{invalid_data, quorum_state, NodeId, Vote};
+
+/// Storage of encoded entries (record batches, offset = index) and of the vote.
+pub trait LogBackend: Send + 'static {
+    /// The offset of the first entry kept.
+    fn start_offset(&self) -> u64;
+    /// The offset the next entry gets.
+    fn end_offset(&self) -> u64;
+    /// Appends `batches`, whose first entry is at `end_offset()`, not yet durable.
+    fn append(&mut self, batches: Bytes) -> io::Result<()>;
+    /// Makes every append so far durable.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Whole batches holding the offsets from `from` on (the first may start before it),
+    /// at least one batch if any, at most about `max_bytes` after it.
+    fn read(&self, from: u64, max_bytes: usize) -> io::Result<Bytes>;
+    /// Removes the entries from `offset` on (durably).
+    fn truncate_from(&mut self, offset: u64) -> io::Result<()>;
+    /// Raft no longer needs the entries below `offset` (they are in a snapshot).
+    fn purge_to(&mut self, offset: u64) -> io::Result<()>;
+    fn read_vote(&self) -> io::Result<Option<Vote>>;
+    /// Saves the vote durably.
+    fn save_vote(&mut self, vote: &Vote, voters: &[NodeId]) -> io::Result<()>;
+}
+
+/// The metadata log `__cluster_metadata-0` in Kafka's format, the vote in `quorum-state`.
+pub struct KafkaLogBackend {
+    log: SharedLog,
+}
+
+impl KafkaLogBackend {
+    pub fn new(log: SharedLog) -> Self {
+        Self { log }
+    }
+
+    pub fn log(&self) -> &SharedLog {
+        &self.log
+    }
+}
+
+fn offset_u64(offset: i64) -> u64 {
+    u64::try_from(offset).unwrap_or(0)
+}
+
+impl LogBackend for KafkaLogBackend {
+    fn start_offset(&self) -> u64 {
+        offset_u64(self.log.lock().log_start_offset())
+    }
+
+    fn end_offset(&self) -> u64 {
+        offset_u64(self.log.lock().log_end_offset())
+    }
+
+    fn append(&mut self, batches: Bytes) -> io::Result<()> {
+        let mut log = self.log.lock();
+        // One append per run of batches of the same epoch: the leader epoch is the log's.
+        let ranges = split_batches(&batches).map_err(|e| invalid_data(e.to_string()))?;
+        let mut run_start = 0;
+        for (i, range) in ranges.iter().enumerate() {
+            let header = BatchHeader::parse(&batches[range.clone()])
+                .ok_or_else(|| invalid_data("short batch"))?;
+            let next_epoch = ranges.get(i + 1).and_then(|next| {
+                BatchHeader::parse(&batches[next.clone()]).map(|h| h.partition_leader_epoch)
+            });
+            if next_epoch == Some(header.partition_leader_epoch) {
+                continue;
+            }
+            let run = &batches[ranges[run_start].start..range.end];
+            let first = BatchHeader::parse(run).map(|h| h.base_offset);
+            let expected = log.log_end_offset();
+            if first != Some(expected) {
+                return Err(io::Error::other(format!(
+                    "the metadata log ends at {expected} but the entry to append is at {first:?}"
+                )));
+            }
+            let now_ms = header.max_timestamp;
+            log.append_as_leader_from(
+                AppendOrigin::Coordinator,
+                run,
+                header.partition_leader_epoch,
+                now_ms,
+            )
+            .map_err(|e| io::Error::other(e.to_string()))?;
+            run_start = i + 1;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let task = self.log.lock().flush_task();
+        if let Some(task) = task {
+            task.run()?;
+            self.log.lock().complete_flush(&task);
+        }
+        Ok(())
+    }
+
+    fn read(&self, from: u64, max_bytes: usize) -> io::Result<Bytes> {
+        let plan = {
+            let log = self.log.lock();
+            let end = log.log_end_offset();
+            let from = i64::try_from(from).map_err(|_| invalid_data("offset past i64"))?;
+            if from >= end {
+                return Ok(Bytes::new());
+            }
+            log.read_plan(from, end)
+                .map_err(|e| io::Error::other(e.to_string()))?
+        };
+        let info = plan
+            .read(max_bytes, true)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        info.records.read_bytes()
+    }
+
+    fn truncate_from(&mut self, offset: u64) -> io::Result<()> {
+        if offset >= self.end_offset() {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("truncating the metadata log to {offset} needs Log::truncate_to (replication)"),
+        ))
+    }
+
+    /// The metadata log keeps what `metadata.max.retention.*` keeps: its start offset moves
+    /// to snapshot ends when a snapshot is written (docs/metadata-log.md), not here.
+    fn purge_to(&mut self, _offset: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn read_vote(&self) -> io::Result<Option<Vote>> {
+        let dir = self.log.lock().dir().to_path_buf();
+        quorum_state::read(&dir)
+    }
+
+    fn save_vote(&mut self, vote: &Vote, voters: &[NodeId]) -> io::Result<()> {
+        let dir = self.log.lock().dir().to_path_buf();
+        quorum_state::write(&dir, vote, voters)
+    }
+}
+
+/// Entries and vote in memory; `flush` counts, so tests can see what was made durable.
+#[derive(Default)]
+pub struct MemLogBackend {
+    start: u64,
+    batches: BTreeMap<u64, Bytes>,
+    vote: Option<Vote>,
+    /// Offset below which the entries were flushed.
+    pub flushed_end: u64,
+}
+
+impl MemLogBackend {
+    /// Simulates a crash: what was not flushed is lost.
+    pub fn crash(&mut self) {
+        let keep = self.flushed_end;
+        self.batches.retain(|offset, _| *offset < keep);
+    }
+}
+
+impl LogBackend for MemLogBackend {
+    fn start_offset(&self) -> u64 {
+        self.start
+    }
+
+    fn end_offset(&self) -> u64 {
+        self.batches
+            .last_key_value()
+            .map_or(self.start, |(offset, _)| offset + 1)
+    }
+
+    fn append(&mut self, batches: Bytes) -> io::Result<()> {
+        for range in split_batches(&batches).map_err(|e| invalid_data(e.to_string()))? {
+            let batch = batches.slice(range);
+            let header = BatchHeader::parse(&batch).ok_or_else(|| invalid_data("short batch"))?;
+            let expected = self.end_offset();
+            if offset_u64(header.base_offset) != expected || header.last_offset_delta != 0 {
+                return Err(io::Error::other(format!(
+                    "the log ends at {expected} but the batch is at {}",
+                    header.base_offset
+                )));
+            }
+            self.batches.insert(expected, batch);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flushed_end = self.end_offset();
+        Ok(())
+    }
+
+    fn read(&self, from: u64, max_bytes: usize) -> io::Result<Bytes> {
+        let mut out = Vec::new();
+        for batch in self.batches.range(from..).map(|(_, b)| b) {
+            if !out.is_empty() && out.len() + batch.len() > max_bytes {
+                break;
+            }
+            out.extend_from_slice(batch);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    fn truncate_from(&mut self, offset: u64) -> io::Result<()> {
+        self.batches.split_off(&offset);
+        self.flushed_end = self.flushed_end.min(self.end_offset());
+        Ok(())
+    }
+
+    fn purge_to(&mut self, offset: u64) -> io::Result<()> {
+        self.batches = self.batches.split_off(&offset);
+        self.start = self.start.max(offset);
+        Ok(())
+    }
+
+    fn read_vote(&self) -> io::Result<Option<Vote>> {
+        Ok(self.vote)
+    }
+
+    fn save_vote(&mut self, vote: &Vote, _voters: &[NodeId]) -> io::Result<()> {
+        self.vote = Some(*vote);
+        Ok(())
+    }
+}
