@@ -10,7 +10,9 @@ use krust_storage::batch::{split_batches, BatchHeader};
 use krust_storage::log_manager::SharedLog;
 use krust_storage::AppendOrigin;
 
-use crate::{invalid_data, quorum_state, NodeId, Vote};
+use krust_storage::kraft_snapshot;
+
+use crate::{invalid_data, quorum_state, LogId, NodeId, Vote};
 
 /// Storage of encoded entries (record batches, offset = index) and of the vote.
 pub trait LogBackend: Send + 'static {
@@ -27,8 +29,10 @@ pub trait LogBackend: Send + 'static {
     fn read(&self, from: u64, max_bytes: usize) -> io::Result<Bytes>;
     /// Removes the entries from `offset` on (durably).
     fn truncate_from(&mut self, offset: u64) -> io::Result<()>;
-    /// Raft no longer needs the entries below `offset` (they are in a snapshot).
-    fn purge_to(&mut self, offset: u64) -> io::Result<()>;
+    /// Raft no longer needs the entries up to `log_id` (they are in a snapshot).
+    fn purge_to(&mut self, log_id: LogId) -> io::Result<()>;
+    /// The log id of the entry just below `start_offset()`, when that is above 0.
+    fn last_purged(&self) -> io::Result<Option<LogId>>;
     fn read_vote(&self) -> io::Result<Option<Vote>>;
     /// Saves the vote durably.
     fn save_vote(&mut self, vote: &Vote, voters: &[NodeId]) -> io::Result<()>;
@@ -135,8 +139,30 @@ impl LogBackend for KafkaLogBackend {
 
     /// The metadata log keeps what `metadata.max.retention.*` keeps: its start offset moves
     /// to snapshot ends when a snapshot is written (docs/metadata-log.md), not here.
-    fn purge_to(&mut self, _offset: u64) -> io::Result<()> {
+    fn purge_to(&mut self, _log_id: LogId) -> io::Result<()> {
         Ok(())
+    }
+
+    /// The log start moves only to a snapshot's end, and that snapshot stays: its epoch is
+    /// the term of the entry below the start.
+    fn last_purged(&self) -> io::Result<Option<LogId>> {
+        let (dir, start) = {
+            let log = self.log.lock();
+            (log.dir().to_path_buf(), log.log_start_offset())
+        };
+        if start == 0 {
+            return Ok(None);
+        }
+        let snapshots = kraft_snapshot::recover_snapshots(&dir, start)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let at_start = snapshots.iter().find(|id| id.end_offset == start);
+        let id = at_start.ok_or_else(|| {
+            io::Error::other(format!(
+                "the metadata log starts at {start} but no snapshot ends there"
+            ))
+        })?;
+        let term = u64::try_from(id.epoch).map_err(|_| invalid_data("negative epoch"))?;
+        Ok(Some(LogId::new_term_index(term, offset_u64(start) - 1)))
     }
 
     fn read_vote(&self) -> io::Result<Option<Vote>> {
@@ -154,6 +180,7 @@ impl LogBackend for KafkaLogBackend {
 #[derive(Default)]
 pub struct MemLogBackend {
     start: u64,
+    purged: Option<LogId>,
     batches: BTreeMap<u64, Bytes>,
     vote: Option<Vote>,
     /// Offset below which the entries were flushed.
@@ -217,10 +244,18 @@ impl LogBackend for MemLogBackend {
         Ok(())
     }
 
-    fn purge_to(&mut self, offset: u64) -> io::Result<()> {
+    fn purge_to(&mut self, log_id: LogId) -> io::Result<()> {
+        let offset = log_id.index + 1;
         self.batches = self.batches.split_off(&offset);
-        self.start = self.start.max(offset);
+        if offset > self.start {
+            self.start = offset;
+            self.purged = Some(log_id);
+        }
         Ok(())
+    }
+
+    fn last_purged(&self) -> io::Result<Option<LogId>> {
+        Ok(self.purged)
     }
 
     fn read_vote(&self) -> io::Result<Option<Vote>> {

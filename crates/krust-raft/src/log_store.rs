@@ -40,14 +40,14 @@ impl<B> Clone for LogStore<B> {
 }
 
 impl<B: LogBackend> LogStore<B> {
-    /// The store on `backend`; `last_purged`: the log id just below the backend's start
-    /// offset (the newest snapshot's last entry when the log starts at its end), if any.
-    pub fn new(backend: Arc<Mutex<B>>, voters: StaticVoters, last_purged: Option<LogId>) -> Self {
-        Self {
+    /// The store on `backend`.
+    pub fn open(backend: Arc<Mutex<B>>, voters: StaticVoters) -> io::Result<Self> {
+        let last_purged = backend.lock().last_purged()?;
+        Ok(Self {
             backend,
             voters,
             last_purged: Arc::new(Mutex::new(last_purged)),
-        }
+        })
     }
 
     pub fn backend(&self) -> &Arc<Mutex<B>> {
@@ -225,8 +225,7 @@ impl<B: LogBackend> RaftLogStorage<KRaft> for LogStore<B> {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         *self.last_purged.lock() = Some(log_id);
-        self.blocking(move |backend| backend.purge_to(log_id.index + 1))
-            .await
+        self.blocking(move |backend| backend.purge_to(log_id)).await
     }
 }
 

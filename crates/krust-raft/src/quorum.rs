@@ -131,6 +131,7 @@ where
     N::Network: NetSnapshot<KRaft, SnapshotData = bytes::Bytes>,
 {
     adopt_legacy_log(&store, settings).await?;
+    let fresh = store.last_entry().await?.is_none() && state_machine.last_applied().await.is_none();
     let raft = Raft::new(
         settings.node_id,
         settings.raft_config()?,
@@ -140,17 +141,15 @@ where
     )
     .await
     .map_err(|e| QuorumError::Raft(e.to_string()))?;
-    let membership = raft
-        .metrics()
-        .borrow_watched()
-        .membership_config
-        .membership()
-        .clone();
-    if membership.voter_ids().next().is_none() {
+    if fresh {
         raft.initialize(settings.voters.nodes())
             .await
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
     } else {
+        let membership = raft
+            .with_raft_state(|state| state.membership_state.effective().membership().clone())
+            .await
+            .map_err(|e| QuorumError::Raft(e.to_string()))?;
         let stored = StaticVoters::from_membership(&membership)?;
         if let Err(error) = settings.voters.check_same(&stored) {
             let _ = raft.shutdown().await;

@@ -251,6 +251,12 @@ impl RaftStateMachine<KRaft> for StateMachine {
         Ok(())
     }
 
+    /// Nothing to snapshot before the first entry is applied.
+    async fn try_create_snapshot_builder(&mut self, _force: bool) -> Option<Self::SnapshotBuilder> {
+        let applied = self.state.lock().await.last_applied.is_some();
+        applied.then(|| self.clone())
+    }
+
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.clone()
     }
