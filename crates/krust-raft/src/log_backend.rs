@@ -80,20 +80,25 @@ impl LogBackend for KafkaLogBackend {
             if next_epoch == Some(header.partition_leader_epoch) {
                 continue;
             }
-            let run = &batches[ranges[run_start].start..range.end];
-            let first = BatchHeader::parse(run).map(|h| h.base_offset);
+            let start = ranges[run_start].start;
             let expected = log.log_end_offset();
+            let first = BatchHeader::parse(&batches[start..]).map(|h| h.base_offset);
             if first != Some(expected) {
                 return Err(io::Error::other(format!(
                     "the metadata log ends at {expected} but the entry to append is at {first:?}"
                 )));
             }
-            let now_ms = header.max_timestamp;
+            // A leader append numbers the batches from the log end itself, as the entries
+            // are; it takes them as produced (base offset 0).
+            let mut run = batches[start..range.end].to_vec();
+            for batch in &ranges[run_start..=i] {
+                krust_storage::batch::set_base_offset(&mut run[batch.start - start..], 0);
+            }
             log.append_as_leader_from(
                 AppendOrigin::Coordinator,
-                run,
+                &run,
                 header.partition_leader_epoch,
-                now_ms,
+                header.max_timestamp,
             )
             .map_err(|e| io::Error::other(e.to_string()))?;
             run_start = i + 1;
