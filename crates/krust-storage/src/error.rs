@@ -105,6 +105,15 @@ pub enum AppendError {
         "a follower keeps its leader's offsets: replicated batches cannot be appended as leader"
     )]
     ReplicationAsLeader,
+    /// Kafka's `UnexpectedAppendOffsetException`: a follower's batches must start at or
+    /// after its log end offset.
+    #[error(
+        "replicated batches start at {first_offset}, below the log end offset {log_end_offset}"
+    )]
+    UnexpectedAppendOffset {
+        first_offset: i64,
+        log_end_offset: i64,
+    },
     #[error("storage failure: {0}")]
     Storage(#[from] io::Error),
 }
@@ -145,7 +154,9 @@ impl AppendError {
             Self::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             Self::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
             Self::LogClosed | Self::Storage(_) => ResponseError::KafkaStorageError,
-            Self::ReplicationAsLeader => ResponseError::UnknownServerError,
+            Self::ReplicationAsLeader | Self::UnexpectedAppendOffset { .. } => {
+                ResponseError::UnknownServerError
+            }
         }
     }
 }

@@ -127,6 +127,12 @@ impl LeaderEpochFileCache {
         Ok(())
     }
 
+    /// Kafka's `clearAndFlush`: forgets every epoch (the log was emptied), fsynced.
+    pub fn clear_and_flush(&mut self) -> Result<(), StorageError> {
+        self.entries.clear();
+        self.persist(true)
+    }
+
     /// Kafka's `truncateFromStart`: the log now starts at `start_offset`. Epochs starting
     /// below it are dropped, except the latest of them, which now starts there.
     pub fn truncate_from_start(&mut self, start_offset: i64) -> Result<(), StorageError> {

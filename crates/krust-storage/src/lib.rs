@@ -12,6 +12,7 @@
 //! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
+//! - `follower`: a follower's appends (the leader's offsets kept) and truncations.
 //! - [`retention`]: deleting old segments by `retention.ms` / `retention.bytes` and below the
 //!   log start offset (which DeleteRecords moves).
 //! - [`scheduler`]: the background thread that flushes rolled segments and removes deleted
@@ -37,6 +38,7 @@ pub mod config_keys;
 pub mod error;
 pub mod fetch;
 mod file_records;
+mod follower;
 mod index_file;
 pub mod kraft_snapshot;
 pub mod leader_epoch;
@@ -80,6 +82,8 @@ pub mod fuzzing {
     }
 }
 
+#[cfg(test)]
+mod follower_tests;
 #[cfg(test)]
 mod log_dir_tests;
 #[cfg(test)]

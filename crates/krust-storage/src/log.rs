@@ -98,7 +98,7 @@ pub struct Log {
     pub(crate) log_start_offset: i64,
     pub(crate) log_end_offset: i64,
     /// Offsets below it are replicated to the whole ISR: what consumers may read.
-    high_watermark: i64,
+    pub(crate) high_watermark: i64,
     /// Advanced by flushes, including those the scheduler runs after a roll.
     pub(crate) recovery_point: Arc<AtomicI64>,
     /// Runs the flush of rolled segments; without one (a standalone log) they wait for the
@@ -106,9 +106,9 @@ pub struct Log {
     pub(crate) scheduler: Option<Arc<Scheduler>>,
     /// What loading the log had to re-validate.
     recovered: RecoveryStats,
-    producer_state: ProducerStateManager,
+    pub(crate) producer_state: ProducerStateManager,
     pub(crate) leader_epoch_cache: LeaderEpochFileCache,
-    unflushed_messages: i64,
+    pub(crate) unflushed_messages: i64,
     last_flush_ms: i64,
     pub(crate) closed: bool,
 }
@@ -309,14 +309,14 @@ impl Log {
         self.closed
     }
 
-    fn active_segment(&self) -> &LogSegment {
+    pub(crate) fn active_segment(&self) -> &LogSegment {
         self.segments
             .values()
             .next_back()
             .expect("a log always has an active segment")
     }
 
-    fn active_segment_mut(&mut self) -> &mut LogSegment {
+    pub(crate) fn active_segment_mut(&mut self) -> &mut LogSegment {
         self.segments
             .values_mut()
             .next_back()
@@ -428,10 +428,7 @@ impl Log {
         self.leader_epoch_cache
             .assign(leader_epoch, first_offset)
             .map_err(|e| AppendError::Storage(io::Error::other(e.to_string())))?;
-        if self.unflushed_messages >= self.config.flush_interval_messages {
-            self.flush()
-                .map_err(|e| AppendError::Storage(io::Error::other(e.to_string())))?;
-        }
+        self.maybe_flush_after_append()?;
         Ok(LogAppendInfo {
             first_offset,
             last_offset,
@@ -441,6 +438,15 @@ impl Log {
             record_count,
             duplicate: false,
         })
+    }
+
+    /// `flush.messages`: fsync once that many records were appended since the last flush.
+    pub(crate) fn maybe_flush_after_append(&mut self) -> Result<(), AppendError> {
+        if self.unflushed_messages >= self.config.flush_interval_messages {
+            self.flush()
+                .map_err(|e| AppendError::Storage(io::Error::other(e.to_string())))?;
+        }
+        Ok(())
     }
 
     fn duplicate_info(&self, duplicate: BatchMetadata) -> LogAppendInfo {

@@ -291,6 +291,17 @@ impl ProducerStateManager {
         Ok(renamed)
     }
 
+    /// Kafka's `truncateFullyAndStartAt`: forgets every producer and deletes every snapshot;
+    /// the log now starts (empty) at `offset`.
+    pub(crate) fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        for snapshot in self.snapshot_offsets()? {
+            remove_file(&offset_file_path(&self.dir, snapshot, SNAPSHOT_FILE_SUFFIX))?;
+        }
+        self.producers.clear();
+        self.map_end_offset = offset;
+        Ok(())
+    }
+
     /// Writes `<map_end_offset>.snapshot`.
     pub(crate) fn take_snapshot(&self) -> io::Result<()> {
         let mut entries: Vec<SnapshotEntry> = self

@@ -468,6 +468,40 @@ impl LogSegment {
         Ok(found(header.max_timestamp, header.base_offset))
     }
 
+    /// Kafka's `LogSegment.truncateTo`: removes every batch holding an offset >= `offset`
+    /// (a batch that straddles it goes whole) and the index entries past them. Returns the
+    /// bytes removed.
+    pub(crate) fn truncate_to(&mut self, offset: i64) -> io::Result<u64> {
+        let start = self.index_position(offset);
+        let mut scanner = BatchScanner::new(&self.log, start, self.size);
+        let mut cut = self.size;
+        while let Some((position, header)) = scanner.next_header()? {
+            if header.last_offset() >= offset {
+                cut = position;
+                break;
+            }
+        }
+        self.offset_index.truncate_to(offset);
+        self.time_index.truncate_to(offset);
+        let removed = self.size - cut;
+        if removed > 0 {
+            self.log.set_len(cut)?;
+            self.size = cut;
+        }
+        let last_time = self.time_index.last_entry();
+        self.max_timestamp_so_far = last_time.timestamp;
+        self.offset_of_max_timestamp_so_far = last_time.offset;
+        self.bytes_since_last_index_entry = 0;
+        self.rolling_based_timestamp = if self.size == 0 {
+            None
+        } else {
+            BatchScanner::new(&self.log, 0, self.size)
+                .next_header()?
+                .map(|(_, h)| h.max_timestamp)
+        };
+        Ok(removed)
+    }
+
     /// Seals the segment when a newer one takes over: final time-index entry, trimmed indexes.
     pub(crate) fn on_become_inactive(&mut self) -> io::Result<()> {
         if self.max_timestamp_so_far != NO_TIMESTAMP {
