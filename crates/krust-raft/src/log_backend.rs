@@ -8,7 +8,6 @@ use std::io;
 use bytes::Bytes;
 use krust_storage::batch::{split_batches, BatchHeader};
 use krust_storage::log_manager::SharedLog;
-use krust_storage::AppendOrigin;
 
 use krust_storage::kraft_snapshot;
 
@@ -66,43 +65,20 @@ impl LogBackend for KafkaLogBackend {
         offset_u64(self.log.lock().log_end_offset())
     }
 
+    /// The batches keep their offsets (the indexes), epochs (the terms) and timestamps, as a
+    /// follower's copy of its leader's batches does.
     fn append(&mut self, batches: Bytes) -> io::Result<()> {
         let mut log = self.log.lock();
-        // One append per run of batches of the same epoch: the leader epoch is the log's.
-        let ranges = split_batches(&batches).map_err(|e| invalid_data(e.to_string()))?;
-        let mut run_start = 0;
-        for (i, range) in ranges.iter().enumerate() {
-            let header = BatchHeader::parse(&batches[range.clone()])
-                .ok_or_else(|| invalid_data("short batch"))?;
-            let next_epoch = ranges.get(i + 1).and_then(|next| {
-                BatchHeader::parse(&batches[next.clone()]).map(|h| h.partition_leader_epoch)
-            });
-            if next_epoch == Some(header.partition_leader_epoch) {
-                continue;
-            }
-            let start = ranges[run_start].start;
-            let expected = log.log_end_offset();
-            let first = BatchHeader::parse(&batches[start..]).map(|h| h.base_offset);
-            if first != Some(expected) {
-                return Err(io::Error::other(format!(
-                    "the metadata log ends at {expected} but the entry to append is at {first:?}"
-                )));
-            }
-            // A leader append numbers the batches from the log end itself, as the entries
-            // are; it takes them as produced (base offset 0).
-            let mut run = batches[start..range.end].to_vec();
-            for batch in &ranges[run_start..=i] {
-                krust_storage::batch::set_base_offset(&mut run[batch.start - start..], 0);
-            }
-            log.append_as_leader_from(
-                AppendOrigin::Coordinator,
-                &run,
-                header.partition_leader_epoch,
-                header.max_timestamp,
-            )
-            .map_err(|e| io::Error::other(e.to_string()))?;
-            run_start = i + 1;
+        let expected = log.log_end_offset();
+        let first = BatchHeader::parse(&batches).map(|h| h.base_offset);
+        if first != Some(expected) {
+            return Err(io::Error::other(format!(
+                "the metadata log ends at {expected} but the entry to append is at {first:?}"
+            )));
         }
+        let now_ms = crate::log_store::wall_clock_ms();
+        log.append_as_follower(&batches, now_ms)
+            .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(())
     }
 
@@ -133,18 +109,28 @@ impl LogBackend for KafkaLogBackend {
     }
 
     fn truncate_from(&mut self, offset: u64) -> io::Result<()> {
-        if offset >= self.end_offset() {
-            return Ok(());
+        let offset = i64::try_from(offset).map_err(|_| invalid_data("offset past i64"))?;
+        let truncated = self
+            .log
+            .lock()
+            .truncate_to(offset)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        if truncated {
+            self.flush()?;
         }
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("truncating the metadata log to {offset} needs Log::truncate_to (replication)"),
-        ))
+        Ok(())
     }
 
     /// The metadata log keeps what `metadata.max.retention.*` keeps: its start offset moves
-    /// to snapshot ends when a snapshot is written (docs/metadata-log.md), not here.
-    fn purge_to(&mut self, _log_id: LogId) -> io::Result<()> {
+    /// to snapshot ends when a snapshot is written (docs/metadata-log.md), not here. Only a
+    /// snapshot installed past the log's end empties it: the log goes on after the snapshot.
+    fn purge_to(&mut self, log_id: LogId) -> io::Result<()> {
+        let next = i64::try_from(log_id.index + 1).map_err(|_| invalid_data("offset past i64"))?;
+        let mut log = self.log.lock();
+        if next > log.log_end_offset() {
+            log.truncate_fully_and_start_at(next)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        }
         Ok(())
     }
 

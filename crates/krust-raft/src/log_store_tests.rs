@@ -218,3 +218,34 @@ async fn a_single_node_metadata_log_becomes_its_voters_raft_log_keeping_every_re
     ];
     assert_eq!(entries, expected);
 }
+
+#[tokio::test]
+async fn a_truncated_suffix_stays_gone_after_a_restart_and_the_log_goes_on_in_the_new_term() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = open_metadata_log(dir.path());
+        let mut store = kafka_store(&log, &[1, 2, 3]);
+        let entries: Vec<Entry> = (0..5).map(|i| normal(1, i, "old")).collect();
+        store.append_entries(entries).await.unwrap();
+        store
+            .truncate_after(Some(LogId::new_term_index(1, 2)))
+            .await
+            .unwrap();
+        store
+            .append_entries(vec![normal(3, 3, "new")])
+            .await
+            .unwrap();
+        log.lock().close().unwrap();
+    }
+    let log = open_metadata_log(dir.path());
+    let mut store = kafka_store(&log, &[1, 2, 3]);
+    let entries = store.try_get_log_entries(0..10).await.unwrap();
+    let expected = vec![
+        normal(1, 0, "old"),
+        normal(1, 1, "old"),
+        normal(1, 2, "old"),
+        normal(3, 3, "new"),
+    ];
+    assert_eq!(entries, expected);
+    assert_eq!(log.lock().latest_epoch(), Some(3));
+}

@@ -11,7 +11,11 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use krust_raft::quorum::{self, QuorumError, QuorumSettings};
 use krust_raft::state_machine::{AppliedRecord, Applier, ApplyError};
-use krust_raft::{KRaft, LogStore, MemLogBackend, NodeId, Raft, StateMachine, StaticVoters, Voter};
+use krust_raft::{
+    KRaft, KafkaLogBackend, LogBackend, LogStore, MemLogBackend, NodeId, Raft, StateMachine,
+    StaticVoters, Voter,
+};
+use krust_storage::{LoadParams, Log, LogConfig, TopicPartition};
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
@@ -87,8 +91,14 @@ impl Applier for TestApplier {
     }
 }
 
+/// Where a node's log lives: memory, or the metadata log on disk (a crash reopens it).
+enum Storage {
+    Memory(Arc<Mutex<MemLogBackend>>),
+    Kafka,
+}
+
 struct Node {
-    backend: Arc<Mutex<MemLogBackend>>,
+    storage: Storage,
     dir: tempfile::TempDir,
     applier: Arc<TestApplier>,
     raft: Option<Raft>,
@@ -241,24 +251,49 @@ fn voters(n: i32) -> StaticVoters {
 
 async fn start(router: &Arc<Router>, voters: &StaticVoters, id: NodeId, node: &mut Node) {
     node.applier = Arc::new(TestApplier::default());
-    let store = LogStore::open(Arc::clone(&node.backend), voters.clone()).unwrap();
-    let sm = StateMachine::open(
-        node.dir.path().to_path_buf(),
-        node.applier.clone(),
-        voters.clone(),
-        None,
-    )
-    .unwrap();
+    let raft = match &node.storage {
+        Storage::Memory(backend) => {
+            let store = LogStore::open(Arc::clone(backend), voters.clone()).unwrap();
+            let dir = node.dir.path().to_path_buf();
+            launch(router, voters, id, store, dir, &node.applier).await
+        }
+        Storage::Kafka => {
+            let dir = node.dir.path().join("__cluster_metadata-0");
+            let log = Log::open(
+                &dir,
+                TopicPartition::new("__cluster_metadata", 0),
+                None,
+                LogConfig::default(),
+                LoadParams::default(),
+                0,
+            )
+            .unwrap();
+            let backend = KafkaLogBackend::new(Arc::new(Mutex::new(log)));
+            let store = LogStore::open(Arc::new(Mutex::new(backend)), voters.clone()).unwrap();
+            launch(router, voters, id, store, dir, &node.applier).await
+        }
+    };
+    watch_leaders(router, &raft);
+    router.up.lock().insert(id, raft.clone());
+    node.raft = Some(raft);
+}
+
+async fn launch<B: LogBackend>(
+    router: &Arc<Router>,
+    voters: &StaticVoters,
+    id: NodeId,
+    store: LogStore<B>,
+    snapshot_dir: std::path::PathBuf,
+    applier: &Arc<TestApplier>,
+) -> Raft {
+    let sm = StateMachine::open(snapshot_dir, applier.clone(), voters.clone(), None).unwrap();
     let mut settings = QuorumSettings::new(id, voters.clone());
     settings.election_timeout_ms = 300;
     settings.heartbeat_ms = 75;
     let net = Net {
         router: Arc::clone(router),
     };
-    let raft = quorum::start(&settings, store, sm, net).await.unwrap();
-    watch_leaders(router, &raft);
-    router.up.lock().insert(id, raft.clone());
-    node.raft = Some(raft);
+    quorum::start(&settings, store, sm, net).await.unwrap()
 }
 
 /// Records every (term, leader) a node reports being.
@@ -290,7 +325,9 @@ async fn crash(router: &Router, id: NodeId, node: &mut Node) {
     if let Some(raft) = node.raft.take() {
         raft.shutdown().await.unwrap();
     }
-    node.backend.lock().crash();
+    if let Storage::Memory(backend) = &node.storage {
+        backend.lock().crash();
+    }
 }
 
 fn images(nodes: &BTreeMap<NodeId, Node>) -> Vec<Vec<(i64, Bytes)>> {
@@ -310,7 +347,7 @@ fn check_prefixes(nodes: &BTreeMap<NodeId, Node>) {
     }
 }
 
-async fn simulate(seed: u64, n: i32) {
+async fn simulate(seed: u64, n: i32, on_disk: bool) {
     let voters = voters(n);
     let router = Arc::new(Router {
         up: Mutex::new(BTreeMap::new()),
@@ -321,7 +358,11 @@ async fn simulate(seed: u64, n: i32) {
     let mut nodes = BTreeMap::new();
     for id in 1..=n {
         let mut node = Node {
-            backend: Arc::new(Mutex::new(MemLogBackend::default())),
+            storage: if on_disk {
+                Storage::Kafka
+            } else {
+                Storage::Memory(Arc::new(Mutex::new(MemLogBackend::default())))
+            },
             dir: tempfile::tempdir().unwrap(),
             applier: Arc::new(TestApplier::default()),
             raft: None,
@@ -471,13 +512,20 @@ async fn simulate(seed: u64, n: i32) {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn three_voters_keep_every_acknowledged_record_through_crashes_and_lost_messages() {
     for seed in [1, 2, 3] {
-        simulate(seed, 3).await;
+        simulate(seed, 3, false).await;
     }
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn five_voters_keep_every_acknowledged_record_through_crashes_and_lost_messages() {
     for seed in [11, 12] {
-        simulate(seed, 5).await;
+        simulate(seed, 5, false).await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn three_voters_on_kafka_format_metadata_logs_keep_every_acknowledged_record() {
+    for seed in [21, 22] {
+        simulate(seed, 3, true).await;
     }
 }
