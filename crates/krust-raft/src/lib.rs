@@ -12,10 +12,12 @@ use bytes::Bytes;
 pub mod codec;
 pub mod log_backend;
 pub mod log_store;
+pub mod network;
 pub mod quorum;
 pub mod quorum_state;
 pub mod state_machine;
 pub mod voters;
+pub mod wire;
 
 pub use log_backend::{KafkaLogBackend, LogBackend, MemLogBackend};
 pub use log_store::LogStore;
@@ -49,6 +51,7 @@ openraft::declare_raft_types!(
 
 pub type Entry = openraft::type_config::alias::EntryOf<KRaft>;
 pub type LogId = openraft::type_config::alias::LogIdOf<KRaft>;
+pub type LogIdCommitted = openraft::type_config::alias::CommittedLeaderIdOf<KRaft>;
 pub type Vote = openraft::type_config::alias::VoteOf<KRaft>;
 pub type Membership = openraft::Membership<NodeId, openraft::BasicNode>;
 pub type StoredMembership = openraft::type_config::alias::StoredMembershipOf<KRaft>;
