@@ -164,6 +164,19 @@ pub fn scram_credentials(
 }
 
 /// Reads the settings the core uses from the validated config mapping (Kafka names).
+/// One `controller.quorum.voters` entry, Kafka's `id@host:port`.
+fn quorum_voter(voter: &str) -> PyResult<(i32, String, u16)> {
+    let parsed = voter.split_once('@').and_then(|(id, address)| {
+        let (host, port) = address.rsplit_once(':')?;
+        Some((id.parse().ok()?, host.to_string(), port.parse().ok()?))
+    });
+    parsed.ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "setting controller.quorum.voters: {voter:?} is not id@host:port"
+        ))
+    })
+}
+
 pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     let mut s = BrokerSettings::default();
     set(mapping, "node.id", &mut s.node_id)?;
@@ -205,6 +218,18 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         s.quota_window.window_ms = seconds.saturating_mul(1000);
     }
     s.metrics_port = get(mapping, "krust.metrics.port")?;
+    if let Some(voters) = get::<Vec<String>>(mapping, "controller.quorum.voters")? {
+        s.quorum.voters = voters
+            .iter()
+            .map(|voter| quorum_voter(voter))
+            .collect::<PyResult<_>>()?;
+    }
+    if let Some(roles) = get::<Vec<String>>(mapping, "process.roles")? {
+        s.quorum.is_voter = roles.iter().any(|role| role == "controller");
+    }
+    if let Some(names) = get::<Vec<String>>(mapping, "controller.listener.names")? {
+        s.quorum.controller_listener_names = names;
+    }
     set_long(
         mapping,
         "connections.max.idle.ms",

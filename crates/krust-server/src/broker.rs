@@ -18,6 +18,7 @@ use crate::authorizer::{Authorizer, AuthorizerReceiver, DecisionCache};
 use crate::bridge::Bridge;
 use crate::clock::now_ms;
 use crate::connection_limits::{ConnectionCounter, ConnectionLimits};
+use crate::controller_quorum::{ControllerQuorum, QuorumCell, StartError};
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
@@ -28,6 +29,7 @@ use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
 use crate::settings::BrokerSettings;
 use crate::throttling::charge_handling_time;
+use krust_raft::state_machine::Applier;
 
 /// A record as stored in an internal log.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +85,8 @@ pub struct Broker {
     applier: Scheduler,
     /// The SCRAM credentials of the metadata image (SASL/SCRAM listeners read them).
     scram_credentials: Arc<ScramCredentials>,
+    /// This node's member of the controller quorum, once `start_quorum` ran.
+    quorum: QuorumCell,
 }
 
 impl Broker {
@@ -127,6 +131,7 @@ impl Broker {
             authorizations: Arc::default(),
             applier,
             scram_credentials: Arc::default(),
+            quorum: Arc::default(),
         })
     }
 
@@ -312,6 +317,23 @@ impl Broker {
             .write_metadata_snapshot(end_offset, records, now_ms())
     }
 
+    /// Joins the controller quorum (docs/quorum.md): the newest metadata snapshot is loaded into
+    /// `applier`, which then gets every committed record in order.
+    pub async fn start_quorum(&self, applier: Arc<dyn Applier>) -> Result<(), StartError> {
+        if self.quorum.get().is_some() {
+            return Err(StartError::AlreadyStarted);
+        }
+        let quorum = ControllerQuorum::start(&self.settings, &self.replicas, applier).await?;
+        self.quorum
+            .set(quorum)
+            .map_err(|_| StartError::AlreadyStarted)
+    }
+
+    /// This node's quorum member, once started.
+    pub fn quorum(&self) -> Option<&ControllerQuorum> {
+        self.quorum.get()
+    }
+
     /// What connections share while serving, with Python-owned requests going to `bridge`.
     pub fn server_context(&self, bridge: Bridge) -> Arc<ServerContext> {
         self.authorized_server_context(bridge, None)
@@ -325,6 +347,7 @@ impl Broker {
     ) -> Arc<ServerContext> {
         Arc::new(ServerContext {
             scram_credentials: self.scram_credentials.clone(),
+            quorum: self.quorum.clone(),
             ..ServerContext::new(
                 self.settings.clone(),
                 self.metadata.clone(),

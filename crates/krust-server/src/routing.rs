@@ -28,6 +28,7 @@ const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
 ];
@@ -80,6 +81,8 @@ impl Route {
 #[derive(Debug, Clone)]
 pub struct RoutingTable {
     routes: BTreeMap<i16, Route>,
+    /// controller.listener.names: where the quorum's private RPCs are served.
+    controller_listeners: Vec<String>,
 }
 
 impl RoutingTable {
@@ -113,7 +116,22 @@ impl RoutingTable {
             });
         RoutingTable {
             routes: native.chain(python).collect(),
+            controller_listeners: Vec::new(),
         }
+    }
+
+    /// The same table, serving the controller quorum's RPCs on `listeners`.
+    pub fn with_controller_listeners(self, listeners: Vec<String>) -> Self {
+        RoutingTable {
+            controller_listeners: listeners,
+            ..self
+        }
+    }
+
+    /// Whether a quorum RPC (`krust_raft::wire`, krust-private api keys never listed in
+    /// ApiVersions) is served on this session: only on a controller listener.
+    pub fn serves_quorum_rpcs(&self, session: &Session) -> bool {
+        !session.is_internal() && self.controller_listeners.contains(&session.listener_name)
     }
 
     /// Where `api_key` goes for this session; `None` if it is not enabled there.
@@ -187,6 +205,24 @@ mod tests {
         assert_eq!(route.handler, Handler::Python);
         let route = table.route(&internal, ApiKey::CreateTopics).unwrap();
         assert_eq!((route.min_version, route.max_version), (2, 7));
+    }
+
+    #[test]
+    fn quorum_rpcs_are_served_only_on_controller_listeners() {
+        let table = table().with_controller_listeners(vec!["CONTROLLER".into()]);
+        assert!(!table.serves_quorum_rpcs(&client()));
+        assert!(!table.serves_quorum_rpcs(&Session::internal()));
+        let controller = Session::client(
+            "CONTROLLER",
+            SecurityProtocol::Plaintext,
+            "127.0.0.1:4001".parse().unwrap(),
+        );
+        assert!(table.serves_quorum_rpcs(&controller));
+        let listed: Vec<i16> = table.enabled(&controller).map(|(key, _, _)| key).collect();
+        assert!(listed
+            .iter()
+            .all(|key| !krust_raft::wire::is_quorum_api(*key)));
+        assert!(listed.contains(&(ApiKey::DescribeQuorum as i16)));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use tokio::sync::Semaphore;
 use crate::authorizer::Authorizer;
 use crate::bridge::Bridge;
 use crate::connection_limits::ConnectionCounter;
+use crate::controller_quorum::QuorumCell;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::BrokerMetrics;
@@ -36,6 +37,8 @@ pub struct ServerContext {
     pub request_slots: Semaphore,
     /// The SCRAM credentials of the metadata image, for SASL/SCRAM authentication.
     pub scram_credentials: Arc<ScramCredentials>,
+    /// This node's member of the controller quorum, once started.
+    pub quorum: QuorumCell,
 }
 
 impl ServerContext {
@@ -51,7 +54,8 @@ impl ServerContext {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
             producer_ids: ProducerIdManager::new(settings.node_id),
-            routes: RoutingTable::new(bridge.python_apis()),
+            routes: RoutingTable::new(bridge.python_apis())
+                .with_controller_listeners(settings.quorum.controller_listener_names.clone()),
             settings,
             metadata,
             replicas,
@@ -63,6 +67,7 @@ impl ServerContext {
             authorizer: None,
             request_slots: Semaphore::new(slots),
             scram_credentials: Arc::default(),
+            quorum: Arc::default(),
         }
     }
 

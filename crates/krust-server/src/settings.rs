@@ -68,6 +68,30 @@ pub struct BrokerSettings {
     pub cleaner: CleanerConfig,
     /// metadata.log.segment.*, metadata.max.retention.*
     pub metadata_log: MetadataLogSettings,
+    /// controller.quorum.voters, process.roles, controller.listener.names
+    pub quorum: QuorumSettings,
+}
+
+/// The controller quorum as the config names it (docs/quorum.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumSettings {
+    /// controller.quorum.voters as (node id, host, port); empty: this node alone, on its
+    /// first listener.
+    pub voters: Vec<(i32, String, u16)>,
+    /// process.roles contains `controller`.
+    pub is_voter: bool,
+    /// controller.listener.names: the listeners that serve the quorum's RPCs.
+    pub controller_listener_names: Vec<String>,
+}
+
+impl Default for QuorumSettings {
+    fn default() -> Self {
+        QuorumSettings {
+            voters: Vec::new(),
+            is_voter: true,
+            controller_listener_names: vec!["CONTROLLER".into()],
+        }
+    }
 }
 
 impl Default for BrokerSettings {
@@ -101,6 +125,7 @@ impl Default for BrokerSettings {
             log_defaults: LogConfig::default(),
             cleaner: CleanerConfig::default(),
             metadata_log: MetadataLogSettings::default(),
+            quorum: QuorumSettings::default(),
         }
     }
 }
