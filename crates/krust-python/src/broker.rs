@@ -24,6 +24,7 @@ use crate::conversions::{
     broker_settings, log_defaults, metadata_delta, metadata_image, scram_credentials,
     ScramCredentialTuple,
 };
+use crate::quorum::{status_dict, Callbacks, QuorumRuntime};
 
 /// A record as Python passes it: (key, value), either may be None.
 type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
@@ -36,6 +37,8 @@ const SIGNAL_POLL: Duration = Duration::from_millis(100);
 #[pyclass(name = "Broker", module = "krust._core", frozen)]
 pub struct PyBroker {
     inner: Arc<Broker>,
+    /// The controller quorum's runtime, once `start_quorum` ran.
+    quorum: parking_lot::Mutex<Option<Arc<QuorumRuntime>>>,
 }
 
 /// Python's apis with who may call them, by the exposure each was registered with
@@ -92,6 +95,15 @@ fn runtime_error(error: impl std::fmt::Display) -> PyErr {
     PyRuntimeError::new_err(error.to_string())
 }
 
+impl PyBroker {
+    fn quorum_runtime(&self) -> PyResult<Arc<QuorumRuntime>> {
+        self.quorum
+            .lock()
+            .clone()
+            .ok_or_else(|| runtime_error("the controller quorum is not started"))
+    }
+}
+
 #[pymethods]
 impl PyBroker {
     #[new]
@@ -101,6 +113,7 @@ impl PyBroker {
         let broker = py.detach(|| Broker::open(settings)).map_err(open_error)?;
         Ok(PyBroker {
             inner: Arc::new(broker),
+            quorum: parking_lot::Mutex::default(),
         })
     }
 
@@ -393,7 +406,58 @@ impl PyBroker {
         self.inner.quotas().reset_callback_limits();
     }
 
+    /// Joins the controller quorum (docs/quorum.md). The callbacks run on one dedicated
+    /// thread, in log order: `load_snapshot(end_offset, records)` with the newest snapshot
+    /// (before this returns) and with one installed from the leader; `apply([(offset, epoch,
+    /// record)])` with committed records (returning acknowledges them); `snapshot()` for the
+    /// image's records at the applied offset; `leader_changed(leader_id or -1, epoch)`.
+    fn start_quorum(
+        &self,
+        py: Python<'_>,
+        apply: Py<PyAny>,
+        snapshot: Py<PyAny>,
+        load_snapshot: Py<PyAny>,
+        leader_changed: Py<PyAny>,
+    ) -> PyResult<()> {
+        if self.quorum.lock().is_some() {
+            return Err(runtime_error("the controller quorum is already started"));
+        }
+        let callbacks = Callbacks {
+            apply,
+            snapshot,
+            load_snapshot,
+            leader_changed,
+        };
+        let runtime = QuorumRuntime::start(py, &self.inner, callbacks)?;
+        *self.quorum.lock() = Some(Arc::new(runtime));
+        Ok(())
+    }
+
+    /// Appends `records` as consecutive entries on the leader; the offset of the last once
+    /// committed. NotControllerError (with `leader_id`) on any other node. Blocking.
+    fn propose(&self, py: Python<'_>, records: Vec<Vec<u8>>) -> PyResult<i64> {
+        self.quorum_runtime()?.propose(py, &self.inner, records)
+    }
+
+    /// The quorum as this node sees it (DescribeQuorum's fields).
+    fn quorum_status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let quorum = self
+            .inner
+            .quorum()
+            .ok_or_else(|| runtime_error("the controller quorum is not started"))?;
+        status_dict(py, &quorum.status())
+    }
+
+    /// Writes a snapshot of the applied image (through the `snapshot` callback).
+    fn trigger_metadata_snapshot(&self, py: Python<'_>) -> PyResult<()> {
+        self.quorum_runtime()?.trigger_snapshot(py, &self.inner)
+    }
+
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let quorum = self.quorum.lock().take();
+        if let Some(quorum) = quorum {
+            quorum.stop(py, &self.inner);
+        }
         let broker = self.inner.clone();
         py.detach(|| broker.close()).map_err(runtime_error)
     }

@@ -164,15 +164,6 @@ pub fn scram_credentials(
 }
 
 /// Reads the settings the core uses from the validated config mapping (Kafka names).
-/// `host:port`, with an IPv6 host in brackets.
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     let mut s = BrokerSettings::default();
     set(mapping, "node.id", &mut s.node_id)?;
@@ -183,17 +174,6 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     if let Some(advertised) = listeners(mapping, "advertised.listeners")? {
         s.advertised_listeners = advertised;
     }
-    if let Some(voters) = get::<Vec<(i32, String, u16)>>(mapping, "controller.quorum.voters")? {
-        s.voters = voters
-            .into_iter()
-            .map(|(id, host, port)| (id, host_port(&host, port)))
-            .collect();
-    }
-    set(
-        mapping,
-        "controller.listener.names",
-        &mut s.controller_listener_names,
-    )?;
     if let Some(dirs) = get::<Vec<String>>(mapping, "log.dirs")? {
         s.log_dirs = dirs.into_iter().map(PathBuf::from).collect();
     }
@@ -225,6 +205,14 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         s.quota_window.window_ms = seconds.saturating_mul(1000);
     }
     s.metrics_port = get(mapping, "krust.metrics.port")?;
+    // krust.config parsed the voters into (id, host, port).
+    set(mapping, "controller.quorum.voters", &mut s.quorum.voters)?;
+    if let Some(roles) = get::<Vec<String>>(mapping, "process.roles")? {
+        s.quorum.is_voter = roles.iter().any(|role| role == "controller");
+    }
+    if let Some(names) = get::<Vec<String>>(mapping, "controller.listener.names")? {
+        s.quorum.controller_listener_names = names;
+    }
     set_long(
         mapping,
         "connections.max.idle.ms",

@@ -8,6 +8,7 @@ mod broker;
 mod conversions;
 mod kafka_client;
 mod logging;
+mod quorum;
 
 use pyo3::prelude::*;
 
@@ -32,6 +33,10 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add(
         "KafkaConfigError",
         py.get_type::<kafka_client::KafkaConfigError>(),
+    )?;
+    module.add(
+        "NotControllerError",
+        py.get_type::<quorum::NotControllerError>(),
     )?;
     module.add(
         "DataLossError",

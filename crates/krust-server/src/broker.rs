@@ -21,6 +21,7 @@ use crate::bridge::Bridge;
 use crate::clock::now_ms;
 use crate::connection_limits::{ConnectionCounter, ConnectionLimits};
 use crate::controller_channel::ControllerLocator;
+use crate::controller_quorum::{ControllerQuorum, QuorumCell, StartError};
 use crate::controller_route::{ControllerAlterPartition, ControllerChannels};
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metadata_log::SnapshotError;
@@ -33,6 +34,7 @@ use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
 use crate::settings::BrokerSettings;
 use crate::throttling::charge_handling_time;
+use krust_raft::state_machine::Applier;
 
 /// A record as stored in an internal log.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +97,8 @@ pub struct Broker {
     controller_channels: Option<ControllerChannels>,
     /// This broker's registration epoch (-1 until registered), for AlterPartition.
     broker_epoch: Arc<AtomicI64>,
+    /// This node's member of the controller quorum, once `start_quorum` ran.
+    quorum: QuorumCell,
 }
 
 impl Broker {
@@ -124,7 +128,13 @@ impl Broker {
             .map_err(OpenError::FailureHandler)?;
         let applier =
             Scheduler::start("krust-metadata-applier").map_err(OpenError::MetadataApplier)?;
-        let controller_locator = Arc::new(ControllerLocator::new(settings.voters.clone()));
+        let controller_locator = Arc::new(ControllerLocator::new(
+            settings
+                .quorum
+                .voters
+                .iter()
+                .map(|(id, host, port)| (*id, host_port(host, *port))),
+        ));
         let controller_channels = ControllerChannels::start(&settings, &controller_locator)
             .map_err(OpenError::ControllerChannels)?;
         Ok(Broker {
@@ -148,6 +158,7 @@ impl Broker {
             authorizations: Arc::default(),
             applier,
             scram_credentials: Arc::default(),
+            quorum: Arc::default(),
         })
     }
 
@@ -356,6 +367,23 @@ impl Broker {
             .write_metadata_snapshot(end_offset, records, now_ms())
     }
 
+    /// Joins the controller quorum (docs/quorum.md): the newest metadata snapshot is loaded into
+    /// `applier`, which then gets every committed record in order.
+    pub async fn start_quorum(&self, applier: Arc<dyn Applier>) -> Result<(), StartError> {
+        if self.quorum.get().is_some() {
+            return Err(StartError::AlreadyStarted);
+        }
+        let quorum = ControllerQuorum::start(&self.settings, &self.replicas, applier).await?;
+        self.quorum
+            .set(quorum)
+            .map_err(|_| StartError::AlreadyStarted)
+    }
+
+    /// This node's quorum member, once started.
+    pub fn quorum(&self) -> Option<&ControllerQuorum> {
+        self.quorum.get()
+    }
+
     /// What connections share while serving, with Python-owned requests going to `bridge`.
     pub fn server_context(&self, bridge: Bridge) -> Arc<ServerContext> {
         self.authorized_server_context(bridge, None)
@@ -369,6 +397,7 @@ impl Broker {
     ) -> Arc<ServerContext> {
         Arc::new(ServerContext {
             scram_credentials: self.scram_credentials.clone(),
+            quorum: self.quorum.clone(),
             ..ServerContext::new(
                 self.settings.clone(),
                 self.metadata.clone(),
@@ -449,6 +478,15 @@ impl Broker {
         // Logs still being created are created (and then closed cleanly).
         self.applier.shutdown();
         self.replicas.shutdown()
+    }
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 

@@ -41,6 +41,10 @@ pub async fn handle_request<'a>(
     slot: RequestSlot<'a>,
 ) -> Outcome {
     let size = frame.len();
+    if frame.len() >= 2 && krust_raft::wire::is_quorum_api(i16::from_be_bytes([frame[0], frame[1]]))
+    {
+        return quorum_rpc(context, session, frame).await;
+    }
     let whole_frame = frame.clone();
     let (api_key, header, body) = match parse_header(frame) {
         Ok(parsed) => parsed,
@@ -78,6 +82,29 @@ pub async fn handle_request<'a>(
             Ok(decoded) => handlers::handle_native(context, &request, decoded).await,
             Err(reason) => Outcome::Close(reason),
         },
+    }
+}
+
+/// A controller quorum RPC (docs/quorum.md): served on a controller listener once the quorum
+/// is started; anywhere else the connection is closed, as for any api a listener does not
+/// serve.
+async fn quorum_rpc(context: &ServerContext, session: &Session, frame: Bytes) -> Outcome {
+    if !context.routes.serves_quorum_rpcs(session) {
+        return Outcome::Close(format!(
+            "controller quorum requests are not enabled on listener {}",
+            session.listener_name
+        ));
+    }
+    let Some(quorum) = context.quorum.get() else {
+        return Outcome::Close("the controller quorum is not started on this node".into());
+    };
+    let (api_key, version, correlation_id, body) = match krust_raft::network::parse_request(frame) {
+        Ok(parsed) => parsed,
+        Err(error) => return Outcome::Close(error.to_string()),
+    };
+    match krust_raft::network::serve(quorum.raft(), quorum.voters(), api_key, version, body).await {
+        Ok(response) => Outcome::Respond(frame_encoded_body(correlation_id, 0, &response)),
+        Err(error) => Outcome::Close(format!("controller quorum request {api_key}: {error}")),
     }
 }
 

@@ -31,6 +31,7 @@ pub mod server_context;
 
 // The request path: context in, handlers, routing of frames, sockets, the running server.
 pub mod broker;
+pub mod controller_quorum;
 pub mod dispatch;
 pub mod forwarding;
 pub mod handlers;

@@ -159,7 +159,25 @@ impl ReplicaManager {
         Ok(id.path(&dir))
     }
 
-    fn metadata_log(&self) -> Result<SharedLog, InternalLogError> {
+    /// After the quorum wrote the snapshot `id`: the same retention as `write_metadata_snapshot`.
+    pub(crate) fn metadata_snapshot_written(
+        &self,
+        id: SnapshotId,
+        now_ms: i64,
+    ) -> Result<(), SnapshotError> {
+        let log = self.metadata_log()?;
+        let mut ids = self.snapshot_ids(&log)?;
+        if !ids.contains(&id) {
+            ids.push(id);
+            ids.sort();
+        }
+        let dir = log.lock().dir().to_path_buf();
+        let kept = self.clean_metadata_snapshots(&log, &dir, ids, now_ms)?;
+        *self.metadata_snapshots.ids.lock() = Some(kept);
+        Ok(())
+    }
+
+    pub(crate) fn metadata_log(&self) -> Result<SharedLog, InternalLogError> {
         Ok(self.internal_log(&metadata_tp())?)
     }
 

@@ -28,6 +28,7 @@ const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
 ];
@@ -77,11 +78,13 @@ pub struct Route {
     pub exposure: Exposure,
 }
 
-/// Apis every listener serves: the connection's own handshake.
+/// Native apis every listener serves: the connection's own handshake, and the quorum's
+/// state (Kafka serves DescribeQuorum to brokers' and controllers' clients alike).
 const EVERY_LISTENER: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+    ApiKey::DescribeQuorum,
 ];
 
 impl Route {
@@ -156,6 +159,12 @@ impl RoutingTable {
     /// Whether the session came in on a controller listener.
     pub fn on_controller_listener(&self, session: &Session) -> bool {
         self.controller_listeners.contains(&session.listener_name)
+    }
+
+    /// Whether a quorum RPC (`krust_raft::wire`, krust-private api keys never listed in
+    /// ApiVersions) is served on this session: only on a controller listener.
+    pub fn serves_quorum_rpcs(&self, session: &Session) -> bool {
+        !session.is_internal() && self.on_controller_listener(session)
     }
 
     /// Where `api_key` goes for this session; `None` if it is not enabled there.
@@ -237,6 +246,24 @@ mod tests {
         assert_eq!(route.handler, Handler::Python);
         let route = table.route(&internal, ApiKey::CreateTopics).unwrap();
         assert_eq!((route.min_version, route.max_version), (2, 7));
+    }
+
+    #[test]
+    fn quorum_rpcs_are_served_only_on_controller_listeners() {
+        let table = RoutingTable::new(&BTreeMap::new(), &["CONTROLLER".to_string()]);
+        assert!(!table.serves_quorum_rpcs(&client()));
+        assert!(!table.serves_quorum_rpcs(&Session::internal()));
+        let controller = Session::client(
+            "CONTROLLER",
+            SecurityProtocol::Plaintext,
+            "127.0.0.1:4001".parse().unwrap(),
+        );
+        assert!(table.serves_quorum_rpcs(&controller));
+        let listed: Vec<i16> = table.enabled(&controller).map(|(key, _, _)| key).collect();
+        assert!(listed
+            .iter()
+            .all(|key| !krust_raft::wire::is_quorum_api(*key)));
+        assert!(listed.contains(&(ApiKey::DescribeQuorum as i16)));
     }
 
     #[test]

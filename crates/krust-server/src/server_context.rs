@@ -8,6 +8,7 @@ use crate::authorizer::Authorizer;
 use crate::bridge::Bridge;
 use crate::connection_limits::ConnectionCounter;
 use crate::controller_channel::ControllerLocator;
+use crate::controller_quorum::QuorumCell;
 use crate::controller_route::ControllerChannels;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::MetadataCache;
@@ -42,6 +43,8 @@ pub struct ServerContext {
     pub controller_locator: Arc<ControllerLocator>,
     /// The channels to the active controller; `None` when this node is a quorum of one.
     pub controller_channels: Option<ControllerChannels>,
+    /// This node's member of the controller quorum, once started.
+    pub quorum: QuorumCell,
 }
 
 impl ServerContext {
@@ -57,7 +60,10 @@ impl ServerContext {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
             producer_ids: ProducerIdManager::new(settings.node_id),
-            routes: RoutingTable::new(bridge.python_apis(), &settings.controller_listener_names),
+            routes: RoutingTable::new(
+                bridge.python_apis(),
+                &settings.quorum.controller_listener_names,
+            ),
             settings,
             metadata,
             replicas,
@@ -71,6 +77,7 @@ impl ServerContext {
             scram_credentials: Arc::default(),
             controller_locator: Arc::default(),
             controller_channels: None,
+            quorum: Arc::default(),
         }
     }
 

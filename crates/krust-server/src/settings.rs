@@ -68,11 +68,8 @@ pub struct BrokerSettings {
     pub cleaner: CleanerConfig,
     /// metadata.log.segment.*, metadata.max.retention.*
     pub metadata_log: MetadataLogSettings,
-    /// controller.quorum.voters as (node id, "host:port"); empty: this node is a quorum of
-    /// one and reaches its controller in-process.
-    pub voters: Vec<(i32, String)>,
-    /// controller.listener.names
-    pub controller_listener_names: Vec<String>,
+    /// controller.quorum.voters, process.roles, controller.listener.names
+    pub quorum: QuorumSettings,
     /// replica.*, num.replica.fetchers, inter.broker.listener.name
     pub replication: ReplicationSettings,
 }
@@ -121,7 +118,7 @@ impl BrokerSettings {
     /// Whether this node belongs to a controller quorum of several voters, whose active
     /// controller it reaches over the network.
     pub fn clustered(&self) -> bool {
-        !self.voters.is_empty()
+        !self.quorum.voters.is_empty()
     }
 
     /// The listener brokers reach each other on: `inter.broker.listener.name`, else the
@@ -132,6 +129,28 @@ impl BrokerSettings {
             .clone()
             .or_else(|| self.listeners.first().map(|l| l.name.clone()))
             .unwrap_or_default()
+    }
+}
+
+/// The controller quorum as the config names it (docs/quorum.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumSettings {
+    /// controller.quorum.voters as (node id, host, port); empty: this node alone, on its
+    /// first listener.
+    pub voters: Vec<(i32, String, u16)>,
+    /// process.roles contains `controller`.
+    pub is_voter: bool,
+    /// controller.listener.names: the listeners that serve the quorum's RPCs.
+    pub controller_listener_names: Vec<String>,
+}
+
+impl Default for QuorumSettings {
+    fn default() -> Self {
+        QuorumSettings {
+            voters: Vec::new(),
+            is_voter: true,
+            controller_listener_names: Vec::new(),
+        }
     }
 }
 
@@ -166,9 +185,8 @@ impl Default for BrokerSettings {
             log_defaults: LogConfig::default(),
             cleaner: CleanerConfig::default(),
             metadata_log: MetadataLogSettings::default(),
-            voters: Vec::new(),
-            controller_listener_names: Vec::new(),
             replication: ReplicationSettings::default(),
+            quorum: QuorumSettings::default(),
         }
     }
 }

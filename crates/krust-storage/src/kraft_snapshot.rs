@@ -80,6 +80,9 @@ pub struct Snapshot {
     pub id: SnapshotId,
     /// The header's LastContainedLogTimestamp: when the newest record in it was appended.
     pub last_contained_timestamp: i64,
+    /// The control records between the header and the records (KIP-853's KRaftVersionRecord
+    /// and VotersRecord), as (control type, value).
+    pub control_records: Vec<(i16, Bytes)>,
     /// The metadata records' values, in order.
     pub records: Vec<Bytes>,
 }
@@ -119,38 +122,90 @@ pub fn write_snapshot(
     records: &[Bytes],
     now_ms: i64,
 ) -> Result<u64, StorageError> {
+    write_snapshot_with_control(dir, id, last_contained_timestamp, &[], records, now_ms)
+}
+
+/// `write_snapshot` with `control_records` ((control type, value)) written right after the
+/// header, where Kafka puts the KRaftVersionRecord and VotersRecord (KIP-853).
+pub fn write_snapshot_with_control(
+    dir: &Path,
+    id: SnapshotId,
+    last_contained_timestamp: i64,
+    control_records: &[(i16, Bytes)],
+    records: &[Bytes],
+    now_ms: i64,
+) -> Result<u64, StorageError> {
     let path = id.path(dir);
-    let contents =
-        encode_snapshot(id, last_contained_timestamp, records, now_ms).map_err(|reason| {
-            StorageError::Malformed {
-                path: path.clone(),
-                reason,
-            }
-        })?;
+    let malformed = |reason| StorageError::Malformed {
+        path: path.clone(),
+        reason,
+    };
+    let contents = encode_snapshot(
+        id,
+        last_contained_timestamp,
+        control_records,
+        records,
+        now_ms,
+    )
+    .map_err(malformed)?;
     write_atomically_via(&path, PARTIAL_SUFFIX, &contents).map_err(StorageError::io(&path))?;
     Ok(contents.len() as u64)
+}
+
+/// Installs the snapshot file `contents` (received whole from the quorum's leader) as the
+/// snapshot `id` in `dir`: checked first, then written `.part`, fsynced and renamed.
+pub fn install_snapshot_file(
+    dir: &Path,
+    id: SnapshotId,
+    contents: &[u8],
+) -> Result<Snapshot, StorageError> {
+    let path = id.path(dir);
+    let snapshot = decode_snapshot(id, Bytes::copy_from_slice(contents), &path)?;
+    write_atomically_via(&path, PARTIAL_SUFFIX, contents).map_err(StorageError::io(&path))?;
+    Ok(snapshot)
+}
+
+/// The snapshot file's bytes, as `install_snapshot_file` takes them.
+pub fn read_snapshot_file(dir: &Path, id: SnapshotId) -> Result<Bytes, StorageError> {
+    let path = id.path(dir);
+    Ok(Bytes::from(
+        fs::read(&path).map_err(StorageError::io(&path))?,
+    ))
 }
 
 /// Reads and checks the snapshot `id` in `dir`: CRCs, the header first, the footer last.
 pub fn read_snapshot(dir: &Path, id: SnapshotId) -> Result<Snapshot, StorageError> {
     let path = id.path(dir);
+    let bytes = Bytes::from(fs::read(&path).map_err(StorageError::io(&path))?);
+    decode_snapshot(id, bytes, &path)
+}
+
+fn decode_snapshot(
+    id: SnapshotId,
+    mut bytes: Bytes,
+    path: &Path,
+) -> Result<Snapshot, StorageError> {
     let malformed = |reason: String| StorageError::Malformed {
-        path: path.clone(),
+        path: path.to_path_buf(),
         reason,
     };
-    let mut bytes = Bytes::from(fs::read(&path).map_err(StorageError::io(&path))?);
     let batches =
         RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| malformed(e.to_string()))?;
     let mut records = batches.into_iter().flat_map(|set| set.records);
     let header = snapshot_header(records.next()).map_err(malformed)?;
     let mut values = Vec::new();
+    let mut control_records = Vec::new();
     let mut footer_seen = false;
     for record in records {
         if footer_seen {
             return Err(malformed("records after the SnapshotFooterRecord".into()));
         }
         if record.control {
-            footer_seen = control_type(&record) == Some(SNAPSHOT_FOOTER);
+            let kind = control_type(&record);
+            footer_seen = kind == Some(SNAPSHOT_FOOTER);
+            if let Some(kind) = kind.filter(|_| !footer_seen && values.is_empty()) {
+                control_records.push((kind, record.value.unwrap_or_default()));
+            }
             continue;
         }
         values.push(
@@ -167,6 +222,7 @@ pub fn read_snapshot(dir: &Path, id: SnapshotId) -> Result<Snapshot, StorageErro
     Ok(Snapshot {
         id,
         last_contained_timestamp: header.last_contained_log_timestamp,
+        control_records,
         records: values,
     })
 }
@@ -237,6 +293,7 @@ fn control_type(record: &Record) -> Option<i16> {
 fn encode_snapshot(
     id: SnapshotId,
     last_contained_timestamp: i64,
+    control_records: &[(i16, Bytes)],
     records: &[Bytes],
     now_ms: i64,
 ) -> Result<Vec<u8>, String> {
@@ -247,6 +304,12 @@ fn encode_snapshot(
         .with_last_contained_log_timestamp(last_contained_timestamp);
     let header = control_record(SNAPSHOT_HEADER, &header)?;
     encode_batch(&mut out, id.epoch, &mut offset, now_ms, [header])?;
+    if !control_records.is_empty() {
+        let control = control_records
+            .iter()
+            .map(|(kind, value)| (Some(control_key(*kind)), Some(value.clone()), true));
+        encode_batch(&mut out, id.epoch, &mut offset, now_ms, control)?;
+    }
     let mut chunk = Vec::new();
     let mut chunk_bytes = 0;
     for value in records {
@@ -272,12 +335,17 @@ type Entry = (Option<Bytes>, Option<Bytes>, bool);
 
 /// A control record's key (version 0, type) and value (the message at version 0).
 fn control_record<M: Encodable>(kind: i16, message: &M) -> Result<Entry, String> {
+    let mut value = BytesMut::new();
+    message.encode(&mut value, 0).map_err(|e| e.to_string())?;
+    Ok((Some(control_key(kind)), Some(value.freeze()), true))
+}
+
+/// A control record's key: version 0, then the control type.
+fn control_key(kind: i16) -> Bytes {
     let mut key = BytesMut::with_capacity(4);
     key.put_i16(0);
     key.put_i16(kind);
-    let mut value = BytesMut::new();
-    message.encode(&mut value, 0).map_err(|e| e.to_string())?;
-    Ok((Some(key.freeze()), Some(value.freeze()), true))
+    key.freeze()
 }
 
 /// Appends one batch of `entries` (all control or all data) numbered from `*offset`.
@@ -345,6 +413,24 @@ mod tests {
         let snapshot = read_snapshot(dir.path(), id).unwrap();
         assert_eq!(snapshot.last_contained_timestamp, 99);
         assert_eq!(snapshot.records, records);
+    }
+
+    #[test]
+    fn control_records_after_the_header_read_back_and_a_copy_installs_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = SnapshotId {
+            end_offset: 5,
+            epoch: 2,
+        };
+        let voters = vec![(6, Bytes::from_static(b"voters"))];
+        write_snapshot_with_control(dir.path(), id, 7, &voters, &values(3, 4), 0).unwrap();
+        let contents = read_snapshot_file(dir.path(), id).unwrap();
+        let peer = tempfile::tempdir().unwrap();
+        let installed = install_snapshot_file(peer.path(), id, &contents).unwrap();
+        assert_eq!(installed, read_snapshot(dir.path(), id).unwrap());
+        assert_eq!(installed.control_records, voters);
+        assert_eq!(installed.records, values(3, 4));
+        assert!(install_snapshot_file(peer.path(), id, &contents[..contents.len() - 1]).is_err());
     }
 
     #[test]

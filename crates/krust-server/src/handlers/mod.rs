@@ -5,6 +5,7 @@ pub mod delete_records;
 pub mod describe_cluster;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod init_producer_id;
@@ -19,9 +20,10 @@ use std::collections::{HashMap, HashSet};
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, DeleteRecordsRequest, DescribeClusterRequest,
-    DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    DescribeLogDirsRequest, DescribeProducersRequest, DescribeQuorumRequest,
+    DescribeTopicPartitionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -44,6 +46,7 @@ pub enum NativeRequest {
     DescribeLogDirs(DescribeLogDirsRequest),
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    DescribeQuorum(DescribeQuorumRequest),
     DeleteRecords(DeleteRecordsRequest),
     SaslHandshake(SaslHandshakeRequest),
     SaslAuthenticate(SaslAuthenticateRequest),
@@ -79,6 +82,7 @@ impl NativeRequest {
             ApiKey::DescribeTopicPartitions => {
                 Self::DescribeTopicPartitions(decode_exact(body, version)?)
             }
+            ApiKey::DescribeQuorum => Self::DescribeQuorum(decode_exact(body, version)?),
             ApiKey::DeleteRecords => Self::DeleteRecords(decode_exact(body, version)?),
             ApiKey::SaslHandshake => Self::SaslHandshake(decode_exact(body, version)?),
             ApiKey::SaslAuthenticate => Self::SaslAuthenticate(decode_exact(body, version)?),
@@ -257,6 +261,15 @@ pub async fn handle_native(
                 describe_topic_partitions::handle(context, r, &authorized),
                 version,
             )
+        }
+        NativeRequest::DescribeQuorum(r) => {
+            // No throttle time field in DescribeQuorum: nothing to meter into.
+            let response = if cluster_allows(context, request, AclOperation::Describe).await {
+                describe_quorum::handle(context, r)
+            } else {
+                describe_quorum::cluster_authorization_failed()
+            };
+            respond(request, &response)
         }
         NativeRequest::DeleteRecords(r) => metered(
             context,

@@ -1,0 +1,294 @@
+//! The quorum's transport: each RPC is one Kafka-framed request on a TCP connection to the
+//! peer's controller listener (host:port from controller.quorum.voters), and `serve` answers
+//! one on the receiving side. A failed connection is dropped and made again on the next RPC;
+//! openraft backs off from an unreachable peer (`Config::backoff`).
+
+use std::future::Future;
+use std::io;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::RequestHeader;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::RPCOption;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::voters::StaticVoters;
+use crate::wire::{self, WireError, MAX_FRAME_BYTES};
+use crate::{KRaft, NodeId, Raft, Vote};
+
+/// The request header version of quorum RPCs (no tagged fields).
+const REQUEST_HEADER_VERSION: i16 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("malformed request header: {0}")]
+    Header(String),
+    #[error("the request's voters are {0}, not controller.quorum.voters")]
+    OtherVoters(String),
+    #[error("raft: {0}")]
+    Raft(String),
+}
+
+/// A request frame (size prefix included).
+pub fn request_frame(api_key: i16, correlation_id: i32, client_id: &str, body: &[u8]) -> Bytes {
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key)
+        .with_request_api_version(wire::VERSION)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    header
+        .encode(&mut out, REQUEST_HEADER_VERSION)
+        .expect("a request header always encodes");
+    out.put_slice(body);
+    let size = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    out.freeze()
+}
+
+/// A request frame's (api key, version, correlation id, body); `frame` has no size prefix.
+pub fn parse_request(mut frame: Bytes) -> Result<(i16, i16, i32, Bytes), RpcError> {
+    let header = RequestHeader::decode(&mut frame, REQUEST_HEADER_VERSION)
+        .map_err(|e| RpcError::Header(e.to_string()))?;
+    Ok((
+        header.request_api_key,
+        header.request_api_version,
+        header.correlation_id,
+        frame,
+    ))
+}
+
+/// A response frame (size prefix, correlation id, body).
+pub fn response_frame(correlation_id: i32, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(8 + body.len());
+    out.put_i32(4 + body.len() as i32);
+    out.put_i32(correlation_id);
+    out.put_slice(body);
+    out.freeze()
+}
+
+/// Reads one size-prefixed frame of at most MAX_FRAME_BYTES.
+pub async fn read_frame(stream: &mut (impl AsyncRead + Unpin)) -> io::Result<Bytes> {
+    let size = stream.read_i32().await?;
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|s| *s <= MAX_FRAME_BYTES)
+        .ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("frame of {size} bytes"))
+        })?;
+    let mut frame = vec![0; size];
+    stream.read_exact(&mut frame).await?;
+    Ok(Bytes::from(frame))
+}
+
+/// Answers one quorum request (`api_key`, `body`) with this node's Raft; the response body.
+pub async fn serve(
+    raft: &Raft,
+    voters: &StaticVoters,
+    api_key: i16,
+    version: i16,
+    body: Bytes,
+) -> Result<Bytes, RpcError> {
+    if version != wire::VERSION {
+        return Err(WireError::UnsupportedVersion(api_key, version).into());
+    }
+    let raft_error = |e: &dyn std::fmt::Display| RpcError::Raft(e.to_string());
+    match api_key {
+        wire::APPEND_ENTRIES => {
+            let request = wire::decode_append_request(body)?;
+            let response = raft
+                .append_entries(request)
+                .await
+                .map_err(|e| raft_error(&e))?;
+            Ok(wire::encode_append_response(&response))
+        }
+        wire::VOTE | wire::PRE_VOTE => {
+            let request = wire::decode_vote_request(body)?;
+            let response = if api_key == wire::VOTE {
+                raft.vote(request).await
+            } else {
+                raft.pre_vote(request).await
+            };
+            Ok(wire::encode_vote_response(
+                &response.map_err(|e| raft_error(&e))?,
+            ))
+        }
+        wire::FULL_SNAPSHOT => {
+            let (vote, meta, data) = wire::decode_snapshot(body)?;
+            let sent = StaticVoters::from_membership(meta.last_membership.membership())
+                .map_err(|e| RpcError::OtherVoters(e.to_string()))?;
+            if &sent != voters {
+                return Err(RpcError::OtherVoters(sent.to_string()));
+            }
+            let snapshot = openraft::Snapshot {
+                meta,
+                snapshot: data,
+            };
+            let response = raft
+                .install_full_snapshot(vote, snapshot)
+                .await
+                .map_err(|e| raft_error(&e))?;
+            Ok(wire::encode_snapshot_response(&response))
+        }
+        other => Err(WireError::UnknownApi(other).into()),
+    }
+}
+
+/// Makes the clients openraft sends RPCs through.
+#[derive(Clone)]
+pub struct TcpNetwork {
+    node_id: NodeId,
+    voters: StaticVoters,
+}
+
+impl TcpNetwork {
+    pub fn new(node_id: NodeId, voters: StaticVoters) -> Self {
+        Self { node_id, voters }
+    }
+}
+
+impl RaftNetworkFactory<KRaft> for TcpNetwork {
+    type Network = TcpClient;
+
+    async fn new_client(&mut self, _target: NodeId, node: &BasicNode) -> TcpClient {
+        TcpClient {
+            address: node.addr.clone(),
+            client_id: format!("krust-raft-{}", self.node_id),
+            voters: self.voters.clone(),
+            connection: None,
+            correlation_id: 0,
+        }
+    }
+}
+
+/// One peer's connection, made when needed.
+pub struct TcpClient {
+    address: String,
+    client_id: String,
+    voters: StaticVoters,
+    connection: Option<TcpStream>,
+    correlation_id: i32,
+}
+
+fn unreachable(error: &io::Error) -> RPCError<KRaft> {
+    RPCError::Unreachable(Unreachable::new(error))
+}
+
+fn malformed(error: &WireError) -> RPCError<KRaft> {
+    RPCError::Network(NetworkError::new(error))
+}
+
+impl TcpClient {
+    /// Sends one request and reads its response body within `ttl`.
+    async fn call(&mut self, api_key: i16, body: &[u8], ttl: Duration) -> io::Result<Bytes> {
+        let result = tokio::time::timeout(ttl, self.exchange(api_key, body)).await;
+        let result = result
+            .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")));
+        if result.is_err() {
+            self.connection = None;
+        }
+        result
+    }
+
+    async fn exchange(&mut self, api_key: i16, body: &[u8]) -> io::Result<Bytes> {
+        if self.connection.is_none() {
+            let stream = TcpStream::connect(&self.address).await?;
+            stream.set_nodelay(true)?;
+            self.connection = Some(stream);
+        }
+        let stream = self.connection.as_mut().expect("connected above");
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let frame = request_frame(api_key, self.correlation_id, &self.client_id, body);
+        stream.write_all(&frame).await?;
+        let mut response = read_frame(stream).await?;
+        if response.remaining() < 4 || response.get_i32() != self.correlation_id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a response to another request",
+            ));
+        }
+        Ok(response)
+    }
+
+    async fn rpc<T>(
+        &mut self,
+        api_key: i16,
+        body: Bytes,
+        option: &RPCOption,
+        decode: impl FnOnce(Bytes) -> Result<T, WireError>,
+    ) -> Result<T, RPCError<KRaft>> {
+        let response = self
+            .call(api_key, &body, option.hard_ttl())
+            .await
+            .map_err(|e| unreachable(&e))?;
+        decode(response).map_err(|e| malformed(&e))
+    }
+}
+
+impl RaftNetworkV2<KRaft> for TcpClient {
+    type SnapshotData = Bytes;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<KRaft>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<KRaft>, RPCError<KRaft>> {
+        let body = wire::encode_append_request(&rpc, &self.voters).map_err(|e| malformed(&e))?;
+        self.rpc(
+            wire::APPEND_ENTRIES,
+            body,
+            &option,
+            wire::decode_append_response,
+        )
+        .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<KRaft>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<KRaft>, RPCError<KRaft>> {
+        let body = wire::encode_vote_request(&rpc);
+        self.rpc(wire::VOTE, body, &option, wire::decode_vote_response)
+            .await
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<KRaft>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<KRaft>, RPCError<KRaft>> {
+        let body = wire::encode_vote_request(&rpc);
+        self.rpc(wire::PRE_VOTE, body, &option, wire::decode_vote_response)
+            .await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: openraft::Snapshot<crate::LogIdCommitted, NodeId, BasicNode, Bytes>,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<KRaft>, StreamingError<KRaft>> {
+        let body = wire::encode_snapshot(&vote, &snapshot.meta, &snapshot.snapshot)
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+        let call = self.call(wire::FULL_SNAPSHOT, &body, option.hard_ttl());
+        let response = tokio::select! {
+            closed = cancel => return Err(StreamingError::Closed(closed)),
+            response = call => response,
+        };
+        let response = response.map_err(|e| StreamingError::Unreachable(Unreachable::new(&e)))?;
+        wire::decode_snapshot_response(response)
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
+    }
+}

@@ -1,0 +1,291 @@
+//! The quorum's RPCs on the wire: Kafka-framed requests (request header v1, response header
+//! v0) with krust-private api keys, never advertised in ApiVersions, served only on the
+//! controller listener. Entries travel as the record batches they are stored as (`codec`).
+//!
+//! Bodies are decoded with bounds checks: malformed input is an error, never a panic.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+
+use crate::codec::{decode_entries, decode_voters, encode_entry, voters_value, EncodeContext};
+use crate::voters::StaticVoters;
+use crate::{KRaft, LogId, SnapshotMeta, StoredMembership, Vote};
+
+/// The krust-private api keys (outside Kafka's range, which ends below 100).
+pub const APPEND_ENTRIES: i16 = 32_001;
+pub const VOTE: i16 = 32_002;
+pub const PRE_VOTE: i16 = 32_003;
+pub const FULL_SNAPSHOT: i16 = 32_004;
+pub const VERSION: i16 = 0;
+/// The largest frame either side accepts (a snapshot travels whole in one).
+pub const MAX_FRAME_BYTES: usize = 256 << 20;
+
+pub fn is_quorum_api(api_key: i16) -> bool {
+    (APPEND_ENTRIES..=FULL_SNAPSHOT).contains(&api_key)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("quorum message cut short")]
+    Truncated,
+    #[error("quorum message: {0}")]
+    Malformed(String),
+    #[error("quorum message entries: {0}")]
+    Entries(#[from] std::io::Error),
+    #[error("unknown quorum api key {0}")]
+    UnknownApi(i16),
+    #[error("unsupported version {1} of quorum api {0}")]
+    UnsupportedVersion(i16, i16),
+}
+
+struct Reader(Bytes);
+
+impl Reader {
+    fn need(&self, n: usize) -> Result<(), WireError> {
+        (self.0.remaining() >= n)
+            .then_some(())
+            .ok_or(WireError::Truncated)
+    }
+
+    fn u8(&mut self) -> Result<u8, WireError> {
+        self.need(1)?;
+        Ok(self.0.get_u8())
+    }
+
+    fn bool(&mut self) -> Result<bool, WireError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(WireError::Malformed(format!("boolean {other}"))),
+        }
+    }
+
+    fn i32(&mut self) -> Result<i32, WireError> {
+        self.need(4)?;
+        Ok(self.0.get_i32())
+    }
+
+    fn u64(&mut self) -> Result<u64, WireError> {
+        self.need(8)?;
+        Ok(self.0.get_u64())
+    }
+
+    fn bytes(&mut self) -> Result<Bytes, WireError> {
+        let len = usize::try_from(self.i32()?)
+            .map_err(|_| WireError::Malformed("negative length".into()))?;
+        self.need(len)?;
+        Ok(self.0.split_to(len))
+    }
+
+    fn vote(&mut self) -> Result<Vote, WireError> {
+        let term = self.u64()?;
+        let node = self.i32()?;
+        let mut vote = Vote::new(term, node);
+        vote.committed = self.bool()?;
+        Ok(vote)
+    }
+
+    fn log_id(&mut self) -> Result<Option<LogId>, WireError> {
+        if !self.bool()? {
+            return Ok(None);
+        }
+        let term = self.u64()?;
+        Ok(Some(LogId::new_term_index(term, self.u64()?)))
+    }
+
+    fn end(self) -> Result<(), WireError> {
+        if self.0.has_remaining() {
+            return Err(WireError::Malformed(format!(
+                "{} bytes after the message",
+                self.0.remaining()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
+    out.put_i32(bytes.len() as i32);
+    out.put_slice(bytes);
+}
+
+fn put_vote(out: &mut BytesMut, vote: &Vote) {
+    out.put_u64(vote.leader_id.term);
+    out.put_i32(vote.leader_id.voted_for);
+    out.put_u8(u8::from(vote.committed));
+}
+
+fn put_log_id(out: &mut BytesMut, log_id: &Option<LogId>) {
+    match log_id {
+        None => out.put_u8(0),
+        Some(id) => {
+            out.put_u8(1);
+            out.put_u64(id.leader_id.term);
+            out.put_u64(id.index);
+        }
+    }
+}
+
+pub fn encode_append_request(
+    request: &AppendEntriesRequest<KRaft>,
+    voters: &StaticVoters,
+) -> Result<Bytes, WireError> {
+    let mut out = BytesMut::new();
+    put_vote(&mut out, &request.vote);
+    put_log_id(&mut out, &request.prev_log_id);
+    put_log_id(&mut out, &request.leader_commit);
+    let mut batches = BytesMut::new();
+    let cx = EncodeContext {
+        leader_id: request.vote.leader_id.voted_for,
+        voters,
+        now_ms: crate::log_store::wall_clock_ms(),
+    };
+    for entry in &request.entries {
+        encode_entry(&mut batches, entry, &cx)?;
+    }
+    put_bytes(&mut out, &batches);
+    Ok(out.freeze())
+}
+
+pub fn decode_append_request(body: Bytes) -> Result<AppendEntriesRequest<KRaft>, WireError> {
+    let mut r = Reader(body);
+    let vote = r.vote()?;
+    let prev_log_id = r.log_id()?;
+    let leader_commit = r.log_id()?;
+    let batches = r.bytes()?;
+    r.end()?;
+    let entries = if batches.is_empty() {
+        Vec::new()
+    } else {
+        decode_entries(batches)?
+    };
+    Ok(AppendEntriesRequest {
+        vote,
+        prev_log_id,
+        entries,
+        leader_commit,
+    })
+}
+
+pub fn encode_append_response(response: &AppendEntriesResponse<KRaft>) -> Bytes {
+    let mut out = BytesMut::new();
+    match response {
+        AppendEntriesResponse::Success => out.put_u8(0),
+        AppendEntriesResponse::PartialSuccess(log_id) => {
+            out.put_u8(1);
+            put_log_id(&mut out, log_id);
+        }
+        AppendEntriesResponse::Conflict => out.put_u8(2),
+        AppendEntriesResponse::HigherVote(vote) => {
+            out.put_u8(3);
+            put_vote(&mut out, vote);
+        }
+    }
+    out.freeze()
+}
+
+pub fn decode_append_response(body: Bytes) -> Result<AppendEntriesResponse<KRaft>, WireError> {
+    let mut r = Reader(body);
+    let response = match r.u8()? {
+        0 => AppendEntriesResponse::Success,
+        1 => AppendEntriesResponse::PartialSuccess(r.log_id()?),
+        2 => AppendEntriesResponse::Conflict,
+        3 => AppendEntriesResponse::HigherVote(r.vote()?),
+        other => {
+            return Err(WireError::Malformed(format!(
+                "append response kind {other}"
+            )))
+        }
+    };
+    r.end()?;
+    Ok(response)
+}
+
+pub fn encode_vote_request(request: &VoteRequest<KRaft>) -> Bytes {
+    let mut out = BytesMut::new();
+    put_vote(&mut out, &request.vote);
+    put_log_id(&mut out, &request.last_log_id);
+    out.put_u8(u8::from(request.leadership_transfer));
+    out.freeze()
+}
+
+pub fn decode_vote_request(body: Bytes) -> Result<VoteRequest<KRaft>, WireError> {
+    let mut r = Reader(body);
+    let mut request = VoteRequest::new(r.vote()?, r.log_id()?);
+    request.leadership_transfer = r.bool()?;
+    r.end()?;
+    Ok(request)
+}
+
+pub fn encode_vote_response(response: &VoteResponse<KRaft>) -> Bytes {
+    let mut out = BytesMut::new();
+    put_vote(&mut out, &response.vote);
+    out.put_u8(u8::from(response.vote_granted));
+    put_log_id(&mut out, &response.last_log_id);
+    out.freeze()
+}
+
+pub fn decode_vote_response(body: Bytes) -> Result<VoteResponse<KRaft>, WireError> {
+    let mut r = Reader(body);
+    let vote = r.vote()?;
+    let granted = r.bool()?;
+    let last_log_id = r.log_id()?;
+    r.end()?;
+    Ok(VoteResponse::new(vote, last_log_id, granted))
+}
+
+/// A whole snapshot: the leader's vote, its meta (the voters as a VotersRecord) and the
+/// checkpoint file's bytes.
+pub fn encode_snapshot(vote: &Vote, meta: &SnapshotMeta, data: &Bytes) -> Result<Bytes, WireError> {
+    let voters = StaticVoters::from_membership(meta.last_membership.membership())
+        .map_err(|e| WireError::Malformed(e.to_string()))?;
+    let mut out = BytesMut::new();
+    put_vote(&mut out, vote);
+    put_log_id(&mut out, &meta.last_log_id);
+    put_log_id(&mut out, meta.last_membership.log_id());
+    put_bytes(&mut out, &voters_value(&voters)?);
+    put_bytes(&mut out, data);
+    Ok(out.freeze())
+}
+
+pub fn decode_snapshot(body: Bytes) -> Result<(Vote, SnapshotMeta, Bytes), WireError> {
+    let mut r = Reader(body);
+    let vote = r.vote()?;
+    let last_log_id = r.log_id()?;
+    let membership_log_id = r.log_id()?;
+    let voters = decode_voters(&mut r.bytes()?)?;
+    let data = r.bytes()?;
+    r.end()?;
+    // openraft panics on a snapshot beyond the sender's leadership: refuse it here.
+    if last_log_id.is_some_and(|id| id.leader_id.term > vote.leader_id.term)
+        || membership_log_id > last_log_id
+    {
+        return Err(WireError::Malformed(format!(
+            "snapshot {last_log_id:?} is not the leader's ({vote})"
+        )));
+    }
+    let meta = SnapshotMeta {
+        last_log_id,
+        last_membership: StoredMembership::new(membership_log_id, voters.membership()),
+    };
+    Ok((vote, meta, data))
+}
+
+pub fn encode_snapshot_response(response: &SnapshotResponse<KRaft>) -> Bytes {
+    let mut out = BytesMut::new();
+    put_vote(&mut out, &response.vote);
+    out.freeze()
+}
+
+pub fn decode_snapshot_response(body: Bytes) -> Result<SnapshotResponse<KRaft>, WireError> {
+    let mut r = Reader(body);
+    let vote = r.vote()?;
+    r.end()?;
+    Ok(SnapshotResponse::new(vote))
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;
