@@ -448,8 +448,7 @@ impl Broker {
     ) -> Result<(), BrokerServeError> {
         if !self.replicas.all_log_dirs_offline() {
             let alter_partition = ControllerAlterPartition::new(
-                self.controller_channels.clone(),
-                bridge.clone(),
+                self.controller_channels.as_ref(),
                 Arc::clone(&self.broker_epoch),
             );
             self.start_replication(

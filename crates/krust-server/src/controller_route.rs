@@ -70,20 +70,18 @@ pub async fn call_controller<R: Request>(
     request: &R,
     version: i16,
 ) -> Result<R::Response, ControllerError> {
-    let channel = channels.map(|c| &c.internal);
-    call_controller_on(channel, bridge, request, version).await
+    match channels {
+        Some(channels) => send_on(&channels.internal, request, version).await,
+        None => Ok(bridge.call_internal(request, version).await?),
+    }
 }
 
-/// `call_controller` over `channel` (in-process when there is none).
-async fn call_controller_on<R: Request>(
-    channel: Option<&ControllerChannel>,
-    bridge: &Bridge,
+/// Sends `request` over `channel` and decodes the answer.
+async fn send_on<R: Request>(
+    channel: &ControllerChannel,
     request: &R,
     version: i16,
 ) -> Result<R::Response, ControllerError> {
-    let Some(channel) = channel else {
-        return Ok(bridge.call_internal(request, version).await?);
-    };
     let mut body = BytesMut::new();
     request
         .encode(&mut body, version)
@@ -98,25 +96,21 @@ async fn call_controller_on<R: Request>(
 /// version the controller serves.
 const ALTER_PARTITION_VERSION: i16 = 3;
 
-/// Sends the partition leaders' ISR changes to the active controller (the replica
-/// manager's `AlterPartitionSender`), stamped with this broker's epoch.
+/// Sends the partition leaders' ISR changes to the active controller over the
+/// alter-partition channel (the replica manager's `AlterPartitionSender`), stamped with this
+/// broker's epoch. A quorum of one has one broker, whose partitions have no followers and
+/// never change their ISR: it has no channel, and a request fails.
 pub struct ControllerAlterPartition {
-    channels: Option<ControllerChannels>,
-    bridge: Bridge,
+    channel: Option<ControllerChannel>,
     broker_epoch: Arc<AtomicI64>,
 }
 
 impl ControllerAlterPartition {
     /// `broker_epoch` is this broker's registration epoch as the lifecycle last learnt it
     /// (-1 before that: the controller then does not check it).
-    pub fn new(
-        channels: Option<ControllerChannels>,
-        bridge: Bridge,
-        broker_epoch: Arc<AtomicI64>,
-    ) -> Self {
+    pub fn new(channels: Option<&ControllerChannels>, broker_epoch: Arc<AtomicI64>) -> Self {
         Self {
-            channels,
-            bridge,
+            channel: channels.map(|c| c.alter_partition.clone()),
             broker_epoch,
         }
     }
@@ -125,12 +119,16 @@ impl ControllerAlterPartition {
 impl AlterPartitionSender for ControllerAlterPartition {
     fn send(&self, request: AlterPartitionRequest) -> AlterPartitionFuture {
         let request = request.with_broker_epoch(self.broker_epoch.load(Ordering::Relaxed));
-        let channel = self.channels.as_ref().map(|c| c.alter_partition.clone());
-        let bridge = self.bridge.clone();
+        let channel = self.channel.clone();
         Box::pin(async move {
-            call_controller_on(channel.as_ref(), &bridge, &request, ALTER_PARTITION_VERSION)
+            let Some(channel) = channel else {
+                return Err(AlterPartitionSendError(
+                    "a quorum of one has no controller channel".into(),
+                ));
+            };
+            send_on(&channel, &request, ALTER_PARTITION_VERSION)
                 .await
-                .map_err(|error| AlterPartitionSendError(error.to_string()))
+                .map_err(|e| AlterPartitionSendError(e.to_string()))
         })
     }
 }
