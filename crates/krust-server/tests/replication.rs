@@ -59,7 +59,7 @@ impl AlterPartitionSender for CommittingController {
 }
 
 struct Node {
-    _dir: TempDir,
+    dir: TempDir,
     broker: Arc<Broker>,
     port: u16,
 }
@@ -73,7 +73,10 @@ fn free_port() -> u16 {
 }
 
 fn node(node_id: i32, port: u16) -> Node {
-    let dir = tempfile::tempdir().unwrap();
+    node_in(tempfile::tempdir().unwrap(), node_id, port, 30_000)
+}
+
+fn node_in(dir: TempDir, node_id: i32, port: u16, replica_lag_time_max_ms: i64) -> Node {
     let listener = Listener {
         host: "127.0.0.1".into(),
         port,
@@ -87,18 +90,23 @@ fn node(node_id: i32, port: u16) -> Node {
         replication: ReplicationSettings {
             replica_fetch_wait_max_ms: 100,
             replica_fetch_backoff_ms: 50,
+            replica_lag_time_max_ms,
             ..ReplicationSettings::default()
         },
         ..BrokerSettings::default()
     };
     Node {
-        _dir: dir,
+        dir,
         broker: Arc::new(Broker::open(settings).unwrap()),
         port,
     }
 }
 
 fn placement(leader: i32, leader_epoch: i32) -> TopicMetadata {
+    placement_on(&[1, 2], leader, leader_epoch)
+}
+
+fn placement_on(replicas: &[i32], leader: i32, leader_epoch: i32) -> TopicMetadata {
     TopicMetadata {
         name: "t".into(),
         topic_id: Uuid::from_u128(TOPIC_ID),
@@ -109,8 +117,8 @@ fn placement(leader: i32, leader_epoch: i32) -> TopicMetadata {
             leader,
             leader_epoch,
             partition_epoch: leader_epoch,
-            replicas: vec![1, 2],
-            isr: vec![1, 2],
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
         }],
     }
 }
@@ -171,16 +179,8 @@ fn contents(partition: &Partition) -> (Vec<u8>, i64) {
     (bytes, end)
 }
 
-#[test]
-fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
-    let ports = [free_port(), free_port()];
-    let nodes = [node(1, ports[0]), node(2, ports[1])];
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let brokers: Vec<BrokerEndpoint> = nodes
+fn endpoints(nodes: &[Node]) -> Vec<BrokerEndpoint> {
+    nodes
         .iter()
         .enumerate()
         .map(|(i, n)| BrokerEndpoint {
@@ -190,34 +190,72 @@ fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
             rack: None,
             listeners: Default::default(),
         })
-        .collect();
-    for n in &nodes {
-        n.broker
-            .apply_metadata(MetadataImage::new(
-                "c".into(),
-                1,
-                0,
-                brokers.clone(),
-                vec![placement(1, 0)],
-            ))
-            .unwrap();
-        let broker = Arc::clone(&n.broker);
-        runtime.spawn(async move {
-            let (bridge, _receiver) = Bridge::new(BTreeMap::new());
-            broker.serve(bridge, None).await
-        });
-        n.broker.start_replication(
-            Arc::new(CommittingController),
-            Arc::default(),
-            runtime.handle().clone(),
-        );
-    }
-    wait_until("both brokers listen", || {
-        ports
-            .iter()
-            .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
-    });
+        .collect()
+}
 
+/// Gives each node the metadata, serves it and starts its replication.
+fn start(nodes: &[Node], runtime: &tokio::runtime::Runtime, topic: &TopicMetadata) {
+    let brokers = endpoints(nodes);
+    for n in nodes {
+        start_one(n, &brokers, runtime, topic);
+    }
+}
+
+fn start_one(
+    n: &Node,
+    brokers: &[BrokerEndpoint],
+    runtime: &tokio::runtime::Runtime,
+    topic: &TopicMetadata,
+) {
+    n.broker
+        .apply_metadata(MetadataImage::new(
+            "c".into(),
+            1,
+            0,
+            brokers.to_vec(),
+            vec![topic.clone()],
+        ))
+        .unwrap();
+    let broker = Arc::clone(&n.broker);
+    runtime.spawn(async move {
+        let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+        broker.serve(bridge, None).await
+    });
+    n.broker.start_replication(
+        Arc::new(CommittingController),
+        Arc::default(),
+        runtime.handle().clone(),
+    );
+    let port = n.port;
+    wait_until("the broker listens", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn stop(nodes: &[Node], runtime: tokio::runtime::Runtime) {
+    for n in nodes {
+        n.broker.shutdown();
+    }
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    for n in nodes {
+        n.broker.close().unwrap();
+    }
+}
+
+#[test]
+fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
+    let ports = [free_port(), free_port()];
+    let nodes = [node(1, ports[0]), node(2, ports[1])];
+    let runtime = runtime();
+    start(&nodes, &runtime, &placement(1, 0));
     // acks=all is answered only once broker 2 has the batch.
     assert_eq!(produce(&nodes[0], &["a", "b", "c"]), (0, 0));
     let (leader, follower) = (partition(&nodes[0]), partition(&nodes[1]));
@@ -251,11 +289,46 @@ fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
     assert_eq!(contents(&new_follower), contents(&new_leader));
     let followers = new_leader.follower_states();
     assert_eq!((followers[0].0, followers[0].1.log_end_offset), (1, 5));
-    for n in &nodes {
-        n.broker.shutdown();
-    }
-    runtime.shutdown_timeout(Duration::from_secs(10));
-    for n in &nodes {
-        n.broker.close().unwrap();
-    }
+    stop(&nodes, runtime);
+}
+
+/// A follower that stops fetching leaves the ISR after replica.lag.time.max.ms (the leader
+/// sends the shrink to the controller), acks=all goes on with the others, and once the
+/// follower is back and caught up it joins the ISR again.
+#[test]
+fn a_stopped_follower_leaves_the_isr_and_rejoins_once_caught_up() {
+    let ports = [free_port(), free_port(), free_port()];
+    let lag_ms = 1_000;
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| {
+            node_in(
+                tempfile::tempdir().unwrap(),
+                i + 1,
+                ports[i as usize],
+                lag_ms,
+            )
+        })
+        .collect();
+    let runtime = runtime();
+    let topic = placement_on(&[1, 2, 3], 1, 0);
+    start(&nodes, &runtime, &topic);
+    assert_eq!(produce(&nodes[0], &["a"]), (0, 0));
+    let leader = partition(&nodes[0]);
+    let isr = || leader.state().isr;
+
+    let stopped = nodes.pop().unwrap();
+    stopped.broker.shutdown();
+    stopped.broker.close().unwrap();
+    wait_until("broker 3 stops listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", ports[2])).is_err()
+    });
+    // Broker 3 holds this acks=all back until the leader drops it from the ISR.
+    assert_eq!(produce(&nodes[0], &["b"]), (0, 1));
+    assert_eq!(isr(), vec![1, 2]);
+
+    nodes.push(node_in(stopped.dir, 3, ports[2], lag_ms));
+    start_one(&nodes[2], &endpoints(&nodes), &runtime, &topic);
+    wait_until("broker 3 rejoins the ISR", || isr().contains(&3));
+    assert_eq!(contents(&partition(&nodes[2])).1, 2);
+    stop(&nodes, runtime);
 }
