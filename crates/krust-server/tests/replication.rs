@@ -107,6 +107,10 @@ fn placement(leader: i32, leader_epoch: i32) -> TopicMetadata {
 }
 
 fn placement_on(replicas: &[i32], leader: i32, leader_epoch: i32) -> TopicMetadata {
+    with_isr(replicas, replicas, leader, leader_epoch)
+}
+
+fn with_isr(replicas: &[i32], isr: &[i32], leader: i32, leader_epoch: i32) -> TopicMetadata {
     TopicMetadata {
         name: "t".into(),
         topic_id: Uuid::from_u128(TOPIC_ID),
@@ -118,7 +122,7 @@ fn placement_on(replicas: &[i32], leader: i32, leader_epoch: i32) -> TopicMetada
             leader_epoch,
             partition_epoch: leader_epoch,
             replicas: replicas.to_vec(),
-            isr: replicas.to_vec(),
+            isr: isr.to_vec(),
         }],
     }
 }
@@ -133,6 +137,10 @@ fn partition(node: &Node) -> Arc<Partition> {
 }
 
 fn produce(node: &Node, values: &[&str]) -> (i16, i64) {
+    produce_with_acks(node, values, -1)
+}
+
+fn produce_with_acks(node: &Node, values: &[&str], acks: i16) -> (i16, i64) {
     let address = format!("127.0.0.1:{}", node.port);
     let mut connection = Connection::connect(&address, &ClientConfig::new(&address)).unwrap();
     let records: Vec<_> = values
@@ -141,7 +149,7 @@ fn produce(node: &Node, values: &[&str]) -> (i16, i64) {
         .collect();
     let batch = encode_batch(&records, 1_700_000_000_000).unwrap().freeze();
     let request = ProduceRequest::default()
-        .with_acks(-1)
+        .with_acks(acks)
         .with_timeout_ms(15_000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_static_str("t")))
@@ -330,5 +338,73 @@ fn a_stopped_follower_leaves_the_isr_and_rejoins_once_caught_up() {
     start_one(&nodes[2], &endpoints(&nodes), &runtime, &topic);
     wait_until("broker 3 rejoins the ISR", || isr().contains(&3));
     assert_eq!(contents(&partition(&nodes[2])).1, 2);
+    stop(&nodes, runtime);
+}
+
+/// Takes a node down (serving and fetching) and waits until its port is free again.
+fn take_down(node: Node) -> TempDir {
+    node.broker.shutdown();
+    node.broker.close().unwrap();
+    wait_until("the broker stops listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", node.port)).is_err()
+    });
+    node.dir
+}
+
+/// KIP-101's divergence over TCP: the old leader's last record never reached the follower
+/// that then led; coming back as a follower, its fetcher is told where its epoch ended,
+/// truncates and copies the new leader's record at that offset.
+#[test]
+fn a_returning_leader_truncates_what_the_new_leader_never_had() {
+    let ports = [free_port(), free_port()];
+    let mut nodes = vec![node(1, ports[0]), node(2, ports[1])];
+    let runtime = runtime();
+    start(&nodes, &runtime, &placement(1, 0));
+    assert_eq!(produce(&nodes[0], &["a"]), (0, 0));
+    let dir2 = take_down(nodes.pop().unwrap());
+    assert_eq!(produce_with_acks(&nodes[0], &["only on 1"], 1), (0, 1));
+    let dir1 = take_down(nodes.pop().unwrap());
+
+    // Broker 2 leads epoch 1 alone and writes its own record at offset 1.
+    let new_leader = with_isr(&[1, 2], &[2], 2, 1);
+    nodes.push(node_in(dir1, 1, ports[0], 30_000));
+    nodes.push(node_in(dir2, 2, ports[1], 30_000));
+    start_one(&nodes[1], &endpoints(&nodes), &runtime, &new_leader);
+    assert_eq!(produce_with_acks(&nodes[1], &["c"], 1), (0, 1));
+    start_one(&nodes[0], &endpoints(&nodes), &runtime, &new_leader);
+
+    let (returning, leader) = (partition(&nodes[0]), partition(&nodes[1]));
+    wait_until("the returning leader converges", || {
+        returning.high_watermark() == 2 && contents(&returning) == contents(&leader)
+    });
+    stop(&nodes, runtime);
+}
+
+/// A follower whose fetch offset the leader no longer has (OFFSET_OUT_OF_RANGE) empties its
+/// log and starts it at the leader's log start offset.
+#[test]
+fn a_follower_behind_the_leaders_log_start_starts_over_there() {
+    let ports = [free_port(), free_port()];
+    let nodes = vec![node(1, ports[0]), node(2, ports[1])];
+    let runtime = runtime();
+    let topic = with_isr(&[1, 2], &[1], 1, 0);
+    // Broker 2 is down while the leader writes and deletes records.
+    start_one(&nodes[0], &endpoints(&nodes), &runtime, &topic);
+    for value in ["a", "b", "c"] {
+        assert_eq!(produce_with_acks(&nodes[0], &[value], 1).0, 0);
+    }
+    let leader = partition(&nodes[0]);
+    assert_eq!(leader.delete_records_on_leader(3).unwrap(), 3);
+    assert_eq!(produce_with_acks(&nodes[0], &["d"], 1), (0, 3));
+
+    start_one(&nodes[1], &endpoints(&nodes), &runtime, &topic);
+    let follower = partition(&nodes[1]);
+    wait_until("the follower copies from the leader's start", || {
+        follower.log_end_offset() == 4
+    });
+    assert_eq!(follower.log_start_offset(), 3);
+    wait_until("the follower joins the ISR", || {
+        leader.state().isr.contains(&2)
+    });
     stop(&nodes, runtime);
 }
