@@ -28,7 +28,7 @@ use crate::replica::ReplicaState;
 
 #[path = "partition_replication.rs"]
 mod replication;
-pub use replication::{FollowerFetch, FollowerRead};
+pub use replication::{FollowerFetch, FollowerRead, LeaderOffsets};
 
 /// What this broker's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
