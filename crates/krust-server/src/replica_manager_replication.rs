@@ -87,6 +87,11 @@ impl ReplicaManager {
     pub(super) fn transition(&self, partition: Arc<Partition>, placement: &PartitionMetadata) {
         match partition.apply(placement) {
             Transition::Leader => self.stop_fetching(&partition.topic_partition),
+            // No leader (every replica of the ISR is down): nothing to fetch from until one is
+            // elected.
+            Transition::NewLeader if placement.leader < 0 => {
+                self.stop_fetching(&partition.topic_partition);
+            }
             Transition::NewLeader => {
                 self.follow(partition, placement.leader, placement.leader_epoch);
             }
