@@ -240,6 +240,14 @@ impl FetcherThread {
     /// Waits until a partition is added or one's backoff ends.
     fn idle(&self) {
         let mut partitions = self.shared.partitions.lock();
+        let now = Instant::now();
+        // One may have been added since the fetch was built: its notification has passed.
+        if partitions
+            .values()
+            .any(|s| s.delayed_until.is_none_or(|until| until <= now))
+        {
+            return;
+        }
         let wake = partitions
             .values()
             .filter_map(|s| s.delayed_until)
