@@ -161,6 +161,20 @@ fn produce_with_acks(node: &Node, values: &[&str], acks: i16) -> (i16, i64) {
     (answer.error_code, answer.base_offset)
 }
 
+/// The broker's BytesOutPerSec total for topic t.
+fn bytes_out(node: &Node) -> f64 {
+    let hosted = std::collections::HashSet::from(["t"]);
+    node.broker
+        .metrics()
+        .topics
+        .collect(&hosted)
+        .iter()
+        .filter(|family| family.name() == "kafka_server_brokertopicmetrics_bytesout_total")
+        .flat_map(|family| family.get_metric())
+        .map(|metric| metric.get_counter().get_value())
+        .sum()
+}
+
 fn wait_until(what: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + PATIENCE;
     while !done() {
@@ -272,6 +286,11 @@ fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
         follower.high_watermark() == 3
     });
     assert_eq!(contents(&follower), contents(&leader));
+    assert_eq!(
+        bytes_out(&nodes[0]),
+        0.0,
+        "replication is not BytesOutPerSec"
+    );
 
     // Broker 2 leads epoch 1; broker 1 now copies it.
     for n in &nodes {
