@@ -28,7 +28,7 @@ use crate::replica::ReplicaState;
 
 #[path = "partition_replication.rs"]
 mod replication;
-pub use replication::{FollowerFetch, FollowerRead};
+pub use replication::{FollowerFetch, FollowerRead, LeaderOffsets};
 
 /// What this broker's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,6 +207,10 @@ impl Partition {
         let mut state = self.state.write();
         let mut log = self.log.lock();
         let new_epoch = state.role != Role::Leader || state.leader_epoch != placement.leader_epoch;
+        if !new_epoch && placement.partition_epoch < state.partition_epoch {
+            // Older than an ISR change this leader already saw committed (Kafka skips it).
+            return;
+        }
         let mut followers = std::mem::take(&mut state.followers);
         followers.retain(|id, _| placement.replicas.contains(id));
         for &id in &placement.replicas {

@@ -23,6 +23,13 @@ pub struct FollowerFetch {
     pub min_one_batch: bool,
 }
 
+/// The leader's offsets a follower takes from a fetch answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderOffsets {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
 /// What a leader answers one partition of a follower's Fetch.
 #[derive(Clone, Debug)]
 pub struct FollowerRead {
@@ -312,12 +319,13 @@ impl Partition {
     }
 
     /// Appends batches fetched from the leader at `leader_epoch`, then takes the leader's
-    /// high watermark, bounded by this log's end (Kafka's `appendRecordsToFollower`).
+    /// high watermark, bounded by this log's end, and its log start offset (DeleteRecords on
+    /// the leader reaches the followers), as Kafka's `processPartitionData` does.
     pub fn append_as_follower(
         &self,
         leader_epoch: i32,
         records: &[u8],
-        leader_high_watermark: i64,
+        leader: LeaderOffsets,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
         self.check_follower(leader_epoch)?;
@@ -330,10 +338,12 @@ impl Partition {
                         .maybe_add_offline_log_dir(&self.log_dir, cause);
                 }
             })?;
-        if log.maybe_increment_high_watermark(leader_high_watermark) {
+        if log.maybe_increment_high_watermark(leader.high_watermark) {
             self.high_watermark_changes
                 .send_replace(log.high_watermark());
         }
+        log.maybe_increment_log_start_offset(leader.log_start_offset)
+            .inspect_err(|e| self.on_storage_error(e))?;
         Ok(info)
     }
 

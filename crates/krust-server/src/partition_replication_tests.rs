@@ -101,8 +101,12 @@ fn replicate_once(leader: &Partition, follower: &Partition, follower_id: i32, no
         }
         None => {
             let bytes = read.records.read_bytes().unwrap();
+            let offsets = LeaderOffsets {
+                high_watermark: read.high_watermark,
+                log_start_offset: read.log_start_offset,
+            };
             follower
-                .append_as_follower(epoch, &bytes, read.high_watermark, now_ms)
+                .append_as_follower(epoch, &bytes, offsets, now_ms)
                 .unwrap();
         }
     }
@@ -396,10 +400,17 @@ fn a_follower_takes_the_leaders_high_watermark_up_to_its_own_log_end() {
     produce(&a.partition, &["m1", "m2"]);
     catch_up(&a.partition, &b.partition, 2);
     assert_eq!(b.partition.high_watermark(), 2);
-    let stale = b.partition.append_as_follower(0, &[], 5, NOW).unwrap();
+    let ahead = LeaderOffsets {
+        high_watermark: 5,
+        log_start_offset: 0,
+    };
+    let stale = b.partition.append_as_follower(0, &[], ahead, NOW).unwrap();
     assert_eq!(stale.record_count, 0);
     assert_eq!(b.partition.high_watermark(), 2, "never past its log end");
-    let fenced = b.partition.append_as_follower(3, &[], 2, NOW).unwrap_err();
+    let fenced = b
+        .partition
+        .append_as_follower(3, &[], ahead, NOW)
+        .unwrap_err();
     assert_eq!(
         fenced.kafka_error_code(),
         ResponseError::FencedLeaderEpoch.code()
@@ -427,4 +438,20 @@ fn reopen(manager: &LogManager, id: i32) -> Partition {
         log,
         manager.failure_channel().clone(),
     )
+}
+
+/// DeleteRecords on the leader reaches the follower with its next fetch.
+#[test]
+fn a_follower_takes_the_leaders_log_start_offset() {
+    let a = replica(1, LogConfig::default());
+    let b = replica(2, LogConfig::default());
+    a.partition
+        .apply_at(&placement(1, 0, &[1, 2], &[1, 2]), NOW);
+    b.partition
+        .apply_at(&placement(1, 0, &[1, 2], &[1, 2]), NOW);
+    produce(&a.partition, &["m1", "m2", "m3"]);
+    catch_up(&a.partition, &b.partition, 2);
+    assert_eq!(a.partition.delete_records_on_leader(2).unwrap(), 2);
+    replicate_once(&a.partition, &b.partition, 2, NOW);
+    assert_eq!(b.partition.log_start_offset(), 2);
 }

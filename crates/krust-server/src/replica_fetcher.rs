@@ -32,7 +32,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::clock::now_ms;
 use crate::metadata_cache::MetadataCache;
-use crate::partition::{Partition, PartitionError};
+use crate::partition::{LeaderOffsets, Partition, PartitionError};
 use crate::settings::ReplicationSettings;
 
 /// Fetch v12: the first with the follower's last fetched epoch and the leader's diverging
@@ -240,6 +240,14 @@ impl FetcherThread {
     /// Waits until a partition is added or one's backoff ends.
     fn idle(&self) {
         let mut partitions = self.shared.partitions.lock();
+        let now = Instant::now();
+        // One may have been added since the fetch was built: its notification has passed.
+        if partitions
+            .values()
+            .any(|s| s.delayed_until.is_none_or(|until| until <= now))
+        {
+            return;
+        }
         let wake = partitions
             .values()
             .filter_map(|s| s.delayed_until)
@@ -475,7 +483,11 @@ fn append(
     data: &kafka_protocol::messages::fetch_response::PartitionData,
 ) -> Result<(), FetchError> {
     let records = data.records.as_deref().unwrap_or_default();
-    partition.append_as_follower(leader_epoch, records, data.high_watermark, now_ms())?;
+    let leader = LeaderOffsets {
+        high_watermark: data.high_watermark,
+        log_start_offset: data.log_start_offset,
+    };
+    partition.append_as_follower(leader_epoch, records, leader, now_ms())?;
     Ok(())
 }
 

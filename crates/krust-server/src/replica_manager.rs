@@ -18,10 +18,10 @@ use krust_storage::{
 use parking_lot::RwLock;
 use uuid::Uuid;
 
-use crate::alter_partition::{AlterPartitionManager, PendingIsrChange};
+use crate::alter_partition::AlterPartitionManager;
 use crate::metadata_cache::{MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata};
 use crate::metadata_log::{MetadataLogSettings, MetadataSnapshots, METADATA_LOG_TOPIC};
-use crate::partition::{log_dir_of, Partition, PartitionError, Role, Transition};
+use crate::partition::{log_dir_of, Partition, PartitionError};
 use crate::replica_fetcher::ReplicaFetcherManager;
 use crate::settings::{topic_log_config, ReplicationSettings};
 
@@ -101,87 +101,6 @@ impl ReplicaManager {
             replication: ReplicationSettings::default(),
             fetchers: OnceLock::new(),
             alter_partitions: OnceLock::new(),
-        }
-    }
-
-    /// The same manager with `replication` settings (replica.lag.time.max.ms...).
-    pub fn with_replication_settings(self, replication: ReplicationSettings) -> Self {
-        ReplicaManager {
-            replication,
-            ..self
-        }
-    }
-
-    pub fn replication_settings(&self) -> &ReplicationSettings {
-        &self.replication
-    }
-
-    /// Starts replication: followed partitions are fetched by `fetchers` (those already
-    /// hosted at once), and ISR changes go out through `alter_partitions`. Later calls change
-    /// nothing.
-    pub fn start_replication(
-        &self,
-        fetchers: ReplicaFetcherManager,
-        alter_partitions: AlterPartitionManager,
-    ) {
-        let _ = self.alter_partitions.set(alter_partitions);
-        if self.fetchers.set(fetchers).is_err() {
-            return;
-        }
-        for partition in self.hosted_partitions() {
-            let state = partition.state();
-            if state.role == Role::Follower && state.leader >= 0 {
-                self.follow(partition, state.leader, state.leader_epoch);
-            }
-        }
-    }
-
-    /// The replica fetchers, once replication has started.
-    pub fn fetchers(&self) -> Option<&ReplicaFetcherManager> {
-        self.fetchers.get()
-    }
-
-    fn follow(&self, partition: Arc<Partition>, leader: i32, leader_epoch: i32) {
-        if let Some(fetchers) = self.fetchers.get() {
-            fetchers.add_partition(partition, leader, leader_epoch);
-        }
-    }
-
-    fn stop_fetching(&self, tp: &TopicPartition) {
-        if let Some(fetchers) = self.fetchers.get() {
-            fetchers.remove_partition(tp);
-        }
-    }
-
-    /// Sends an ISR change `partition` proposed to the controller.
-    pub fn submit_isr_change(&self, partition: Arc<Partition>, change: PendingIsrChange) {
-        match self.alter_partitions.get() {
-            Some(manager) => manager.submit(partition, change),
-            None => tracing::warn!(
-                partition = %partition.topic_partition,
-                "no controller channel for AlterPartition: the ISR change stays pending"
-            ),
-        }
-    }
-
-    /// Kafka's isr-expiration task: every partition this broker leads drops the followers
-    /// that lagged more than `replica.lag.time.max.ms` from its ISR.
-    pub fn maybe_shrink_isrs(&self, now_ms: i64) {
-        for partition in self.hosted_partitions() {
-            if let Some(change) = partition.maybe_shrink_isr(now_ms) {
-                self.submit_isr_change(partition, change);
-            }
-        }
-    }
-
-    /// Applies `placement` to `partition` and starts or stops fetching accordingly.
-    fn transition(&self, partition: Arc<Partition>, placement: &PartitionMetadata) {
-        match partition.apply(placement) {
-            Transition::Leader => self.stop_fetching(&partition.topic_partition),
-            Transition::NewLeader => {
-                self.follow(partition, placement.leader, placement.leader_epoch);
-            }
-            Transition::Unchanged => {}
         }
     }
 
@@ -644,6 +563,9 @@ pub enum InternalLogError {
     #[error(transparent)]
     Storage(#[from] StorageError),
 }
+
+#[path = "replica_manager_replication.rs"]
+mod replication;
 
 #[cfg(test)]
 #[path = "replica_manager_tests.rs"]

@@ -385,3 +385,63 @@ fn replica_lag_time_max_ms_decides_when_a_silent_follower_leaves_the_isr() {
     let pending = partition.state().pending_isr.expect("a shrink is proposed");
     assert_eq!(pending.new_isr, vec![LOCAL]);
 }
+
+/// A follower copies its leader while there is one; with no leader (-1) it fetches nothing.
+#[test]
+fn a_follower_is_fetched_only_while_its_partition_has_a_leader() {
+    use crate::alter_partition::{AlterPartitionManager, AlterPartitionSender};
+    use crate::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
+    struct Unreachable;
+    impl AlterPartitionSender for Unreachable {
+        fn send(
+            &self,
+            _: kafka_protocol::messages::AlterPartitionRequest,
+        ) -> crate::alter_partition::AlterPartitionFuture {
+            Box::pin(async {
+                Err(crate::alter_partition::AlterPartitionSendError(
+                    "down".into(),
+                ))
+            })
+        }
+    }
+    let (_dir, manager) = one_dir();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    manager.start_replication(
+        ReplicaFetcherManager::new(FetcherConfig {
+            node_id: LOCAL,
+            settings: Default::default(),
+            listener_name: "PLAINTEXT".into(),
+            security: Arc::default(),
+            metadata: Arc::default(),
+        }),
+        AlterPartitionManager::new(LOCAL, Arc::new(Unreachable), runtime.handle().clone()),
+    );
+    let placed = |leader, epoch| {
+        delta(
+            1,
+            vec![topic(
+                "t",
+                1,
+                &[],
+                vec![placement(0, leader, epoch, &[LOCAL, 2])],
+            )],
+            &[],
+        )
+    };
+    let fetched = || manager.fetchers().unwrap().fetch_offsets().len();
+    manager
+        .apply_delta(&MetadataImage::default(), &placed(2, 1))
+        .unwrap();
+    assert_eq!(fetched(), 1);
+    manager
+        .apply_delta(&MetadataImage::default(), &placed(-1, 2))
+        .unwrap();
+    assert_eq!(fetched(), 0);
+    manager
+        .apply_delta(&MetadataImage::default(), &placed(LOCAL, 3))
+        .unwrap();
+    assert_eq!(fetched(), 0, "a leader fetches nothing");
+    manager.shutdown().unwrap();
+}

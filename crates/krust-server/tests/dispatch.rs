@@ -784,3 +784,50 @@ async fn a_waiting_fetch_on_a_leader_that_steps_down_gets_not_leader() {
         ResponseError::NotLeaderOrFollower.code()
     );
 }
+
+/// As Kafka: ListOffsets LATEST answers a consumer with the high watermark and a follower
+/// (a replica id) with the log end, which its out-of-range handling compares with its own.
+#[tokio::test]
+async fn list_offsets_latest_is_the_log_end_for_a_follower_and_the_high_watermark_for_a_consumer() {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+    let b = broker_with_topic("t", 1);
+    let image = b.context.metadata.image();
+    let mut topic = (**image.topic("t").unwrap()).clone();
+    // Replica 2 joins and has fetched nothing: it holds the high watermark at 0.
+    topic.partitions[0] = PartitionMetadata {
+        partition_epoch: 1,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        ..topic.partitions[0].clone()
+    };
+    b.broker
+        .apply_metadata_delta(&MetadataDelta {
+            metadata_offset: 1,
+            controller_id: 1,
+            brokers: None,
+            topics: vec![topic],
+            deleted_topic_ids: Vec::new(),
+            finalized_features: None,
+            log_defaults: None,
+        })
+        .unwrap();
+    send_produce(&b, &produce("t", vec![(0, batch(&["a", "b"]))], 1)).await;
+    let latest = |replica_id| {
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(replica_id))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)])])
+    };
+    let mut offsets = Vec::new();
+    for replica_id in [-1, 2] {
+        let outcome = send(&b, frame(ApiKey::ListOffsets, 4, &latest(replica_id))).await;
+        let mut body = response_body(outcome, ApiKey::ListOffsets, 4);
+        let response = ListOffsetsResponse::decode(&mut body, 4).unwrap();
+        offsets.push(response.topics[0].partitions[0].offset);
+    }
+    assert_eq!(offsets, vec![0, 2]);
+}

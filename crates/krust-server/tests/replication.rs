@@ -59,7 +59,7 @@ impl AlterPartitionSender for CommittingController {
 }
 
 struct Node {
-    _dir: TempDir,
+    dir: TempDir,
     broker: Arc<Broker>,
     port: u16,
 }
@@ -73,7 +73,10 @@ fn free_port() -> u16 {
 }
 
 fn node(node_id: i32, port: u16) -> Node {
-    let dir = tempfile::tempdir().unwrap();
+    node_in(tempfile::tempdir().unwrap(), node_id, port, 30_000)
+}
+
+fn node_in(dir: TempDir, node_id: i32, port: u16, replica_lag_time_max_ms: i64) -> Node {
     let listener = Listener {
         host: "127.0.0.1".into(),
         port,
@@ -87,18 +90,27 @@ fn node(node_id: i32, port: u16) -> Node {
         replication: ReplicationSettings {
             replica_fetch_wait_max_ms: 100,
             replica_fetch_backoff_ms: 50,
+            replica_lag_time_max_ms,
             ..ReplicationSettings::default()
         },
         ..BrokerSettings::default()
     };
     Node {
-        _dir: dir,
+        dir,
         broker: Arc::new(Broker::open(settings).unwrap()),
         port,
     }
 }
 
 fn placement(leader: i32, leader_epoch: i32) -> TopicMetadata {
+    placement_on(&[1, 2], leader, leader_epoch)
+}
+
+fn placement_on(replicas: &[i32], leader: i32, leader_epoch: i32) -> TopicMetadata {
+    with_isr(replicas, replicas, leader, leader_epoch)
+}
+
+fn with_isr(replicas: &[i32], isr: &[i32], leader: i32, leader_epoch: i32) -> TopicMetadata {
     TopicMetadata {
         name: "t".into(),
         topic_id: Uuid::from_u128(TOPIC_ID),
@@ -109,8 +121,8 @@ fn placement(leader: i32, leader_epoch: i32) -> TopicMetadata {
             leader,
             leader_epoch,
             partition_epoch: leader_epoch,
-            replicas: vec![1, 2],
-            isr: vec![1, 2],
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
         }],
     }
 }
@@ -125,6 +137,10 @@ fn partition(node: &Node) -> Arc<Partition> {
 }
 
 fn produce(node: &Node, values: &[&str]) -> (i16, i64) {
+    produce_with_acks(node, values, -1)
+}
+
+fn produce_with_acks(node: &Node, values: &[&str], acks: i16) -> (i16, i64) {
     let address = format!("127.0.0.1:{}", node.port);
     let mut connection = Connection::connect(&address, &ClientConfig::new(&address)).unwrap();
     let records: Vec<_> = values
@@ -133,7 +149,7 @@ fn produce(node: &Node, values: &[&str]) -> (i16, i64) {
         .collect();
     let batch = encode_batch(&records, 1_700_000_000_000).unwrap().freeze();
     let request = ProduceRequest::default()
-        .with_acks(-1)
+        .with_acks(acks)
         .with_timeout_ms(15_000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_static_str("t")))
@@ -143,6 +159,20 @@ fn produce(node: &Node, values: &[&str]) -> (i16, i64) {
     let response = connection.send("Produce", &request, 8).unwrap();
     let answer = &response.responses[0].partition_responses[0];
     (answer.error_code, answer.base_offset)
+}
+
+/// The broker's BytesOutPerSec total for topic t.
+fn bytes_out(node: &Node) -> f64 {
+    let hosted = std::collections::HashSet::from(["t"]);
+    node.broker
+        .metrics()
+        .topics
+        .collect(&hosted)
+        .iter()
+        .filter(|family| family.name() == "kafka_server_brokertopicmetrics_bytesout_total")
+        .flat_map(|family| family.get_metric())
+        .map(|metric| metric.get_counter().get_value())
+        .sum()
 }
 
 fn wait_until(what: &str, done: impl Fn() -> bool) {
@@ -171,16 +201,8 @@ fn contents(partition: &Partition) -> (Vec<u8>, i64) {
     (bytes, end)
 }
 
-#[test]
-fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
-    let ports = [free_port(), free_port()];
-    let nodes = [node(1, ports[0]), node(2, ports[1])];
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let brokers: Vec<BrokerEndpoint> = nodes
+fn endpoints(nodes: &[Node]) -> Vec<BrokerEndpoint> {
+    nodes
         .iter()
         .enumerate()
         .map(|(i, n)| BrokerEndpoint {
@@ -190,34 +212,72 @@ fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
             rack: None,
             listeners: Default::default(),
         })
-        .collect();
-    for n in &nodes {
-        n.broker
-            .apply_metadata(MetadataImage::new(
-                "c".into(),
-                1,
-                0,
-                brokers.clone(),
-                vec![placement(1, 0)],
-            ))
-            .unwrap();
-        let broker = Arc::clone(&n.broker);
-        runtime.spawn(async move {
-            let (bridge, _receiver) = Bridge::new(BTreeMap::new());
-            broker.serve(bridge, None).await
-        });
-        n.broker.start_replication(
-            Arc::new(CommittingController),
-            Arc::default(),
-            runtime.handle().clone(),
-        );
-    }
-    wait_until("both brokers listen", || {
-        ports
-            .iter()
-            .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
-    });
+        .collect()
+}
 
+/// Gives each node the metadata, serves it and starts its replication.
+fn start(nodes: &[Node], runtime: &tokio::runtime::Runtime, topic: &TopicMetadata) {
+    let brokers = endpoints(nodes);
+    for n in nodes {
+        start_one(n, &brokers, runtime, topic);
+    }
+}
+
+fn start_one(
+    n: &Node,
+    brokers: &[BrokerEndpoint],
+    runtime: &tokio::runtime::Runtime,
+    topic: &TopicMetadata,
+) {
+    n.broker
+        .apply_metadata(MetadataImage::new(
+            "c".into(),
+            1,
+            0,
+            brokers.to_vec(),
+            vec![topic.clone()],
+        ))
+        .unwrap();
+    let broker = Arc::clone(&n.broker);
+    runtime.spawn(async move {
+        let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+        broker.serve(bridge, None).await
+    });
+    n.broker.start_replication(
+        Arc::new(CommittingController),
+        Arc::default(),
+        runtime.handle().clone(),
+    );
+    let port = n.port;
+    wait_until("the broker listens", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn stop(nodes: &[Node], runtime: tokio::runtime::Runtime) {
+    for n in nodes {
+        n.broker.shutdown();
+    }
+    runtime.shutdown_timeout(Duration::from_secs(10));
+    for n in nodes {
+        n.broker.close().unwrap();
+    }
+}
+
+#[test]
+fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
+    let ports = [free_port(), free_port()];
+    let nodes = [node(1, ports[0]), node(2, ports[1])];
+    let runtime = runtime();
+    start(&nodes, &runtime, &placement(1, 0));
     // acks=all is answered only once broker 2 has the batch.
     assert_eq!(produce(&nodes[0], &["a", "b", "c"]), (0, 0));
     let (leader, follower) = (partition(&nodes[0]), partition(&nodes[1]));
@@ -226,6 +286,11 @@ fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
         follower.high_watermark() == 3
     });
     assert_eq!(contents(&follower), contents(&leader));
+    assert_eq!(
+        bytes_out(&nodes[0]),
+        0.0,
+        "replication is not BytesOutPerSec"
+    );
 
     // Broker 2 leads epoch 1; broker 1 now copies it.
     for n in &nodes {
@@ -251,11 +316,114 @@ fn a_follower_replicates_over_tcp_and_follows_the_new_leader_after_a_change() {
     assert_eq!(contents(&new_follower), contents(&new_leader));
     let followers = new_leader.follower_states();
     assert_eq!((followers[0].0, followers[0].1.log_end_offset), (1, 5));
-    for n in &nodes {
-        n.broker.shutdown();
+    stop(&nodes, runtime);
+}
+
+/// A follower that stops fetching leaves the ISR after replica.lag.time.max.ms (the leader
+/// sends the shrink to the controller), acks=all goes on with the others, and once the
+/// follower is back and caught up it joins the ISR again.
+#[test]
+fn a_stopped_follower_leaves_the_isr_and_rejoins_once_caught_up() {
+    let ports = [free_port(), free_port(), free_port()];
+    let lag_ms = 1_000;
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| {
+            node_in(
+                tempfile::tempdir().unwrap(),
+                i + 1,
+                ports[i as usize],
+                lag_ms,
+            )
+        })
+        .collect();
+    let runtime = runtime();
+    let topic = placement_on(&[1, 2, 3], 1, 0);
+    start(&nodes, &runtime, &topic);
+    assert_eq!(produce(&nodes[0], &["a"]), (0, 0));
+    let leader = partition(&nodes[0]);
+    let isr = || leader.state().isr;
+
+    let stopped = nodes.pop().unwrap();
+    stopped.broker.shutdown();
+    stopped.broker.close().unwrap();
+    wait_until("broker 3 stops listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", ports[2])).is_err()
+    });
+    // Broker 3 holds this acks=all back until the leader drops it from the ISR.
+    assert_eq!(produce(&nodes[0], &["b"]), (0, 1));
+    assert_eq!(isr(), vec![1, 2]);
+
+    nodes.push(node_in(stopped.dir, 3, ports[2], lag_ms));
+    start_one(&nodes[2], &endpoints(&nodes), &runtime, &topic);
+    wait_until("broker 3 rejoins the ISR", || isr().contains(&3));
+    assert_eq!(contents(&partition(&nodes[2])).1, 2);
+    stop(&nodes, runtime);
+}
+
+/// Takes a node down (serving and fetching) and waits until its port is free again.
+fn take_down(node: Node) -> TempDir {
+    node.broker.shutdown();
+    node.broker.close().unwrap();
+    wait_until("the broker stops listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", node.port)).is_err()
+    });
+    node.dir
+}
+
+/// KIP-101's divergence over TCP: the old leader's last record never reached the follower
+/// that then led; coming back as a follower, its fetcher is told where its epoch ended,
+/// truncates and copies the new leader's record at that offset.
+#[test]
+fn a_returning_leader_truncates_what_the_new_leader_never_had() {
+    let ports = [free_port(), free_port()];
+    let mut nodes = vec![node(1, ports[0]), node(2, ports[1])];
+    let runtime = runtime();
+    start(&nodes, &runtime, &placement(1, 0));
+    assert_eq!(produce(&nodes[0], &["a"]), (0, 0));
+    let dir2 = take_down(nodes.pop().unwrap());
+    assert_eq!(produce_with_acks(&nodes[0], &["only on 1"], 1), (0, 1));
+    let dir1 = take_down(nodes.pop().unwrap());
+
+    // Broker 2 leads epoch 1 alone and writes its own record at offset 1.
+    let new_leader = with_isr(&[1, 2], &[2], 2, 1);
+    nodes.push(node_in(dir1, 1, ports[0], 30_000));
+    nodes.push(node_in(dir2, 2, ports[1], 30_000));
+    start_one(&nodes[1], &endpoints(&nodes), &runtime, &new_leader);
+    assert_eq!(produce_with_acks(&nodes[1], &["c"], 1), (0, 1));
+    start_one(&nodes[0], &endpoints(&nodes), &runtime, &new_leader);
+
+    let (returning, leader) = (partition(&nodes[0]), partition(&nodes[1]));
+    wait_until("the returning leader converges", || {
+        returning.high_watermark() == 2 && contents(&returning) == contents(&leader)
+    });
+    stop(&nodes, runtime);
+}
+
+/// A follower whose fetch offset the leader no longer has (OFFSET_OUT_OF_RANGE) empties its
+/// log and starts it at the leader's log start offset.
+#[test]
+fn a_follower_behind_the_leaders_log_start_starts_over_there() {
+    let ports = [free_port(), free_port()];
+    let nodes = vec![node(1, ports[0]), node(2, ports[1])];
+    let runtime = runtime();
+    let topic = with_isr(&[1, 2], &[1], 1, 0);
+    // Broker 2 is down while the leader writes and deletes records.
+    start_one(&nodes[0], &endpoints(&nodes), &runtime, &topic);
+    for value in ["a", "b", "c"] {
+        assert_eq!(produce_with_acks(&nodes[0], &[value], 1).0, 0);
     }
-    runtime.shutdown_timeout(Duration::from_secs(10));
-    for n in &nodes {
-        n.broker.close().unwrap();
-    }
+    let leader = partition(&nodes[0]);
+    assert_eq!(leader.delete_records_on_leader(3).unwrap(), 3);
+    assert_eq!(produce_with_acks(&nodes[0], &["d"], 1), (0, 3));
+
+    start_one(&nodes[1], &endpoints(&nodes), &runtime, &topic);
+    let follower = partition(&nodes[1]);
+    wait_until("the follower copies from the leader's start", || {
+        follower.log_end_offset() == 4
+    });
+    assert_eq!(follower.log_start_offset(), 3);
+    wait_until("the follower joins the ISR", || {
+        leader.state().isr.contains(&2)
+    });
+    stop(&nodes, runtime);
 }

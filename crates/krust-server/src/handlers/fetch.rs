@@ -409,7 +409,11 @@ fn record_reads(context: &ServerContext, wanted: &[Wanted], results: &[ReadResul
         requests.record_error(ApiKey::Fetch, result.error_code);
         match &w.partition {
             Ok(partition) => {
-                let bytes = result.records.as_ref().map_or(0, FileSlice::len);
+                // As Kafka: a follower's bytes are replication traffic, not BytesOutPerSec.
+                let bytes = match result.follower {
+                    Some(_) => 0,
+                    None => result.records.as_ref().map_or(0, FileSlice::len),
+                };
                 partition
                     .topic_metrics(&context.metrics.topics)
                     .record_fetch(result.error_code, bytes as u64);

@@ -46,6 +46,8 @@ pub fn handle(
     version: i16,
     denied: &HashSet<String>,
 ) -> ListOffsetsResponse {
+    // Kafka's CONSUMER_REPLICA_ID is -1; a follower or a debugging tool gives another id.
+    let from_replica = request.replica_id.0 != -1;
     let topics = request
         .topics
         .into_iter()
@@ -62,7 +64,14 @@ pub fn handle(
                             .with_offset(-1)
                             .with_timestamp(-1);
                     }
-                    lookup(context, &name, p.partition_index, p.timestamp, version)
+                    lookup(
+                        context,
+                        &name,
+                        p.partition_index,
+                        p.timestamp,
+                        version,
+                        from_replica,
+                    )
                 })
                 .collect();
             ListOffsetsTopicResponse::default()
@@ -79,6 +88,7 @@ fn lookup(
     index: i32,
     timestamp: i64,
     version: i16,
+    from_replica: bool,
 ) -> ListOffsetsPartitionResponse {
     let response = ListOffsetsPartitionResponse::default().with_partition_index(index);
     if min_version_for(timestamp).is_none_or(|min| version < min) {
@@ -92,6 +102,8 @@ fn lookup(
         Err(code) => return response.with_error_code(code),
     };
     let found = match timestamp {
+        // As Kafka: a follower (a replica id) is answered without isolation, the log end.
+        LATEST if from_replica => Ok(Some((partition.log_end_offset(), -1))),
         LATEST => Ok(Some((partition.high_watermark(), -1))),
         // Without remote storage the local log starts where the log does.
         EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log_start_offset(), -1))),

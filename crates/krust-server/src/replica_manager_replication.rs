@@ -1,0 +1,101 @@
+//! Replication in the `ReplicaManager` (Kafka's ReplicaManager makeLeaders/makeFollowers and
+//! isr-expiration): which partitions the fetchers copy, and ISR changes sent to the controller.
+
+use std::sync::Arc;
+
+use krust_storage::TopicPartition;
+
+use super::ReplicaManager;
+use crate::alter_partition::{AlterPartitionManager, PendingIsrChange};
+use crate::metadata_cache::PartitionMetadata;
+use crate::partition::{Partition, Role, Transition};
+use crate::replica_fetcher::ReplicaFetcherManager;
+use crate::settings::ReplicationSettings;
+
+impl ReplicaManager {
+    /// The same manager with `replication` settings (replica.lag.time.max.ms...).
+    pub fn with_replication_settings(self, replication: ReplicationSettings) -> Self {
+        ReplicaManager {
+            replication,
+            ..self
+        }
+    }
+
+    pub fn replication_settings(&self) -> &ReplicationSettings {
+        &self.replication
+    }
+
+    /// Starts replication: followed partitions are fetched by `fetchers` (those already
+    /// hosted at once), and ISR changes go out through `alter_partitions`. Later calls change
+    /// nothing.
+    pub fn start_replication(
+        &self,
+        fetchers: ReplicaFetcherManager,
+        alter_partitions: AlterPartitionManager,
+    ) {
+        let _ = self.alter_partitions.set(alter_partitions);
+        if self.fetchers.set(fetchers).is_err() {
+            return;
+        }
+        for partition in self.hosted_partitions() {
+            let state = partition.state();
+            if state.role == Role::Follower && state.leader >= 0 {
+                self.follow(partition, state.leader, state.leader_epoch);
+            }
+        }
+    }
+
+    /// The replica fetchers, once replication has started.
+    pub fn fetchers(&self) -> Option<&ReplicaFetcherManager> {
+        self.fetchers.get()
+    }
+
+    pub(super) fn follow(&self, partition: Arc<Partition>, leader: i32, leader_epoch: i32) {
+        if let Some(fetchers) = self.fetchers.get() {
+            fetchers.add_partition(partition, leader, leader_epoch);
+        }
+    }
+
+    pub(super) fn stop_fetching(&self, tp: &TopicPartition) {
+        if let Some(fetchers) = self.fetchers.get() {
+            fetchers.remove_partition(tp);
+        }
+    }
+
+    /// Sends an ISR change `partition` proposed to the controller.
+    pub fn submit_isr_change(&self, partition: Arc<Partition>, change: PendingIsrChange) {
+        match self.alter_partitions.get() {
+            Some(manager) => manager.submit(partition, change),
+            None => tracing::warn!(
+                partition = %partition.topic_partition,
+                "no controller channel for AlterPartition: the ISR change stays pending"
+            ),
+        }
+    }
+
+    /// Kafka's isr-expiration task: every partition this broker leads drops the followers
+    /// that lagged more than `replica.lag.time.max.ms` from its ISR.
+    pub fn maybe_shrink_isrs(&self, now_ms: i64) {
+        for partition in self.hosted_partitions() {
+            if let Some(change) = partition.maybe_shrink_isr(now_ms) {
+                self.submit_isr_change(partition, change);
+            }
+        }
+    }
+
+    /// Applies `placement` to `partition` and starts or stops fetching accordingly.
+    pub(super) fn transition(&self, partition: Arc<Partition>, placement: &PartitionMetadata) {
+        match partition.apply(placement) {
+            Transition::Leader => self.stop_fetching(&partition.topic_partition),
+            // No leader (every replica of the ISR is down): nothing to fetch from until one is
+            // elected.
+            Transition::NewLeader if placement.leader < 0 => {
+                self.stop_fetching(&partition.topic_partition);
+            }
+            Transition::NewLeader => {
+                self.follow(partition, placement.leader, placement.leader_epoch);
+            }
+            Transition::Unchanged => {}
+        }
+    }
+}
