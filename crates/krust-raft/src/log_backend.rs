@@ -35,6 +35,11 @@ pub trait LogBackend: Send + 'static {
     fn read_vote(&self) -> io::Result<Option<Vote>>;
     /// Saves the vote durably.
     fn save_vote(&mut self, vote: &Vote, voters: &[NodeId]) -> io::Result<()>;
+    /// The entries below `end` are committed: the log's high watermark (Kafka's
+    /// KafkaMetadataLog.updateHighWatermark), which retention may not pass.
+    fn committed_to(&mut self, end: u64) {
+        let _ = end;
+    }
 }
 
 /// The metadata log `__cluster_metadata-0` in Kafka's format, the vote in `quorum-state`.
@@ -57,6 +62,11 @@ fn offset_u64(offset: i64) -> u64 {
 }
 
 impl LogBackend for KafkaLogBackend {
+    fn committed_to(&mut self, end: u64) {
+        let end = i64::try_from(end).unwrap_or(i64::MAX);
+        self.log.lock().maybe_increment_high_watermark(end);
+    }
+
     fn start_offset(&self) -> u64 {
         offset_u64(self.log.lock().log_start_offset())
     }

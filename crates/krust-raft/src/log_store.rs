@@ -227,6 +227,17 @@ impl<B: LogBackend> RaftLogStorage<KRaft> for LogStore<B> {
         *self.last_purged.lock() = Some(log_id);
         self.blocking(move |backend| backend.purge_to(log_id)).await
     }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
+        if let Some(committed) = committed {
+            self.blocking(move |backend| {
+                backend.committed_to(committed.index + 1);
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -155,6 +155,23 @@ async fn truncation_and_purge_drop_entries_from_either_end() {
     assert_eq!(reopened.last_log_id, Some(LogId::new_term_index(1, 2)));
 }
 
+#[tokio::test]
+async fn the_committed_entries_are_the_metadata_logs_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_metadata_log(dir.path());
+    let mut store = kafka_store(&log, &[1]);
+    let entries: Vec<Entry> = (0..4).map(|i| normal(1, i, "v")).collect();
+    store.append_entries(entries).await.unwrap();
+    store
+        .save_committed(Some(LogId::new_term_index(1, 2)))
+        .await
+        .unwrap();
+    // Retention moves the log start only up to the high watermark: committed entries.
+    assert_eq!(log.lock().high_watermark(), 3);
+    store.save_committed(None).await.unwrap();
+    assert_eq!(log.lock().high_watermark(), 3);
+}
+
 /// The batch single-node krust appended: several records, epoch 0, no membership.
 fn legacy_batch(values: &[&'static str]) -> Vec<u8> {
     let records: Vec<Record> = values
