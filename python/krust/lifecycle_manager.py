@@ -121,6 +121,8 @@ class BrokerLifecycleManager:
         reply = await self._send(BROKER_REGISTRATION, REGISTRATION_VERSION, fields)
         if reply is None:
             return
+        if reply.error_code is ErrorCode.not_controller:
+            return  # the controller is changing or not ready yet: try again
         if reply.error_code is not ErrorCode.none:
             log.warning("broker registration refused: %s", reply.error_code.name)
             return

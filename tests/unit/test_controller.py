@@ -10,6 +10,7 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
+from krust.authorization import Authorization
 from krust.bridge import Dispatcher, RequestContext
 from krust.config import BrokerConfig, ConfigError, load_config
 from krust.context import BrokerContext
@@ -473,11 +474,20 @@ def test_producer_id_blocks_are_durable_and_never_reused(
     assert allocate(run, restarted).producer_id_start == 2000
 
 
-def test_producer_ids_only_for_the_core_and_a_current_epoch(
+def test_producer_ids_only_for_brokers_and_a_current_epoch(
     run: LoopRunner, controller: Controller
 ) -> None:
+    # A broker over the controller listener (no authorizer: every principal may).
+    assert allocate(run, controller, internal=False).error_code is ErrorCode.none
+
+    class Denying:
+        async def allowed(self, *args: Any) -> bool:
+            return False
+
+    controller.authorization = Denying()  # type: ignore[assignment]
     refused = allocate(run, controller, internal=False)
     assert refused.error_code is ErrorCode.cluster_authorization_failed
+    controller.authorization = Authorization(None)
     stale = allocate(run, controller, epoch=99)
     assert stale.error_code is ErrorCode.stale_broker_epoch
     epoch = controller.image.brokers[1].epoch

@@ -116,9 +116,19 @@ impl ControllerAlterPartition {
     }
 }
 
+/// The request in v3's shape: this broker's epoch, and the new ISR only with the members'
+/// broker epochs (KIP-903; v3 has no plain list).
+fn as_version_3(request: AlterPartitionRequest, broker_epoch: i64) -> AlterPartitionRequest {
+    let mut request = request.with_broker_epoch(broker_epoch);
+    for partition in request.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        partition.new_isr.clear();
+    }
+    request
+}
+
 impl AlterPartitionSender for ControllerAlterPartition {
     fn send(&self, request: AlterPartitionRequest) -> AlterPartitionFuture {
-        let request = request.with_broker_epoch(self.broker_epoch.load(Ordering::Relaxed));
+        let request = as_version_3(request, self.broker_epoch.load(Ordering::Relaxed));
         let channel = self.channel.clone();
         Box::pin(async move {
             let Some(channel) = channel else {
@@ -130,5 +140,38 @@ impl AlterPartitionSender for ControllerAlterPartition {
                 .await
                 .map_err(|e| AlterPartitionSendError(e.to_string()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::protocol::Encodable;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::alter_partition::{request_for, PendingIsrChange};
+
+    #[test]
+    fn an_isr_change_encodes_as_version_3_with_the_broker_epoch() {
+        let change = PendingIsrChange {
+            topic_id: Uuid::from_u128(7),
+            partition: 2,
+            leader_epoch: 3,
+            partition_epoch: 4,
+            new_isr: vec![1, 2],
+        };
+        let request = request_for(1, &change);
+        let mut body = BytesMut::new();
+        assert!(request.encode(&mut body, ALTER_PARTITION_VERSION).is_err());
+        let request = as_version_3(request, 42);
+        request.encode(&mut body, ALTER_PARTITION_VERSION).unwrap();
+        assert_eq!(request.broker_epoch, 42);
+        let partition = &request.topics[0].partitions[0];
+        let members: Vec<i32> = partition
+            .new_isr_with_epochs
+            .iter()
+            .map(|m| m.broker_id.0)
+            .collect();
+        assert_eq!(members, vec![1, 2]);
     }
 }

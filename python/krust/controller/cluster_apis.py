@@ -27,7 +27,7 @@ from krust.controller.broker_lifecycle import (
     plan_register_broker,
 )
 from krust.controller.reassignment import list_reassignments, plan_alter_reassignments
-from krust.controller.records import BrokerEndpoint, BrokerFeature
+from krust.controller.records import METADATA_VERSION_FEATURE, BrokerEndpoint, BrokerFeature
 from krust.controller.replication import (
     PREFERRED_ELECTION,
     UNCLEAN_ELECTION,
@@ -104,6 +104,10 @@ class ClusterControl:
 
         if not await self._allowed(context, AclOperation.CLUSTER_ACTION):
             return answer(ErrorCode.cluster_authorization_failed)
+        if METADATA_VERSION_FEATURE not in self._controller.image.features:
+            # A new active controller that has not bootstrapped the log yet; the broker
+            # tries again, as with any controller not ready.
+            return answer(ErrorCode.not_controller)
         registration = Registration(
             broker_id=request.broker_id,
             cluster_id=request.cluster_id,

@@ -64,6 +64,8 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # is looked for in this node's image.
 CONTROLLER_TIMEOUT_MS = 30_000
 TOPIC_WAIT_S = 0.02
+# How long a new active controller waits before trying its first commit again.
+DUTIES_RETRY_S = 0.2
 # How often start-up logs that it is still waiting for the quorum.
 QUORUM_WAIT_LOG_S = 5.0
 LONG_MAX = 2**63 - 1
@@ -204,18 +206,23 @@ class Controller:
         (KIP-868), bootstrap an empty log, then fence brokers and balance leaders."""
         if previous is not None:
             await asyncio.gather(previous, return_exceptions=True)
-        try:
-            async with self._lock:
-                if self.publisher.in_transaction:
-                    abort = encode_record(AbortTransactionRecord(reason="controller failover"))
-                    await self.publisher.wait_for(
-                        await asyncio.to_thread(self._core.propose, [abort])
-                    )
-                if METADATA_VERSION_FEATURE not in self.image.features:
-                    await self.commit(initial_records())
-        except Exception as error:  # lost the leadership again meanwhile
-            log.warning("taking up the active controller's duties failed: %s", error)
-            return
+        while True:
+            try:
+                async with self._lock:
+                    if self.publisher.in_transaction:
+                        abort = AbortTransactionRecord(reason="controller failover")
+                        last = await asyncio.to_thread(self._core.propose, [encode_record(abort)])
+                        await self.publisher.wait_for(last)
+                    if METADATA_VERSION_FEATURE not in self.image.features:
+                        await self.commit(initial_records())
+                break
+            except Exception as error:
+                # Openraft may not take writes yet right after the election (or the
+                # leadership was lost again): try again while this node leads.
+                if not self._leading:
+                    return
+                log.info("the active controller cannot commit yet: %s", error)
+                await asyncio.sleep(DUTIES_RETRY_S)
         log.info("this node is the active controller (epoch %d)", self.publisher.leader_epoch)
         if self.cluster is not None and self._leading:
             self.cluster.activate()
@@ -415,9 +422,12 @@ class Controller:
             fields = {"error_code": error, "producer_id_start": start, "producer_id_len": length}
             return make_response(ALLOCATE_PRODUCER_IDS, context.api_version, fields)
 
-        # Registered internal-only, so the core never routes a client's request here; the
-        # check keeps that true for any other caller too.
-        if not context.internal:
+        # As Kafka's ControllerApis: brokers only (CLUSTER_ACTION on the cluster); the core's
+        # own requests of a quorum of one pass.
+        allowed = await self.authorization.allowed(
+            context, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER
+        )
+        if not allowed:
             return answer(ErrorCode.cluster_authorization_failed)
         broker = self.image.brokers.get(request.broker_id)
         # The core does not learn its broker epoch; -1 means "do not check".
