@@ -58,7 +58,9 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
             dispatcher=dispatcher,
             authorization=authorization,
         )
-        services = [install(ctx) for install in SERVICES]
+        # One by one, so that those installed are closed if a later one fails.
+        for install in SERVICES:
+            services.append(install(ctx))
         on_ready()
         with _shutdown_on_signals(core.shutdown):
             core.serve(

@@ -51,15 +51,17 @@ def test_an_upgrade_is_a_durable_record_and_moves_the_epoch(broker) -> None:
     run = features(broker, "upgrade", "--feature", "metadata.version=14")
     assert (run.returncode, run.stdout.strip()) == (0, "metadata.version was upgraded to 14.")
     after = describe(broker)["metadata.version"]
-    assert after[2] == "3.6-IV2" and int(after[3]) == before + 1
+    # The epoch is the newest offset: the end of the update's metadata transaction
+    # (KIP-868), whose BeginTransactionRecord and FeatureLevelRecord come before it.
+    assert after[2] == "3.6-IV2" and int(after[3]) == before + 3
 
     broker.stop()
     broker.restart()
     assert describe(broker)["metadata.version"][2] == "3.6-IV2"
     broker.stop()
-    # Kafka's own metadata decoder reads the FeatureLevelRecord at the epoch's offset.
+    # Kafka's own metadata decoder reads the FeatureLevelRecord inside its transaction.
     dumped = dump_metadata_log(broker.data_dir)
-    record = re.search(rf"^\| offset: {before + 1} .* payload: (.*)$", dumped, re.MULTILINE)
+    record = re.search(rf"^\| offset: {before + 2} .* payload: (.*)$", dumped, re.MULTILINE)
     assert record is not None, dumped
     assert record[1] == (
         '{"type":"FEATURE_LEVEL_RECORD","version":0,'
@@ -100,7 +102,7 @@ def test_kafka_features_refusals_and_allowed_changes(broker) -> None:
     assert describe(broker)["group.version"][3] == epoch  # a dry run writes nothing
     run = features(broker, "disable", "--feature", "group.version")
     assert (run.returncode, run.stdout.strip()) == (0, "group.version was disabled.")
-    assert describe(broker)["group.version"] == ("0", "0", "0", str(int(epoch) + 1))
+    assert describe(broker)["group.version"] == ("0", "0", "0", str(int(epoch) + 3))
 
 
 def test_apiversions_v3_omits_features_with_a_supported_minimum_of_zero(broker) -> None:
