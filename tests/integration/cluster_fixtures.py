@@ -16,7 +16,7 @@ from .cluster import ApacheKafkaCluster, Cluster, ClusterError, KrustCluster
 # krust refuses process.roles=broker,controller with several controller.quorum.voters until
 # issue 12's cluster parts are merged and wired; then set this to True, and every cluster test
 # runs against krust too.
-KRUST_FORMS_CLUSTERS = False
+KRUST_FORMS_CLUSTERS = True
 KRUST_SKIP_REASON = (
     "krust does not form a multi-node cluster yet (issue 12): "
     "set KRUST_FORMS_CLUSTERS in tests/integration/cluster_fixtures.py once it does"

@@ -78,13 +78,15 @@ pub struct Route {
     pub exposure: Exposure,
 }
 
-/// Native apis every listener serves: the connection's own handshake, and the quorum's
-/// state (Kafka serves DescribeQuorum to brokers' and controllers' clients alike).
+/// Native apis every listener serves: the connection's own handshake, the quorum's state
+/// and the cluster's nodes (Kafka serves DescribeQuorum and DescribeCluster to brokers' and
+/// controllers' clients alike; KIP-919's `--bootstrap-controller`).
 const EVERY_LISTENER: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
     ApiKey::DescribeQuorum,
+    ApiKey::DescribeCluster,
 ];
 
 impl Route {
@@ -321,6 +323,7 @@ mod tests {
             ApiKey::CreateTopics,
             ApiKey::Envelope,
             ApiKey::ApiVersions,
+            ApiKey::DescribeCluster,
         ] {
             assert!(
                 served(&controller, key),
