@@ -234,6 +234,27 @@ class Broker:
         request_percentage (None: unlimited)."""
     def reset_quota_callback_limits(self) -> None:
         """The callback's quotas changed: every client seen so far is asked about again."""
+    def start_quorum(
+        self,
+        apply: Callable[[list[tuple[int, int, bytes]]], None],
+        snapshot: Callable[[], list[bytes]],
+        load_snapshot: Callable[[int, list[bytes]], None],
+        leader_changed: Callable[[int, int], None],
+    ) -> None:
+        """Join the controller quorum over controller.quorum.voters (docs/quorum.md). The
+        callbacks run on one dedicated thread, in log order: load_snapshot(end_offset, records)
+        with the newest snapshot (before this returns) and with one installed from the leader;
+        apply([(offset, epoch, record)]) with committed records (its return acknowledges them);
+        snapshot() for the image's records at the last applied offset; leader_changed(leader
+        id or -1, epoch)."""
+    def propose(self, records: Sequence[bytes]) -> int:
+        """Append `records` as consecutive metadata log entries through the quorum's leader;
+        the offset of the last once committed. Blocking (call it via asyncio.to_thread).
+        Raises NotControllerError if this node is not the leader."""
+    def quorum_status(self) -> QuorumStatus:
+        """The quorum as this node sees it (DescribeQuorum's fields)."""
+    def trigger_metadata_snapshot(self) -> None:
+        """Write a snapshot of the applied image (through the `snapshot` callback)."""
     def close(self) -> None:
         """Flush logs, write checkpoints and the clean-shutdown marker."""
 
@@ -250,6 +271,27 @@ class KafkaConfigError(ValueError):
 def check_client_settings(settings: dict[str, str]) -> None:
     """Check Kafka client security settings (security.protocol, ssl.*, sasl.*; PEM files are
     read) without connecting; raises KafkaConfigError naming the first bad one."""
+
+class NotControllerError(Exception):
+    """This node is not the active controller (the quorum's leader)."""
+
+    leader_id: int
+    """The leader's node id, -1 if unknown."""
+
+class QuorumReplica(TypedDict):
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+class QuorumStatus(TypedDict):
+    node_id: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    is_leader: bool
+    voters: list[QuorumReplica]
+    observers: list[QuorumReplica]
 
 class DataLossError(KafkaClientError):
     """Offsets asked for are no longer in the log (retention or DeleteRecords removed them)."""

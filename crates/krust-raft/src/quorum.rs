@@ -162,6 +162,16 @@ where
                 .map_err(|e| QuorumError::Raft(e.to_string()))?;
         }
     }
+    if settings.voters.voters().len() == 1 {
+        // Alone, this node leads at once: start-up returns with it leading, as a single-node
+        // controller did before the quorum.
+        let bound = Duration::from_millis(settings.election_timeout_ms * 10);
+        if !wait_for(&raft, bound, |status| status.is_leader).await {
+            return Err(QuorumError::Raft(
+                "the single voter did not become leader".into(),
+            ));
+        }
+    }
     Ok(raft)
 }
 
