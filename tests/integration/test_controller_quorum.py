@@ -161,3 +161,21 @@ def test_kafka_metadata_quorum_describes_the_quorum_through_the_controller_liste
     assert re.search(r"LeaderId:\s+1\b", run.stdout), run.stdout
     assert re.search(rf"HighWatermark:\s+{last + 1}\b", run.stdout), run.stdout
     assert re.search(r"CurrentVoters:\s+\[.*\"id\":\s*1\b", run.stdout), run.stdout
+
+
+def test_a_metadata_log_written_before_the_quorum_is_applied_whole(tmp_path: Path) -> None:
+    core = open_core(tmp_path)
+    # What single-node krust wrote: records appended directly, no voters, no quorum-state.
+    core.internal_append("__cluster_metadata", 0, [(None, b"old-1"), (None, b"old-2")])
+    core.close()
+    core = open_core(tmp_path)
+    controller = Controller()
+    controller.start(core)
+    last = core.propose([b"new"])
+    assert [(o, v) for o, _, v in controller.applied] == [
+        (0, b"old-1"),
+        (1, b"old-2"),
+        (last, b"new"),
+    ]
+    assert (tmp_path / METADATA_DIR / "quorum-state").exists()
+    core.close()
