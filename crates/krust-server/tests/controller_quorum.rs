@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -103,6 +104,9 @@ async fn describe_quorum_names_the_leader_its_epoch_and_the_committed_offset() {
         .propose(vec![Bytes::from_static(b"record")])
         .await
         .unwrap();
+    let raft = broker.quorum().unwrap().raft().clone();
+    let published = |s: &krust_raft::quorum::QuorumStatus| s.high_watermark > last;
+    assert!(krust_raft::quorum::wait_for(&raft, Duration::from_secs(30), published).await);
     let frame = describe_quorum_frame("__cluster_metadata", 2);
     let outcome = send(&context, "PLAINTEXT", frame);
     let response = describe_quorum_response(outcome.await, 2);
