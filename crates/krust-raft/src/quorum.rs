@@ -10,7 +10,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use openraft::entry::RaftEntry;
 use openraft::errors::ClientWriteError;
 use openraft::network::NetSnapshot;
-use openraft::{EntryPayload, RaftNetworkFactory, SnapshotPolicy};
+use openraft::{RaftNetworkFactory, SnapshotPolicy};
 
 use crate::log_backend::LogBackend;
 use crate::log_store::LogStore;
@@ -306,9 +306,4 @@ pub async fn wait_for(raft: &Raft, timeout: Duration, f: impl Fn(&QuorumStatus) 
             return f(&status(raft));
         }
     }
-}
-
-/// Whether an entry is a normal one (the others never reach the applier).
-pub fn is_normal(entry: &Entry) -> bool {
-    matches!(entry.payload, EntryPayload::Normal(_))
 }
