@@ -49,7 +49,8 @@ impl QuorumSettings {
             cluster_name: "krust-metadata".into(),
             election_timeout_min: self.election_timeout_ms,
             election_timeout_max: self.election_timeout_ms * 2,
-            heartbeat_interval: self.heartbeat_ms,
+            // A short election timeout brings the heartbeat down with it.
+            heartbeat_interval: self.heartbeat_ms.min(self.election_timeout_ms / 4).max(1),
             enable_pre_vote: Some(true),
             // The controller decides when to snapshot (`trigger_snapshot`).
             snapshot_policy: SnapshotPolicy::Never,
