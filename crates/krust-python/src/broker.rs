@@ -457,6 +457,8 @@ impl PyBroker {
         let quorum = self.quorum.lock().take();
         if let Some(quorum) = quorum {
             quorum.stop(py, &self.inner);
+            // Its runtime winds down without the GIL (a callback may still want it).
+            py.detach(move || drop(quorum));
         }
         let broker = self.inner.clone();
         py.detach(|| broker.close()).map_err(runtime_error)

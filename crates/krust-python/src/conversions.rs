@@ -213,6 +213,11 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     if let Some(names) = get::<Vec<String>>(mapping, "controller.listener.names")? {
         s.quorum.controller_listener_names = names;
     }
+    set(
+        mapping,
+        "controller.quorum.election.timeout.ms",
+        &mut s.quorum.election_timeout_ms,
+    )?;
     set_long(
         mapping,
         "connections.max.idle.ms",

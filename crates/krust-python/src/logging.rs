@@ -12,7 +12,13 @@ use tracing_subscriber::EnvFilter;
 static INSTALLED: OnceLock<()> = OnceLock::new();
 
 /// Parses `levels` (e.g. `info,krust_server::network=debug`) the way the subscriber will.
+/// openraft logs every vote and election at info: it gets `warn` unless `levels` names it.
 fn env_filter(levels: &str) -> PyResult<EnvFilter> {
+    let levels = if levels.contains("openraft") {
+        levels.to_string()
+    } else {
+        format!("{levels},openraft=warn")
+    };
     EnvFilter::try_new(levels).map_err(|error| PyValueError::new_err(error.to_string()))
 }
 

@@ -7,10 +7,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use krust_raft::openraft::async_runtime::watch::WatchReceiver;
 use krust_raft::quorum::{QuorumError, QuorumStatus, ReplicaStatus};
 use krust_raft::state_machine::{AppliedRecord, Applier, ApplyError};
 use krust_server::broker::Broker;
-use openraft::async_runtime::watch::WatchReceiver;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyRuntimeError};
 use pyo3::prelude::*;

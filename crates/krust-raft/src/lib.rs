@@ -21,6 +21,8 @@ pub mod wire;
 
 pub use log_backend::{KafkaLogBackend, LogBackend, MemLogBackend};
 pub use log_store::LogStore;
+/// The pinned openraft, for the crates that drive the quorum (metrics, messages).
+pub use openraft;
 pub use state_machine::{AppliedRecord, Applier, ApplyError, StateMachine};
 pub use voters::{StaticVoters, Voter, VotersError};
 

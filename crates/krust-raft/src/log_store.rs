@@ -89,6 +89,16 @@ impl<B: LogBackend> LogStore<B> {
         if entries.is_empty() {
             return Ok(());
         }
+        // The voter set is static: a leader proposing another one is refused.
+        for entry in &entries {
+            if let Some(membership) = entry.get_membership() {
+                let proposed = StaticVoters::from_membership(&membership)
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+                self.voters
+                    .check_same(&proposed)
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+            }
+        }
         let voters = self.voters.clone();
         self.blocking(move |backend| {
             let vote = backend.read_vote()?;

@@ -266,3 +266,16 @@ async fn a_truncated_suffix_stays_gone_after_a_restart_and_the_log_goes_on_in_th
     assert_eq!(entries, expected);
     assert_eq!(log.lock().latest_epoch(), Some(3));
 }
+
+#[tokio::test]
+async fn a_membership_entry_naming_other_voters_is_refused_naming_the_key() {
+    let backend = Arc::new(Mutex::new(MemLogBackend::default()));
+    let store = LogStore::open(backend, voters(&[1, 2, 3])).unwrap();
+    let other = Entry::new_membership(LogId::new_term_index(0, 0), voters(&[1, 2]).membership());
+    let error = store.append_entries(vec![other]).await.unwrap_err();
+    assert!(
+        error.to_string().contains("controller.quorum.voters"),
+        "{error}"
+    );
+    assert_eq!(store.last_entry().await.unwrap(), None);
+}

@@ -13,7 +13,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -139,6 +140,14 @@ pub async fn serve(
                 .await
                 .map_err(|e| raft_error(&e))?;
             Ok(wire::encode_snapshot_response(&response))
+        }
+        wire::TRANSFER_LEADER => {
+            let request = wire::decode_transfer_leader_request(body)?;
+            let response = raft
+                .handle_transfer_leader(request)
+                .await
+                .map_err(|e| raft_error(&e))?;
+            Ok(wire::encode_transfer_leader_response(&response))
         }
         other => Err(WireError::UnknownApi(other).into()),
     }
@@ -271,6 +280,21 @@ impl RaftNetworkV2<KRaft> for TcpClient {
         let body = wire::encode_vote_request(&rpc);
         self.rpc(wire::PRE_VOTE, body, &option, wire::decode_vote_response)
             .await
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        request: TransferLeaderRequest<KRaft>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<KRaft>, RPCError<KRaft>> {
+        let body = wire::encode_transfer_leader_request(&request);
+        self.rpc(
+            wire::TRANSFER_LEADER,
+            body,
+            &option,
+            wire::decode_transfer_leader_response,
+        )
+        .await
     }
 
     async fn full_snapshot(

@@ -10,7 +10,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use openraft::entry::RaftEntry;
 use openraft::errors::ClientWriteError;
 use openraft::network::NetSnapshot;
-use openraft::{EntryPayload, RaftNetworkFactory, SnapshotPolicy};
+use openraft::{RaftNetworkFactory, SnapshotPolicy};
 
 use crate::log_backend::LogBackend;
 use crate::log_store::LogStore;
@@ -49,7 +49,8 @@ impl QuorumSettings {
             cluster_name: "krust-metadata".into(),
             election_timeout_min: self.election_timeout_ms,
             election_timeout_max: self.election_timeout_ms * 2,
-            heartbeat_interval: self.heartbeat_ms,
+            // A short election timeout brings the heartbeat down with it.
+            heartbeat_interval: self.heartbeat_ms.min(self.election_timeout_ms / 4).max(1),
             enable_pre_vote: Some(true),
             // The controller decides when to snapshot (`trigger_snapshot`).
             snapshot_policy: SnapshotPolicy::Never,
@@ -160,6 +161,16 @@ where
                 .elect(false)
                 .await
                 .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        }
+    }
+    if settings.voters.voters().len() == 1 {
+        // Alone, this node leads at once: start-up returns with it leading, as a single-node
+        // controller did before the quorum.
+        let bound = Duration::from_millis(settings.election_timeout_ms * 10);
+        if !wait_for(&raft, bound, |status| status.is_leader).await {
+            return Err(QuorumError::Raft(
+                "the single voter did not become leader".into(),
+            ));
         }
     }
     Ok(raft)
@@ -296,9 +307,4 @@ pub async fn wait_for(raft: &Raft, timeout: Duration, f: impl Fn(&QuorumStatus) 
             return f(&status(raft));
         }
     }
-}
-
-/// Whether an entry is a normal one (the others never reach the applier).
-pub fn is_normal(entry: &Entry) -> bool {
-    matches!(entry.payload, EntryPayload::Normal(_))
 }

@@ -6,7 +6,8 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderError,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 
 use crate::codec::{decode_entries, decode_voters, encode_entry, voters_value, EncodeContext};
@@ -18,12 +19,13 @@ pub const APPEND_ENTRIES: i16 = 32_001;
 pub const VOTE: i16 = 32_002;
 pub const PRE_VOTE: i16 = 32_003;
 pub const FULL_SNAPSHOT: i16 = 32_004;
+pub const TRANSFER_LEADER: i16 = 32_005;
 pub const VERSION: i16 = 0;
 /// The largest frame either side accepts (a snapshot travels whole in one).
 pub const MAX_FRAME_BYTES: usize = 256 << 20;
 
 pub fn is_quorum_api(api_key: i16) -> bool {
-    (APPEND_ENTRIES..=FULL_SNAPSHOT).contains(&api_key)
+    (APPEND_ENTRIES..=TRANSFER_LEADER).contains(&api_key)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -284,6 +286,67 @@ pub fn decode_snapshot_response(body: Bytes) -> Result<SnapshotResponse<KRaft>, 
     let vote = r.vote()?;
     r.end()?;
     Ok(SnapshotResponse::new(vote))
+}
+
+pub fn encode_transfer_leader_request(request: &TransferLeaderRequest<KRaft>) -> Bytes {
+    let mut out = BytesMut::new();
+    put_vote(&mut out, request.from_leader());
+    out.put_i32(*request.to_node_id());
+    put_log_id(&mut out, &request.last_log_id().copied());
+    out.freeze()
+}
+
+pub fn decode_transfer_leader_request(
+    body: Bytes,
+) -> Result<TransferLeaderRequest<KRaft>, WireError> {
+    let mut r = Reader(body);
+    let from = r.vote()?;
+    let to = r.i32()?;
+    let last_log_id = r.log_id()?;
+    r.end()?;
+    Ok(TransferLeaderRequest::new(from, to, last_log_id))
+}
+
+pub fn encode_transfer_leader_response(response: &TransferLeaderResponse<KRaft>) -> Bytes {
+    let mut out = BytesMut::new();
+    match response {
+        Ok(()) => out.put_u8(0),
+        Err(TransferLeaderError::VoteChanged { expected, actual }) => {
+            out.put_u8(1);
+            put_vote(&mut out, expected);
+            put_vote(&mut out, actual);
+        }
+        Err(TransferLeaderError::LogNotFlushed { expected, actual }) => {
+            out.put_u8(2);
+            put_log_id(&mut out, expected);
+            put_log_id(&mut out, actual);
+        }
+    }
+    out.freeze()
+}
+
+pub fn decode_transfer_leader_response(
+    body: Bytes,
+) -> Result<TransferLeaderResponse<KRaft>, WireError> {
+    let mut r = Reader(body);
+    let response = match r.u8()? {
+        0 => Ok(()),
+        1 => Err(TransferLeaderError::VoteChanged {
+            expected: r.vote()?,
+            actual: r.vote()?,
+        }),
+        2 => Err(TransferLeaderError::LogNotFlushed {
+            expected: r.log_id()?,
+            actual: r.log_id()?,
+        }),
+        other => {
+            return Err(WireError::Malformed(format!(
+                "transfer response kind {other}"
+            )))
+        }
+    };
+    r.end()?;
+    Ok(response)
 }
 
 #[cfg(test)]

@@ -85,6 +85,32 @@ fn every_message_round_trips() {
 }
 
 #[test]
+fn transfer_leader_round_trips() {
+    let request = TransferLeaderRequest::new(
+        Vote::new_committed(3, 1),
+        2,
+        Some(LogId::new_term_index(3, 8)),
+    );
+    let decoded = decode_transfer_leader_request(encode_transfer_leader_request(&request));
+    assert_eq!(decoded.unwrap(), request);
+    let responses: [TransferLeaderResponse<KRaft>; 3] = [
+        Ok(()),
+        Err(TransferLeaderError::VoteChanged {
+            expected: Vote::new_committed(3, 1),
+            actual: Vote::new(4, 2),
+        }),
+        Err(TransferLeaderError::LogNotFlushed {
+            expected: Some(LogId::new_term_index(3, 8)),
+            actual: None,
+        }),
+    ];
+    for response in responses {
+        let decoded = decode_transfer_leader_response(encode_transfer_leader_response(&response));
+        assert_eq!(decoded.unwrap(), response);
+    }
+}
+
+#[test]
 fn a_snapshot_beyond_the_senders_term_is_refused() {
     let meta = SnapshotMeta {
         last_log_id: Some(LogId::new_term_index(7, 11)),
@@ -126,6 +152,8 @@ fn cut_or_garbled_messages_are_errors_never_panics() {
         let _ = decode_vote_request(garbage.clone());
         let _ = decode_vote_response(garbage.clone());
         let _ = decode_snapshot(garbage.clone());
-        let _ = decode_snapshot_response(garbage);
+        let _ = decode_snapshot_response(garbage.clone());
+        let _ = decode_transfer_leader_request(garbage.clone());
+        let _ = decode_transfer_leader_response(garbage);
     }
 }

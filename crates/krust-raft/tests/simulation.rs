@@ -111,6 +111,8 @@ struct Router {
     drop_percent: Mutex<u64>,
     /// (term, leader) pairs every node saw itself lead.
     leaders: Mutex<BTreeMap<u64, BTreeSet<NodeId>>>,
+    /// Snapshots installed from a leader.
+    installs: Mutex<usize>,
 }
 
 impl Router {
@@ -232,6 +234,7 @@ impl RaftNetworkV2<KRaft> for Client {
             .install_full_snapshot(vote, snapshot)
             .await
             .map_err(|_| unreachable_stream("failed"))?;
+        *self.router.installs.lock() += 1;
         Ok(response)
     }
 }
@@ -347,13 +350,15 @@ fn check_prefixes(nodes: &BTreeMap<NodeId, Node>) {
     }
 }
 
-async fn simulate(seed: u64, n: i32, on_disk: bool) {
+/// Runs one seed; how many snapshots were installed from a leader.
+async fn simulate(seed: u64, n: i32, on_disk: bool) -> usize {
     let voters = voters(n);
     let router = Arc::new(Router {
         up: Mutex::new(BTreeMap::new()),
         rng: Mutex::new(Rng(seed)),
         drop_percent: Mutex::new(10),
         leaders: Mutex::new(BTreeMap::new()),
+        installs: Mutex::new(0),
     });
     let mut nodes = BTreeMap::new();
     for id in 1..=n {
@@ -499,33 +504,51 @@ async fn simulate(seed: u64, n: i32, on_disk: bool) {
     let terms = router.leaders.lock().len();
     assert!(terms > 1, "no leader ever changed");
     eprintln!(
-        "seed {seed}: {} records acknowledged over {terms} terms",
-        acknowledged.len()
+        "seed {seed}: {} records acknowledged over {terms} terms, {} snapshots installed",
+        acknowledged.len(),
+        router.installs.lock()
     );
     for node in nodes.values_mut() {
         if let Some(raft) = node.raft.take() {
             raft.shutdown().await.unwrap();
         }
     }
+    let installs = *router.installs.lock();
+    installs
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn three_voters_keep_every_acknowledged_record_through_crashes_and_lost_messages() {
+    let mut installs = 0;
     for seed in [1, 2, 3] {
-        simulate(seed, 3, false).await;
+        installs += simulate(seed, 3, false).await;
     }
+    assert!(
+        installs > 0,
+        "no follower ever needed a snapshot from its leader"
+    );
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn five_voters_keep_every_acknowledged_record_through_crashes_and_lost_messages() {
+    let mut installs = 0;
     for seed in [11, 12] {
-        simulate(seed, 5, false).await;
+        installs += simulate(seed, 5, false).await;
     }
+    assert!(
+        installs > 0,
+        "no follower ever needed a snapshot from its leader"
+    );
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn three_voters_on_kafka_format_metadata_logs_keep_every_acknowledged_record() {
+    let mut installs = 0;
     for seed in [21, 22] {
-        simulate(seed, 3, true).await;
+        installs += simulate(seed, 3, true).await;
     }
+    assert!(
+        installs > 0,
+        "no follower ever needed a snapshot from its leader"
+    );
 }

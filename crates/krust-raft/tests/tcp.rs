@@ -148,11 +148,18 @@ async fn three_voters_over_tcp_commit_and_fail_over() {
         let caught_up = quorum::wait_for(&node.raft, WAIT, |s| s.high_watermark > last).await;
         assert!(caught_up, "a voter never learned the commit");
     }
-    let status = quorum::status(&leader);
-    assert_eq!(status.voters.len(), 3);
-    assert!(status.voters.iter().all(|v| v.log_end_offset > last));
+    // The leader learns each follower's log end from its replication acks.
+    let replicated = |s: &quorum::QuorumStatus| {
+        s.voters.len() == 3 && s.voters.iter().all(|v| v.log_end_offset > last)
+    };
+    assert!(quorum::wait_for(&leader, WAIT, replicated).await);
 
-    // Stop the leader: the other two elect one of themselves in a later epoch.
+    // Hand leadership to a follower (openraft's TransferLeader RPC), then stop that leader:
+    // the other two elect one of themselves in a later epoch.
+    let target = quorum::status(&follower.raft).node_id;
+    leader.trigger().transfer_leader(target).await.unwrap();
+    assert!(quorum::wait_for(&follower.raft, WAIT, |s| s.is_leader).await);
+    let leader = follower.raft.clone();
     let old = quorum::status(&leader);
     let index = nodes
         .iter()

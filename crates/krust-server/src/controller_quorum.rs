@@ -92,7 +92,8 @@ impl ControllerQuorum {
         let retention: Arc<dyn SnapshotListener> = Arc::new(Retention(Arc::clone(replicas)));
         let sm = StateMachine::open(dir, applier, voters.clone(), Some(retention))
             .map_err(QuorumError::from)?;
-        let raft_settings = RaftSettings::new(settings.node_id, voters.clone());
+        let mut raft_settings = RaftSettings::new(settings.node_id, voters.clone());
+        raft_settings.election_timeout_ms = settings.quorum.election_timeout_ms;
         let network = TcpNetwork::new(settings.node_id, voters.clone());
         let raft = quorum::start(&raft_settings, store, sm, network).await?;
         Ok(ControllerQuorum { raft, voters })

@@ -120,7 +120,11 @@ impl ControllerAlterPartition {
 /// broker epochs (KIP-903; v3 has no plain list).
 fn as_version_3(request: AlterPartitionRequest, broker_epoch: i64) -> AlterPartitionRequest {
     let mut request = request.with_broker_epoch(broker_epoch);
-    for partition in request.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+    for partition in request
+        .topics
+        .iter_mut()
+        .flat_map(|t| t.partitions.iter_mut())
+    {
         partition.new_isr.clear();
     }
     request

@@ -142,6 +142,8 @@ pub struct QuorumSettings {
     pub is_voter: bool,
     /// controller.listener.names: the listeners that serve the quorum's RPCs.
     pub controller_listener_names: Vec<String>,
+    /// controller.quorum.election.timeout.ms (each election waits 1 to 2 times it).
+    pub election_timeout_ms: u64,
 }
 
 impl Default for QuorumSettings {
@@ -150,6 +152,7 @@ impl Default for QuorumSettings {
             voters: Vec::new(),
             is_voter: true,
             controller_listener_names: Vec::new(),
+            election_timeout_ms: krust_raft::quorum::ELECTION_TIMEOUT_MS,
         }
     }
 }

@@ -33,7 +33,28 @@ pub async fn handle(
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_authorized_operations(operations);
-    // KIP-919: a broker serves the broker endpoint type; v0 cannot ask for another.
+    // KIP-919: a controller listener serves the controller endpoint type (the quorum's
+    // voters, the leader as controller: how `--bootstrap-controller` tools find the active
+    // controller); a broker listener the broker type; v0 cannot ask for another.
+    let controllers = match request.endpoint_type {
+        ENDPOINT_TYPE_CONTROLLERS if context.routes.serves_quorum_rpcs(ctx.session) => {
+            context.quorum.get()
+        }
+        _ => None,
+    };
+    if let Some(quorum) = controllers {
+        let voters = quorum.voters().voters().iter().map(|v| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(v.id))
+                .with_host(StrBytes::from_string(v.host.clone()))
+                .with_port(i32::from(v.port))
+        });
+        let image = context.metadata.image();
+        return response
+            .with_cluster_id(StrBytes::from_string(image.cluster_id.clone()))
+            .with_controller_id(BrokerId(quorum.status().leader_id))
+            .with_brokers(voters.collect());
+    }
     let error = match request.endpoint_type {
         ENDPOINT_TYPE_BROKERS => None,
         ENDPOINT_TYPE_CONTROLLERS => Some((
