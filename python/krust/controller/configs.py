@@ -9,7 +9,7 @@ topic's new configs, or new broker defaults of every topic, to the live partitio
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -138,13 +138,15 @@ def _resource_type(raw: int) -> ResourceType:
         return ResourceType.UNKNOWN
 
 
-def _broker_id(name: str, node_id: int) -> None:
-    """The resource name must be this broker's id (Kafka's validateResourceNameIsCurrentNodeId)."""
+def _broker_id(name: str, node_id: int, registered: Collection[int]) -> None:
+    """The resource name must be a registered broker's id. Kafka's broker checks that it is
+    its own (validateResourceNameIsCurrentNodeId) before forwarding the request to the
+    controller; forwarded here, it may be any broker's."""
     try:
         broker_id = int(name)
     except ValueError:
         raise _invalid_request(f"Node id must be an integer, but it is: {name}") from None
-    if broker_id != node_id:
+    if broker_id != node_id and broker_id not in registered:
         raise _invalid_request(f"Unexpected broker id, expected {node_id}, but received {name}")
 
 
@@ -342,7 +344,7 @@ class ConfigAdmin:
             current = image.topics[name].configs if name in image.topics else {}
         elif resource_type is ResourceType.BROKER:
             if name:
-                _broker_id(name, image.node_id)
+                _broker_id(name, image.node_id, image.brokers.keys())
             current = image.broker_configs.get(name, {})
         elif resource_type is ResourceType.GROUP:
             if not name:
