@@ -126,6 +126,9 @@ class TopicImage:
 class MetadataImage:
     cluster_id: str
     node_id: int
+    # What Metadata and DescribeCluster answer as the controller: this node, as a KRaft broker
+    # answers an alive broker, since clients cannot reach the quorum and admin requests sent
+    # to any broker are forwarded to the active controller.
     controller_id: int
     metadata_offset: int
     brokers: Mapping[int, BrokerImage]

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from krust.connection_limits import push_connection_limits
@@ -73,7 +72,7 @@ class MetadataPublisher:
             builder = ImageBuilder(base, self._internal_topics)
             builder.replay_all((end_offset - 1, record) for record in records)
             self._transaction = None
-            self.image = replace(builder.build(), controller_id=self.image.controller_id)
+            self.image = builder.build()
             if self._publishing:
                 self._core.apply_metadata(self.core_image())
                 self._push_side_state()
@@ -110,8 +109,6 @@ class MetadataPublisher:
         self.leader_id, self.leader_epoch = leader_id, epoch
         self._core.set_active_controller(leader_id)
         if leader_id >= 0:
-            with self._mutex:
-                self.image = replace(self.image, controller_id=leader_id)
             self._caught_up.set()
             if self._publish_when_caught_up:
                 self.start_publishing()
