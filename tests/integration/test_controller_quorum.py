@@ -130,20 +130,22 @@ def test_kafka_metadata_quorum_describes_the_quorum_through_the_controller_liste
     tmp_path: Path,
 ) -> None:
     plaintext, controller_port = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{plaintext},CONTROLLER://127.0.0.1:{controller_port}"
     config = load_config(
-        None, {}, [f"log.dirs={tmp_path}", f"listeners=PLAINTEXT://127.0.0.1:{plaintext}"]
+        None,
+        {},
+        [
+            f"log.dirs={tmp_path}",
+            f"listeners={listeners}",
+            "controller.listener.names=CONTROLLER",
+            f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+        ],
     )
     settings = core_settings(config)
-    settings["listeners"] = [
-        ("PLAINTEXT", "127.0.0.1", plaintext),
-        ("CONTROLLER", "127.0.0.1", controller_port),
-    ]
-    settings["controller.quorum.voters"] = [f"1@127.0.0.1:{controller_port}"]
-    settings["controller.listener.names"] = ["CONTROLLER"]
     core = _core.Broker(settings)
     Controller().start(core)
     last = core.propose([b"one"])
-    serving = threading.Thread(target=core.serve, args=(lambda request: None, {}, set()))
+    serving = threading.Thread(target=core.serve, args=(lambda request: None, {}))
     serving.start()
     try:
         run = run_java_tool(
