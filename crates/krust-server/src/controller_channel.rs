@@ -145,15 +145,7 @@ impl ControllerChannel {
         version: i16,
         body: Bytes,
     ) -> Result<Bytes, ChannelError> {
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job {
-                api_key,
-                version,
-                body,
-                reply,
-            })
-            .map_err(|_| ChannelError::Stopped)?;
+        let answer = self.submit(api_key, version, body)?;
         answer.await.map_err(|_| ChannelError::Stopped)?
     }
 
@@ -164,16 +156,25 @@ impl ControllerChannel {
         version: i16,
         body: Bytes,
     ) -> Result<Bytes, ChannelError> {
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job {
-                api_key,
-                version,
-                body,
-                reply,
-            })
-            .map_err(|_| ChannelError::Stopped)?;
+        let answer = self.submit(api_key, version, body)?;
         answer.blocking_recv().map_err(|_| ChannelError::Stopped)?
+    }
+
+    fn submit(
+        &self,
+        api_key: ApiKey,
+        version: i16,
+        body: Bytes,
+    ) -> Result<oneshot::Receiver<Result<Bytes, ChannelError>>, ChannelError> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            api_key,
+            version,
+            body,
+            reply,
+        };
+        self.jobs.send(job).map_err(|_| ChannelError::Stopped)?;
+        Ok(answer)
     }
 }
 

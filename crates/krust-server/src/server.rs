@@ -108,17 +108,42 @@ async fn wait_for_stop(stop: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Recovery points are checkpointed so a restart after a crash rescans only the recent tail.
-async fn checkpoint_periodically(context: Arc<ServerContext>, mut shutdown: watch::Receiver<bool>) {
-    let mut ticker = tokio::time::interval(CHECKPOINT_INTERVAL);
-    ticker.tick().await;
+/// Runs `work` every `period` until shutdown, the first time one period after start-up when
+/// `delay_first`.
+async fn every<F, Fut>(
+    period: Duration,
+    delay_first: bool,
+    mut shutdown: watch::Receiver<bool>,
+    mut work: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(period);
+    if delay_first {
+        ticker.tick().await;
+    }
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
-        off_the_workers(&context, |c| c.replicas.checkpoint()).await;
+        work().await;
     }
+}
+
+/// A configured period in ms, capped at a year: a longer one would overflow the timer's
+/// deadline arithmetic.
+fn period_ms(ms: u64) -> Duration {
+    Duration::from_millis(ms.clamp(1, 365 * 24 * 3_600_000))
+}
+
+/// Recovery points are checkpointed so a restart after a crash rescans only the recent tail.
+async fn checkpoint_periodically(context: Arc<ServerContext>, shutdown: watch::Receiver<bool>) {
+    every(CHECKPOINT_INTERVAL, true, shutdown, || {
+        off_the_workers(&context, |c| c.replicas.checkpoint())
+    })
+    .await;
 }
 
 /// Runs blocking file work (fsyncs, checkpoint writes) on tokio's blocking pool, so the async
@@ -132,59 +157,40 @@ async fn off_the_workers(context: &Arc<ServerContext>, work: fn(&ServerContext))
 
 /// Retention runs every log.retention.check.interval.ms, the first pass one interval after
 /// start-up.
-async fn retain_periodically(context: Arc<ServerContext>, mut shutdown: watch::Receiver<bool>) {
-    // Capped at a year: a longer period would overflow the timer's deadline arithmetic.
-    let interval_ms = context.settings.log_retention_check_interval_ms;
-    let interval = Duration::from_millis(interval_ms.clamp(1, 365 * 24 * 3_600_000));
-    let mut ticker = tokio::time::interval(interval);
-    ticker.tick().await;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.wait_for(|s| *s) => return,
-        }
-        off_the_workers(&context, |c| c.replicas.cleanup_logs(now_ms())).await;
-    }
+async fn retain_periodically(context: Arc<ServerContext>, shutdown: watch::Receiver<bool>) {
+    let period = period_ms(context.settings.log_retention_check_interval_ms);
+    every(period, true, shutdown, || {
+        off_the_workers(&context, |c| c.replicas.cleanup_logs(now_ms()))
+    })
+    .await;
 }
 
 /// Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, the partitions this
 /// broker leads drop the followers that lagged longer from their ISR.
-async fn shrink_isrs_periodically(
-    context: Arc<ServerContext>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn shrink_isrs_periodically(context: Arc<ServerContext>, shutdown: watch::Receiver<bool>) {
     let lag_ms = context
         .replicas
         .replication_settings()
         .replica_lag_time_max_ms;
-    let interval = Duration::from_millis((lag_ms / 2).clamp(1, 365 * 24 * 3_600_000) as u64);
-    let mut ticker = tokio::time::interval(interval);
-    ticker.tick().await;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.wait_for(|s| *s) => return,
-        }
+    let period = period_ms(u64::try_from(lag_ms / 2).unwrap_or(1));
+    every(period, true, shutdown, || async {
         context.replicas.maybe_shrink_isrs(now_ms());
-    }
+    })
+    .await;
 }
 
 /// Client quota rates of clients that went away are dropped after an hour, as Kafka expires
 /// its inactive quota sensors.
 async fn expire_quota_rates_periodically(
     context: Arc<ServerContext>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let mut ticker = tokio::time::interval(QUOTA_EXPIRY_CHECK_INTERVAL);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.wait_for(|s| *s) => return,
-        }
+    every(QUOTA_EXPIRY_CHECK_INTERVAL, false, shutdown, || async {
         context
             .quotas
             .expire_inactive(now_ms(), INACTIVE_CLIENT_EXPIRY_MS);
-    }
+    })
+    .await;
 }
 
 /// log.flush.interval.* are checked every log.flush.scheduler.interval.ms.
@@ -194,12 +200,11 @@ async fn flush_periodically(context: Arc<ServerContext>, mut shutdown: watch::Re
         let _ = shutdown.wait_for(|s| *s).await;
         return;
     }
-    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.wait_for(|s| *s) => return,
-        }
-        off_the_workers(&context, |c| c.replicas.flush_dirty(now_ms())).await;
-    }
+    every(
+        Duration::from_millis(interval_ms.max(1)),
+        false,
+        shutdown,
+        || off_the_workers(&context, |c| c.replicas.flush_dirty(now_ms())),
+    )
+    .await;
 }

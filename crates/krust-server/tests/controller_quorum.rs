@@ -43,6 +43,7 @@ async fn leader() -> (tempfile::TempDir, Broker, Arc<ServerContext>) {
         log_dirs: vec![dir.path().to_path_buf()],
         quorum: QuorumSettings {
             voters: vec![(1, "127.0.0.1".into(), 19093)],
+            controller_listener_names: vec!["CONTROLLER".into()],
             ..QuorumSettings::default()
         },
         ..BrokerSettings::default()

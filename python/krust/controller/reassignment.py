@@ -8,7 +8,6 @@ one of them. Null replicas cancel: the added replicas go, the removed ones stay.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ from krust.controller.partition_change import (
 )
 from krust.controller.records import PartitionChangeRecord
 from krust.controller.replication import is_active
-from krust.controller.topics import TopicError
+from krust.controller.topics import TopicError, check_assigned_brokers
 
 # (partition index, target replicas or None to cancel)
 PartitionTarget = tuple[int, Sequence[int] | None]
@@ -81,7 +80,7 @@ def _alter_one(
         )
     if replicas is None:
         return _cancel(image, topic, partition, unclean)
-    _check_targets(image, replicas)
+    check_assigned_brokers(image, replicas)
     original = reassignment_of(partition).original()
     if not allow_replication_factor_change and len(replicas) != len(original):
         raise TopicError(
@@ -94,24 +93,6 @@ def _alter_one(
     builder.target_adding = reassignment.adding
     builder.target_removing = reassignment.removing
     return builder.build()
-
-
-def _check_targets(image: MetadataImage, replicas: Sequence[int]) -> None:
-    def invalid(message: str) -> TopicError:
-        return TopicError(ErrorCode.invalid_replica_assignment, message)
-
-    if not replicas:
-        raise invalid("The manual partition assignment includes an empty replica list.")
-    for broker, times in sorted(Counter(replicas).items()):
-        if broker not in image.brokers:
-            raise invalid(
-                f"The manual partition assignment includes broker {broker}, but no such "
-                "broker is registered."
-            )
-        if times > 1:
-            raise invalid(
-                f"The manual partition assignment includes the broker {broker} more than once."
-            )
 
 
 def _cancel(

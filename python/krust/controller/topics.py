@@ -249,9 +249,10 @@ def place_new_replicas(
         ) from None
 
 
-def _check_manual_assignment(
-    image: MetadataImage, partition: int, brokers: Sequence[int], replication_factor: int | None
-) -> None:
+def check_assigned_brokers(image: MetadataImage, brokers: Sequence[int]) -> None:
+    """A manual assignment (or reassignment) names registered brokers, each once: else
+    INVALID_REPLICA_ASSIGNMENT with Kafka's message."""
+
     def invalid(message: str) -> TopicError:
         return TopicError(ErrorCode.invalid_replica_assignment, message)
 
@@ -267,6 +268,15 @@ def _check_manual_assignment(
             raise invalid(
                 f"The manual partition assignment includes the broker {broker} more than once."
             )
+
+
+def _check_manual_assignment(
+    image: MetadataImage, partition: int, brokers: Sequence[int], replication_factor: int | None
+) -> None:
+    def invalid(message: str) -> TopicError:
+        return TopicError(ErrorCode.invalid_replica_assignment, message)
+
+    check_assigned_brokers(image, brokers)
     if replication_factor is not None and len(brokers) != replication_factor:
         raise invalid(
             f"The manual partition assignment includes a partition with {len(brokers)} "
