@@ -368,6 +368,20 @@ class Cluster(ABC):
             isr=[replica.id for replica in found.isr],
         )
 
+    def wait_fenced(self, node_id: int, timeout_s: float = 60.0) -> None:
+        """Wait until a live broker's Metadata no longer lists `node_id` (fenced): clients
+        then stop picking it, e.g. as the admin client's "controller"."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                brokers = self.admin().list_topics(timeout=5).brokers
+            except KafkaException:
+                brokers = {node_id: None}  # the node asked may just have died; ask again
+            if node_id not in brokers:
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"node {node_id} still listed as a broker after {timeout_s:.0f} s")
+
     def wait_partition(
         self,
         topic: str,
