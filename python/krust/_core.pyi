@@ -163,13 +163,6 @@ class Broker:
         """Read records from `start_offset` on (at most about `max_bytes` of batches)."""
     def log_end_offset(self, topic: str, partition: int) -> int: ...
     def log_start_offset(self, topic: str, partition: int) -> int: ...
-    def latest_metadata_snapshot(self) -> tuple[int, list[bytes]] | None:
-        """The newest metadata snapshot (`.checkpoint`): the offset it ends at and its
-        records' values; None before the first. RuntimeError if it is unreadable."""
-    def write_metadata_snapshot(self, end_offset: int, records: Sequence[bytes]) -> str:
-        """Write a snapshot of `records` standing in for the metadata log below
-        `end_offset`, then delete older snapshots and the log before newer ones as
-        metadata.max.retention.* allow; returns the snapshot's path."""
     def serve(
         self,
         handler: Callable[[BridgeRequest], None],

@@ -126,16 +126,6 @@ class FakeCore:
             return max(self.snapshots)
         return 0
 
-    def latest_metadata_snapshot(self) -> tuple[int, list[bytes]] | None:
-        if not self.snapshots:
-            return None
-        end_offset = max(self.snapshots)
-        return end_offset, self.snapshots[end_offset]
-
-    def write_metadata_snapshot(self, end_offset: int, records: Sequence[bytes]) -> str:
-        self.snapshots[end_offset] = list(records)
-        return f"{end_offset:020d}-0000000000.checkpoint"
-
     # A single-voter controller quorum over the in-memory metadata log: what the core's
     # start_quorum/propose/trigger_metadata_snapshot do for a node that is the only voter.
     def start_quorum(

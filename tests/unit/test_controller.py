@@ -16,13 +16,14 @@ from krust.config import BrokerConfig, ConfigError, load_config
 from krust.context import BrokerContext
 from krust.controller import Controller, TopicCreationError, install
 from krust.controller.bootstrap import META_PROPERTIES
-from krust.controller.metadata_log import METADATA_TOPIC, MetadataLog
+from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (
     BeginTransactionRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    decode_record,
 )
 from krust.controller.topics import MAX_RECORDS_PER_USER_OP
 from krust.protocol import build_entity, encode_entity
@@ -80,7 +81,7 @@ def error_of(response: Any, index: int = 0) -> ErrorCode:
 
 
 def metadata_records(core: FakeCore) -> list[Any]:
-    return [record for _, record in MetadataLog(core).read_from(0)]
+    return [decode_record(entry["value"]) for entry in core.logs[(METADATA_TOPIC, 0)]]
 
 
 def test_first_start_formats_dirs_and_registers_this_broker(

@@ -6,7 +6,6 @@ import uuid
 
 import pytest
 from krust.controller.image import ImageBuilder, MetadataImage, to_core_image
-from krust.controller.metadata_log import METADATA_TOPIC, MetadataLog
 from krust.controller.records import (
     TOPIC_RESOURCE,
     BrokerEndpoint,
@@ -23,8 +22,6 @@ from krust.controller.records import (
     decode_record,
     encode_record,
 )
-
-from .conftest import FakeCore
 
 TOPIC_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
 
@@ -226,38 +223,3 @@ def test_core_image_has_the_documented_shape() -> None:
         },
         "finalized_features": {},
     }
-
-
-def test_metadata_log_appends_and_reads_back_in_order(fake_core: FakeCore) -> None:
-    log = MetadataLog(fake_core)
-    records = topic_records()
-    assert log.append(records)[0] == 0
-    assert log.append([NoOpRecord()])[0] == 2
-    assert list(log.read_from(0)) == [(0, records[0]), (1, records[1]), (2, NoOpRecord())]
-    stored = fake_core.logs[(METADATA_TOPIC, 0)]
-    assert all(entry["key"] is None for entry in stored)
-
-
-def test_metadata_log_skips_records_before_the_requested_offset(fake_core: FakeCore) -> None:
-    log = MetadataLog(fake_core)
-    log.append(topic_records())
-    log.append([NoOpRecord()])
-    read = fake_core.internal_read
-    starts: list[int] = []
-
-    def whole_batches(topic: str, partition: int, start: int, max_bytes: int) -> list:
-        # Records 0-1 are one batch: a read from 1 returns it from 0, like a real log.
-        starts.append(start)
-        if start == 0:
-            return read(topic, partition, 0, max_bytes)[:1]
-        return read(topic, partition, 0 if start == 1 else start, max_bytes)
-
-    fake_core.internal_read = whole_batches  # type: ignore[method-assign]
-    assert [offset for offset, _ in log.read_from(0)] == [0, 1, 2]
-    assert starts == [0, 1]
-
-
-def test_a_record_without_a_value_is_an_error(fake_core: FakeCore) -> None:
-    fake_core.internal_append(METADATA_TOPIC, 0, [(None, None)])
-    with pytest.raises(MetadataRecordError, match="offset 0"):
-        list(MetadataLog(fake_core).read_from(0))

@@ -127,7 +127,8 @@ def test_a_restart_loads_the_newest_snapshot_and_replays_only_the_log_after_it(
     create(run, controller, topic("first", 2, configs=[{"name": "retention.ms", "value": "7"}]))
     create(run, controller, topic("second", 1))
     assert len(fake_core.snapshots) == 3, "after start-up's registration and each creation"
-    end_offset, values = fake_core.latest_metadata_snapshot() or (0, [])
+    end_offset = max(fake_core.snapshots)
+    values = fake_core.snapshots[end_offset]
     assert end_offset == fake_core.log_end_offset(METADATA_TOPIC, 0)
     assert TopicRecord(name="second", topic_id=controller.image.topics["second"].topic_id) in [
         decode_record(value) for value in values

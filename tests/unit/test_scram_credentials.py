@@ -14,7 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from krust.bridge import RequestContext
 from krust.controller import Controller, scram
-from krust.controller.metadata_log import METADATA_TOPIC
+from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import UserScramCredentialRecord, decode_record
 
 from .conftest import FakeCore, LoopRunner

@@ -208,34 +208,6 @@ impl PyBroker {
             .map_err(runtime_error)
     }
 
-    fn latest_metadata_snapshot<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Option<(i64, Vec<Bound<'py, PyBytes>>)>> {
-        let broker = self.inner.clone();
-        let snapshot = py
-            .detach(|| broker.latest_metadata_snapshot())
-            .map_err(runtime_error)?;
-        Ok(snapshot.map(|(end_offset, records)| {
-            let values = records.iter().map(|v| PyBytes::new(py, v)).collect();
-            (end_offset, values)
-        }))
-    }
-
-    fn write_metadata_snapshot(
-        &self,
-        py: Python<'_>,
-        end_offset: i64,
-        records: Vec<Vec<u8>>,
-    ) -> PyResult<String> {
-        let records: Vec<Bytes> = records.into_iter().map(Bytes::from).collect();
-        let broker = self.inner.clone();
-        let path = py
-            .detach(|| broker.write_metadata_snapshot(end_offset, &records))
-            .map_err(runtime_error)?;
-        Ok(path.display().to_string())
-    }
-
     /// Serves until SIGTERM, Ctrl-C or `shutdown()`. The GIL is released while serving; the
     /// tokio runtime is made here, in the serving process, never at import (fork safety).
     #[pyo3(signature = (handler, python_apis, authorize=None))]

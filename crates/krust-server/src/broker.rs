@@ -2,7 +2,6 @@
 //! by the controller, internal logs for the controller and coordinators, and `serve`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +23,6 @@ use crate::controller_channel::ControllerLocator;
 use crate::controller_quorum::{ControllerQuorum, QuorumCell, StartError};
 use crate::controller_route::{ControllerAlterPartition, ControllerChannels};
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
-use crate::metadata_log::SnapshotError;
 use crate::metrics::BrokerMetrics;
 use crate::quota::{ClientQuotaManager, ClientQuotaTable};
 use crate::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
@@ -347,24 +345,6 @@ impl Broker {
     pub fn log_start_offset(&self, topic: &str, partition: i32) -> Result<i64, InternalLogError> {
         self.replicas
             .internal_log_start_offset(&TopicPartition::new(topic, partition))
-    }
-
-    /// The newest metadata snapshot: its end offset and its records' values.
-    pub fn latest_metadata_snapshot(&self) -> Result<Option<(i64, Vec<Bytes>)>, SnapshotError> {
-        Ok(self
-            .replicas
-            .latest_metadata_snapshot()?
-            .map(|snapshot| (snapshot.id.end_offset, snapshot.records)))
-    }
-
-    /// Writes a metadata snapshot of `records` standing in for the log below `end_offset`.
-    pub fn write_metadata_snapshot(
-        &self,
-        end_offset: i64,
-        records: &[Bytes],
-    ) -> Result<PathBuf, SnapshotError> {
-        self.replicas
-            .write_metadata_snapshot(end_offset, records, now_ms())
     }
 
     /// Joins the controller quorum (docs/quorum.md): the newest metadata snapshot is loaded into
