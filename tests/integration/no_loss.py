@@ -18,6 +18,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -36,12 +37,23 @@ READ_TIMEOUT_S = 120.0
 # few enough to read back in seconds.
 SEND_INTERVAL_S = 0.002
 
+# Tries of a topic creation whose admin client timed out finding the controller.
+CREATE_ATTEMPTS = 3
+
 
 def create_replicated_topic(cluster: Cluster, topic: str, partitions: int) -> None:
     """RF=3, min.insync.replicas=2; returns once every partition has a leader."""
-    admin = AdminClient({"bootstrap.servers": cluster.live_bootstrap()})
     config = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS)}
-    admin.create_topics([NewTopic(topic, partitions, RF, config=config)])[topic].result(60)
+    for attempt in range(CREATE_ATTEMPTS):
+        admin = AdminClient({"bootstrap.servers": cluster.live_bootstrap()})
+        try:
+            admin.create_topics([NewTopic(topic, partitions, RF, config=config)])[topic].result(30)
+            break
+        except KafkaException as error:
+            # librdkafka's admin client can time out looking for the "controller" broker
+            # right after a node died; a new client asks a live broker again.
+            if error.args[0].code() != KafkaError._TIMED_OUT or attempt + 1 == CREATE_ATTEMPTS:
+                raise
     for partition in range(partitions):
         cluster.partition_leader(topic, partition)
 
