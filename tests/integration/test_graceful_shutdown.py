@@ -19,7 +19,8 @@ class PollingConsumer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)
-        self.consumer = assigned_consumer(bootstrap, topic, 0, **{"fetch.wait.max.ms": 2000})
+        # A fetch waits longer than the shutdown may take: the broker must not wait it out.
+        self.consumer = assigned_consumer(bootstrap, topic, 0, **{"fetch.wait.max.ms": 20_000})
         self.received = 0
         self.stopping = threading.Event()
 

@@ -168,7 +168,8 @@ impl Broker {
     /// their leaders' `inter.broker.listener.name` endpoints, connecting with `security`;
     /// the ISR changes of those it leads are sent with `alter_partition` (the controller
     /// channel), on `runtime`. Until then followers fetch nothing and ISR changes stay
-    /// pending.
+    /// pending. `serve` starts it with the controller channel; only the first call counts,
+    /// so a caller with its own `alter_partition` (a test's controller) calls this first.
     pub fn start_replication(
         &self,
         alter_partition: Arc<dyn AlterPartitionSender>,

@@ -238,16 +238,18 @@ fn start_one(
             vec![topic.clone()],
         ))
         .unwrap();
-    let broker = Arc::clone(&n.broker);
-    runtime.spawn(async move {
-        let (bridge, _receiver) = Bridge::new(BTreeMap::new());
-        broker.serve(bridge, None).await
-    });
+    // Before `serve`, which would otherwise start replication with the (absent) controller
+    // channel.
     n.broker.start_replication(
         Arc::new(CommittingController),
         Arc::default(),
         runtime.handle().clone(),
     );
+    let broker = Arc::clone(&n.broker);
+    runtime.spawn(async move {
+        let (bridge, _receiver) = Bridge::new(BTreeMap::new());
+        broker.serve(bridge, None).await
+    });
     let port = n.port;
     wait_until("the broker listens", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()

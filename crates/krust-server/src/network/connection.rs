@@ -111,7 +111,14 @@ pub async fn serve_connection<S: Transport>(
         };
         let times = RequestTimes::new(received, Instant::now());
         let slot = RequestSlot::new(permit).timed(&times);
-        let outcome = handle_request(&context, &session, frame, slot).await;
+        // A fetch parked in the purgatory is dropped at shutdown, as Kafka drops the requests
+        // of the connections it closes: it changes nothing, and waiting for its max_wait_ms
+        // would only delay the stop. Other requests finish, so that what they write is whole.
+        let abandon_at_shutdown = header.as_ref().map(|h| h.api_key) == Some(ApiKey::Fetch);
+        let outcome = tokio::select! {
+            outcome = handle_request(&context, &session, frame, slot) => outcome,
+            _ = shutdown.changed(), if abandon_at_shutdown => return,
+        };
         let completed = Instant::now();
         let (response, throttle) = match outcome {
             Outcome::Respond(response) => (Some(response), None),
