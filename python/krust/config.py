@@ -541,12 +541,20 @@ def _resolve(values: dict[str, Any]) -> None:
         if protocol is None:
             raise ConfigError("listeners", f"no security protocol defined for {listener.name}")
     values["listeners"] = listeners
-    from krust.roles_config import resolve_inter_broker_listener, resolve_roles
+    from krust.roles_config import is_broker, resolve_inter_broker_listener, resolve_roles
 
     resolve_roles(values)
-    values["advertised.listeners"] = _advertised(
-        values["advertised.listeners"], listeners, values["controller.listener.names"]
-    )
+    if is_broker(values):
+        values["advertised.listeners"] = _advertised(
+            values["advertised.listeners"], listeners, values["controller.listener.names"]
+        )
+    elif values["advertised.listeners"] is not None:
+        raise ConfigError(
+            "advertised.listeners",
+            "a node with just the controller role advertises no listener to clients",
+        )
+    else:
+        values["advertised.listeners"] = []
     resolve_inter_broker_listener(values)
 
     dirs = values["log.dirs"] if values["log.dirs"] is not None else [values["log.dir"]]

@@ -19,6 +19,7 @@ from krust.context import BrokerContext
 from krust.controller.bootstrap import SECURITY_PROTOCOL_IDS, random_kafka_uuid
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller_requests import ControllerSender, request_controller
+from krust.roles_config import is_broker
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +156,9 @@ class BrokerLifecycleManager:
 
 
 def install(ctx: BrokerContext) -> BrokerLifecycleManager | None:
-    """Start the lifecycle of a node in a quorum of several voters; nothing for a quorum of
-    one."""
-    if not ctx.config["controller.quorum.voters"]:
+    """Start the lifecycle of a broker in a quorum of several voters; nothing for a quorum of
+    one or a controller-only node."""
+    if not ctx.config["controller.quorum.voters"] or not is_broker(ctx.config):
         return None
     publisher = ctx.controller.publisher
     manager = BrokerLifecycleManager(

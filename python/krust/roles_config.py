@@ -9,10 +9,12 @@ controller listener needed); with voters it must say which listener the quorum s
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from krust.config import ConfigError
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 VOTER = re.compile(r"(\d+)@\[?([0-9A-Za-z\-%._:]+)\]?:(\d+)")
 
 
@@ -42,13 +44,16 @@ def resolve_roles(values: dict[str, Any]) -> None:
     """Check the roles, the voters and the listener roles; parse the voters. Runs after the
     listeners are parsed and before advertised listeners are derived from them."""
     roles = set(values["process.roles"])
-    if roles != {"broker", "controller"}:
-        raise ConfigError("process.roles", "krust runs combined nodes only: broker,controller")
     node_id = values["node.id"]
     voters = parse_voters(values["controller.quorum.voters"])
     values["controller.quorum.voters"] = voters
     controller_names = values["controller.listener.names"]
     listener_names = {listener.name for listener in values["listeners"]}
+    if "controller" not in roles:
+        _check_broker_only(values, node_id, voters)
+        return
+    if "broker" not in roles:
+        _check_controller_only(values, voters, listener_names)
     if voters and node_id not in {voter.node_id for voter in voters}:
         raise ConfigError(
             "controller.quorum.voters",
@@ -90,10 +95,74 @@ def resolve_roles(values: dict[str, Any]) -> None:
             )
 
 
+def is_broker(values: Mapping[str, Any]) -> bool:
+    """Whether the node serves clients and hosts partitions (process.roles has broker)."""
+    return "broker" in values["process.roles"]
+
+
+def _check_controller_only(
+    values: dict[str, Any], voters: list[Voter], listener_names: set[str]
+) -> None:
+    """A controller-only node votes in the quorum and listens on controller listeners only."""
+    if not voters:
+        raise ConfigError(
+            "controller.quorum.voters",
+            "a node with process.roles=controller must be one of the quorum's voters",
+        )
+    others = sorted(listener_names - set(values["controller.listener.names"]))
+    if others:
+        raise ConfigError(
+            "listeners",
+            f"{', '.join(others)}: a node with just the controller role listens only on the "
+            "controller listeners (controller.listener.names)",
+        )
+
+
+def _check_broker_only(values: dict[str, Any], node_id: int, voters: list[Voter]) -> None:
+    """A broker-only node is an observer of the voters' quorum (Kafka's KRaft checks)."""
+    if not voters:
+        raise ConfigError(
+            "controller.quorum.voters",
+            "a node with process.roles=broker needs the controller quorum's voters",
+        )
+    if node_id in {voter.node_id for voter in voters}:
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"process.roles is broker, so node.id {node_id} must not be one of the voters "
+            f"({', '.join(map(str, voters))})",
+        )
+    controller_names = values["controller.listener.names"]
+    if not controller_names:
+        raise ConfigError(
+            "controller.listener.names",
+            "must name the listener the controllers listen on, also on a broker-only node",
+        )
+    own = [listener.name for listener in values["listeners"] if listener.name in controller_names]
+    if own:
+        raise ConfigError(
+            "controller.listener.names",
+            f"{', '.join(own)} must not be among the listeners of a node with just the broker role",
+        )
+    protocols = values["listener.security.protocol.map"]
+    for name in controller_names:
+        protocol = protocols.get(name, name if name in SECURITY_PROTOCOLS else None)
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                "controller.listener.names",
+                f"{name} uses {protocol or 'no protocol in listener.security.protocol.map'}: "
+                "krust's controller quorum speaks PLAINTEXT only",
+            )
+    if values["offsets.topic.replication.factor"] is None:
+        values["offsets.topic.replication.factor"] = 3
+
+
 def resolve_inter_broker_listener(values: dict[str, Any]) -> None:
     """`inter.broker.listener.name`, or the listener named by `security.inter.broker.protocol`
     (Kafka's rule), which must be advertised and not a controller listener. With neither set,
     krust takes the PLAINTEXT listener, else the first advertised one."""
+    if not is_broker(values):
+        values["inter.broker.listener.name"] = None
+        return
     advertised = {listener.name: listener for listener in values["advertised.listeners"]}
     name = values["inter.broker.listener.name"]
     protocol = values["security.inter.broker.protocol"]

@@ -1,5 +1,6 @@
-"""Clusters of combined broker+controller nodes on 127.0.0.1 (KRaft's
-`process.roles=broker,controller`), Apache Kafka's or krust's, behind one interface: start the
+"""Clusters of KRaft nodes on 127.0.0.1, combined broker+controller nodes
+(`process.roles=broker,controller`) unless told other roles, Apache Kafka's or krust's,
+behind one interface: start the
 nodes in parallel, kill -9, pause (SIGSTOP), resume and restart a node on its own ports and data
 dir, find a partition's leader and ISR and the active controller, stop everything.
 
@@ -30,6 +31,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 HOST = "127.0.0.1"
+COMBINED = "broker,controller"
 # Three JVMs starting at once on two shared cores.
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
@@ -90,12 +92,22 @@ def _accepts_connections(port: int) -> bool:
 
 @dataclass(frozen=True)
 class Node:
-    """Where one node lives: its id, its client and controller ports, its home directory."""
+    """Where one node lives: its id, its client and controller ports, its home directory,
+    and its process.roles."""
 
     node_id: int
     port: int
     controller_port: int
     home: Path
+    roles: str = COMBINED
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles.split(",")
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles.split(",")
 
     @property
     def bootstrap(self) -> str:
@@ -124,19 +136,27 @@ class Node:
 
 
 def server_properties(node: Node, nodes: Sequence[Node]) -> dict[str, str]:
-    """A combined broker+controller node of `nodes` (the static voter set, KIP-595)."""
-    voters = ",".join(f"{peer.node_id}@{peer.controller_endpoint}" for peer in nodes)
-    return {
-        "process.roles": "broker,controller",
+    """`node` of `nodes`: the controllers among them are the static voter set (KIP-595); a
+    broker listens on PLAINTEXT, a controller on CONTROLLER."""
+    voters = ",".join(
+        f"{peer.node_id}@{peer.controller_endpoint}" for peer in nodes if peer.is_controller
+    )
+    listeners = [f"PLAINTEXT://{node.bootstrap}"] if node.is_broker else []
+    if node.is_controller:
+        listeners.append(f"CONTROLLER://{node.controller_endpoint}")
+    properties = {
+        "process.roles": node.roles,
         "node.id": str(node.node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{node.bootstrap},CONTROLLER://{node.controller_endpoint}",
-        "advertised.listeners": f"PLAINTEXT://{node.bootstrap}",
+        "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(node.data_dir),
     }
+    if node.is_broker:
+        properties["advertised.listeners"] = f"PLAINTEXT://{node.bootstrap}"
+        properties["inter.broker.listener.name"] = "PLAINTEXT"
+    return properties
 
 
 def write_properties(path: Path, properties: Mapping[str, str]) -> None:
@@ -158,14 +178,22 @@ class PartitionState:
 
 
 class Cluster(ABC):
-    """`size` combined nodes with ids 1..size under `root`; `properties` go to every node."""
+    """`size` nodes with ids 1..size under `root`, combined unless `roles` gives each node's
+    process.roles; `properties` go to every node."""
 
     kind: str
 
-    def __init__(self, root: Path, size: int = 3, properties: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        root: Path,
+        size: int = 3,
+        properties: Mapping[str, str] | None = None,
+        roles: Sequence[str] | None = None,
+    ):
+        roles = roles or [COMBINED] * size
         self.nodes = [
-            Node(node_id, free_port(), free_port(), root / f"node-{node_id}")
-            for node_id in range(1, size + 1)
+            Node(node_id, free_port(), free_port(), root / f"node-{node_id}", node_roles)
+            for node_id, node_roles in zip(range(1, len(roles) + 1), roles, strict=True)
         ]
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
         self._paused: set[int] = set()
@@ -192,13 +220,17 @@ class Cluster(ABC):
         """One-time set-up before the nodes first start."""
 
     @property
+    def brokers(self) -> list[Node]:
+        return [node for node in self.nodes if node.is_broker]
+
+    @property
     def bootstrap_servers(self) -> str:
-        return ",".join(node.bootstrap for node in self.nodes)
+        return ",".join(node.bootstrap for node in self.brokers)
 
     @property
     def bootstrap_controllers(self) -> str:
         """For tools' --bootstrap-controller (KIP-919)."""
-        return ",".join(node.controller_endpoint for node in self.nodes)
+        return ",".join(node.controller_endpoint for node in self.nodes if node.is_controller)
 
     def node(self, node_id: int) -> Node:
         return next(node for node in self.nodes if node.node_id == node_id)
@@ -220,18 +252,18 @@ class Cluster(ABC):
         listening = [
             self.node(node_id).bootstrap
             for node_id in self.live_node_ids()
-            if _accepts_connections(self.node(node_id).port)
+            if self.node(node_id).is_broker and _accepts_connections(self.node(node_id).port)
         ]
         if not listening:
             raise ClusterError(f"no {self.kind} node accepts connections")
         return ",".join(listening)
 
     def start(self) -> Cluster:
-        """Start every node at once; return when all are registered and unfenced."""
+        """Start every node at once; return when all brokers are registered and unfenced."""
         self.prepare()
         for node in self.nodes:
             self._spawn(node)
-        self.wait_registered([node.node_id for node in self.nodes])
+        self.wait_registered([node.node_id for node in self.brokers])
         return self
 
     def _spawn(self, node: Node) -> None:
@@ -264,9 +296,13 @@ class Cluster(ABC):
 
     def restart(self, node_id: int) -> None:
         """Start a killed node again (same ports, same data dir); return once it is registered
-        and unfenced."""
-        self._spawn(self.node(node_id))
-        self.wait_registered([node_id])
+        and unfenced (a controller-only node once it listens)."""
+        node = self.node(node_id)
+        self._spawn(node)
+        if node.is_broker:
+            self.wait_registered([node_id])
+        else:
+            self.wait_listening(node)
 
     def unexpected_exits(self) -> list[int]:
         """Nodes that exited without being killed."""
@@ -285,7 +321,7 @@ class Cluster(ABC):
         for node in self.nodes:
             if not self.running(node.node_id):
                 self._spawn(node)
-        self.wait_registered([node.node_id for node in self.nodes])
+        self.wait_registered([node.node_id for node in self.brokers])
 
     def stop(self) -> None:
         """kill -9 every node (a paused one too): the data is thrown away afterwards."""
@@ -334,6 +370,15 @@ class Cluster(ABC):
             f"{self.kind} nodes {sorted(wanted - seen)} not registered within {timeout_s:.0f} s "
             f"(registered: {sorted(seen)}); their output:\n{tails}"
         )
+
+    def wait_listening(self, node: Node, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Until a controller-only node accepts connections on its controller listener."""
+        deadline = time.monotonic() + timeout_s
+        while not _accepts_connections(node.controller_port):
+            self._check_alive([node.node_id])
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{self.kind} node {node.node_id} does not listen")
+            time.sleep(0.2)
 
     def active_controller(self, timeout_s: float = QUORUM_TIMEOUT_S) -> int:
         """The quorum's leader (DescribeQuorum through a live broker), once it is a live node.
@@ -442,11 +487,12 @@ class ApacheKafkaCluster(Cluster):
         root: Path,
         size: int = 3,
         properties: Mapping[str, str] | None = None,
+        roles: Sequence[str] | None = None,
         *,
         libs: Path = TOOLS_LIBS,
         jvm_options: Sequence[str] = TEST_JVM_OPTIONS,
     ) -> None:
-        super().__init__(root, size, properties)
+        super().__init__(root, size, properties, roles)
         self.libs = libs
         self.jvm_options = tuple(jvm_options)
         self.log4j = root / "log4j2.properties"
@@ -501,11 +547,13 @@ class KrustCluster(Cluster):
         root: Path,
         size: int = 3,
         properties: Mapping[str, str] | None = None,
+        roles: Sequence[str] | None = None,
         *,
         executable: Path | None = None,
     ) -> None:
         # krust formats its own log dirs at first start; the nodes must agree on the id.
-        super().__init__(root, size, {"cluster.id": new_cluster_id(), **(properties or {})})
+        cluster_id = {"cluster.id": new_cluster_id()}
+        super().__init__(root, size, {**cluster_id, **(properties or {})}, roles)
         found = executable or shutil.which("krust-broker")
         if found is None:
             raise ClusterError("krust-broker is not on PATH: run scripts/install-test-deps.sh")

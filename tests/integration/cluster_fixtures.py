@@ -7,7 +7,7 @@ are skipped until KRUST_FORMS_CLUSTERS is True (the one switch).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
@@ -31,9 +31,16 @@ CLUSTER_KINDS = [
 ]
 
 
-def make_cluster(kind: str, root: pytest.TempPathFactory) -> Cluster:
+def make_cluster(
+    kind: str,
+    root: pytest.TempPathFactory,
+    properties: Mapping[str, str] | None = None,
+    roles: Sequence[str] | None = None,
+) -> Cluster:
     workdir = root.mktemp(f"{kind}-cluster")
-    return ApacheKafkaCluster(workdir) if kind == "kafka" else KrustCluster(workdir)
+    if kind == "kafka":
+        return ApacheKafkaCluster(workdir, properties=properties, roles=roles)
+    return KrustCluster(workdir, properties=properties, roles=roles)
 
 
 @pytest.fixture(scope="session", params=CLUSTER_KINDS)

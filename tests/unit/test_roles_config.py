@@ -92,3 +92,46 @@ def test_a_node_of_a_cluster_must_be_given_the_clusters_id(tmp_path: Path) -> No
     assert format_log_dirs(dirs, 2, chosen, shared=True) == chosen
     # Formatted once, the stored id is used.
     assert format_log_dirs(dirs, 2, None, shared=True) == chosen
+
+
+BROKER_ONLY = (
+    "process.roles=broker",
+    "node.id=4",
+    "listeners=PLAINTEXT://127.0.0.1:9095",
+)
+
+
+def test_a_broker_only_node_observes_the_voters(tmp_path: Path) -> None:
+    config = cluster_config(tmp_path, *BROKER_ONLY)
+    assert config["process.roles"] == ["broker"]
+    assert [voter.node_id for voter in config["controller.quorum.voters"]] == [1, 2, 3]
+    assert config["offsets.topic.replication.factor"] == 3
+    error = refused(tmp_path, *BROKER_ONLY, "node.id=2")
+    assert error.key == "controller.quorum.voters" and "must not be one of" in error.problem
+    error = refused(tmp_path, *BROKER_ONLY, "controller.quorum.voters=")
+    assert error.key == "controller.quorum.voters"
+    error = refused(tmp_path, *BROKER_ONLY, "controller.listener.names=")
+    assert error.key == "controller.listener.names"
+    listening = "listeners=PLAINTEXT://127.0.0.1:9095,CONTROLLER://127.0.0.1:9096"
+    error = refused(tmp_path, *BROKER_ONLY, listening)
+    assert error.key == "controller.listener.names" and "just the broker" in error.problem
+
+
+CONTROLLER_ONLY = (
+    "process.roles=controller",
+    "listeners=CONTROLLER://127.0.0.1:9093",
+)
+
+
+def test_a_controller_only_node_listens_on_controller_listeners_only(tmp_path: Path) -> None:
+    config = cluster_config(tmp_path, *CONTROLLER_ONLY)
+    assert config["advertised.listeners"] == []
+    assert config["inter.broker.listener.name"] is None
+    error = refused(tmp_path, *CONTROLLER_ONLY, "node.id=4")
+    assert error.key == "controller.quorum.voters" and "node.id 4" in error.problem
+    error = refused(tmp_path, "process.roles=controller")
+    assert error.key == "listeners" and "PLAINTEXT" in error.problem
+    error = refused(tmp_path, *CONTROLLER_ONLY, "advertised.listeners=CONTROLLER://h:9093")
+    assert error.key == "advertised.listeners"
+    error = refused(tmp_path, *CONTROLLER_ONLY, "controller.quorum.voters=")
+    assert error.key == "controller.quorum.voters"

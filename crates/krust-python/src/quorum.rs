@@ -7,7 +7,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use krust_raft::openraft::async_runtime::watch::WatchReceiver;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
 use krust_raft::quorum::{QuorumError, QuorumStatus, ReplicaStatus};
 use krust_raft::state_machine::{AppliedRecord, Applier, ApplyError};
 use krust_server::broker::Broker;
@@ -162,8 +163,8 @@ impl QuorumRuntime {
         py.detach(|| {
             runtime.block_on(async {
                 broker.start_quorum(applier).await?;
-                let raft = broker.quorum().expect("just started").raft().clone();
-                tokio::spawn(report_leader_changes(raft, calls));
+                let changes = broker.quorum().expect("just started").leader_changes();
+                tokio::spawn(report_leader_changes(changes, calls));
                 Ok::<_, krust_server::controller_quorum::StartError>(())
             })
         })
@@ -196,29 +197,16 @@ impl QuorumRuntime {
 }
 
 /// Tells the controller each new (leader, epoch), -1 while none is known.
-async fn report_leader_changes(raft: krust_raft::Raft, calls: mpsc::SyncSender<Callback>) {
-    let mut metrics = raft.metrics();
-    let mut last = None;
-    loop {
-        let now = {
-            let m = metrics.borrow_watched();
-            (
-                m.current_leader.unwrap_or(-1),
-                i32::try_from(m.current_term).unwrap_or(i32::MAX),
-            )
-        };
-        if last != Some(now) {
-            last = Some(now);
-            let calls = calls.clone();
-            let sent = tokio::task::spawn_blocking(move || {
-                calls.send(Callback::LeaderChanged(now.0, now.1))
-            })
-            .await;
-            if !matches!(sent, Ok(Ok(()))) {
-                return;
-            }
-        }
-        if metrics.changed().await.is_err() {
+async fn report_leader_changes(
+    mut changes: BoxStream<'static, (i32, i32)>,
+    calls: mpsc::SyncSender<Callback>,
+) {
+    while let Some((leader, epoch)) = changes.next().await {
+        let calls = calls.clone();
+        let sent =
+            tokio::task::spawn_blocking(move || calls.send(Callback::LeaderChanged(leader, epoch)))
+                .await;
+        if !matches!(sent, Ok(Ok(()))) {
             return;
         }
     }

@@ -153,6 +153,33 @@ pub async fn serve(
     }
 }
 
+/// A connection to a controller listener at `address` (host:port).
+pub async fn connect(address: &str) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(address).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Sends one quorum request on `stream` and reads its response body.
+pub async fn exchange(
+    stream: &mut TcpStream,
+    api_key: i16,
+    correlation_id: i32,
+    client_id: &str,
+    body: &[u8],
+) -> io::Result<Bytes> {
+    let frame = request_frame(api_key, correlation_id, client_id, body);
+    stream.write_all(&frame).await?;
+    let mut response = read_frame(stream).await?;
+    if response.remaining() < 4 || response.get_i32() != correlation_id {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a response to another request",
+        ));
+    }
+    Ok(response)
+}
+
 /// Makes the clients openraft sends RPCs through.
 #[derive(Clone)]
 pub struct TcpNetwork {
@@ -211,22 +238,11 @@ impl TcpClient {
 
     async fn exchange(&mut self, api_key: i16, body: &[u8]) -> io::Result<Bytes> {
         if self.connection.is_none() {
-            let stream = TcpStream::connect(&self.address).await?;
-            stream.set_nodelay(true)?;
-            self.connection = Some(stream);
+            self.connection = Some(connect(&self.address).await?);
         }
         let stream = self.connection.as_mut().expect("connected above");
         self.correlation_id = self.correlation_id.wrapping_add(1);
-        let frame = request_frame(api_key, self.correlation_id, &self.client_id, body);
-        stream.write_all(&frame).await?;
-        let mut response = read_frame(stream).await?;
-        if response.remaining() < 4 || response.get_i32() != self.correlation_id {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a response to another request",
-            ));
-        }
-        Ok(response)
+        exchange(stream, api_key, self.correlation_id, &self.client_id, body).await
     }
 
     async fn rpc<T>(

@@ -292,6 +292,26 @@ pub fn status(raft: &Raft) -> QuorumStatus {
     }
 }
 
+/// (leader id or -1, term) each time either changes, starting with the current ones.
+pub fn leader_changes(raft: &Raft) -> impl futures_util::Stream<Item = (NodeId, i32)> {
+    let metrics = raft.metrics();
+    futures_util::stream::unfold((metrics, None), |(mut metrics, last)| async move {
+        loop {
+            let now = {
+                let m = metrics.borrow_watched();
+                (
+                    m.current_leader.unwrap_or(-1),
+                    i32::try_from(m.current_term).unwrap_or(i32::MAX),
+                )
+            };
+            if last != Some(now) {
+                return Some((now, (metrics, Some(now))));
+            }
+            metrics.changed().await.ok()?;
+        }
+    })
+}
+
 /// Waits until `f` holds for the metrics or `timeout` passes; whether it held.
 pub async fn wait_for(raft: &Raft, timeout: Duration, f: impl Fn(&QuorumStatus) -> bool) -> bool {
     let mut metrics = raft.metrics();

@@ -125,7 +125,7 @@ impl StateMachine {
 /// A snapshot file's meta: its last entry, and the voters it names (the configured ones for
 /// snapshots earlier krust wrote without them). The membership's log id is taken to be the
 /// snapshot's last: the voter set is static, so no other membership can follow it.
-fn snapshot_meta(
+pub(crate) fn snapshot_meta(
     id: SnapshotId,
     control_records: &[(i16, Bytes)],
     configured: &StaticVoters,
@@ -148,6 +148,32 @@ fn snapshot_meta(
     })
 }
 
+/// Writes the image's `records` as the snapshot `id`, with the KRaftVersionRecord and
+/// VotersRecord after the header as Kafka writes them.
+pub(crate) fn write_image_snapshot(
+    dir: &std::path::Path,
+    id: SnapshotId,
+    voters: &StaticVoters,
+    last_contained_timestamp: i64,
+    records: &[Bytes],
+) -> io::Result<()> {
+    let control = [
+        (KRAFT_VERSION, kraft_version_value()),
+        (KRAFT_VOTERS, voters_value(voters)?),
+    ];
+    kraft_snapshot::write_snapshot_with_control(
+        dir,
+        id,
+        last_contained_timestamp,
+        &control,
+        records,
+        wall_clock_ms(),
+    )
+    .map_err(other)?;
+    tracing::info!(snapshot = %id.file_name(), "wrote a metadata snapshot");
+    Ok(())
+}
+
 fn snapshot_id(last: &LogId) -> io::Result<SnapshotId> {
     Ok(SnapshotId {
         end_offset: i64::try_from(last.index + 1).map_err(other)?,
@@ -168,26 +194,13 @@ impl RaftSnapshotBuilder<KRaft> for StateMachine {
         let id = snapshot_id(&last)?;
         if state.current.as_ref().map(|(c, _)| *c) != Some(id) {
             let records = self.blocking(|applier| applier.snapshot()).await?;
-            let control = [
-                (KRAFT_VERSION, kraft_version_value()),
-                (KRAFT_VOTERS, voters_value(&self.voters)?),
-            ];
-            let dir = self.dir.clone();
+            let (dir, voters) = (self.dir.clone(), self.voters.clone());
             let timestamp = state.last_applied_ms;
             tokio::task::spawn_blocking(move || {
-                kraft_snapshot::write_snapshot_with_control(
-                    &dir,
-                    id,
-                    timestamp,
-                    &control,
-                    &records,
-                    wall_clock_ms(),
-                )
+                write_image_snapshot(&dir, id, &voters, timestamp, &records)
             })
             .await
-            .map_err(other)?
-            .map_err(other)?;
-            tracing::info!(snapshot = %id.file_name(), "wrote a metadata snapshot");
+            .map_err(other)??;
             let meta = SnapshotMeta {
                 last_log_id: Some(last),
                 last_membership: state.last_membership.clone(),

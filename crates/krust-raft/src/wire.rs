@@ -26,6 +26,7 @@ pub const MAX_FRAME_BYTES: usize = 256 << 20;
 
 pub fn is_quorum_api(api_key: i16) -> bool {
     (APPEND_ENTRIES..=TRANSFER_LEADER).contains(&api_key)
+        || api_key == crate::metadata_fetch::METADATA_FETCH
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,21 +43,21 @@ pub enum WireError {
     UnsupportedVersion(i16, i16),
 }
 
-struct Reader(Bytes);
+pub(crate) struct Reader(pub(crate) Bytes);
 
 impl Reader {
-    fn need(&self, n: usize) -> Result<(), WireError> {
+    pub(crate) fn need(&self, n: usize) -> Result<(), WireError> {
         (self.0.remaining() >= n)
             .then_some(())
             .ok_or(WireError::Truncated)
     }
 
-    fn u8(&mut self) -> Result<u8, WireError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
         self.need(1)?;
         Ok(self.0.get_u8())
     }
 
-    fn bool(&mut self) -> Result<bool, WireError> {
+    pub(crate) fn bool(&mut self) -> Result<bool, WireError> {
         match self.u8()? {
             0 => Ok(false),
             1 => Ok(true),
@@ -64,17 +65,17 @@ impl Reader {
         }
     }
 
-    fn i32(&mut self) -> Result<i32, WireError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, WireError> {
         self.need(4)?;
         Ok(self.0.get_i32())
     }
 
-    fn u64(&mut self) -> Result<u64, WireError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
         self.need(8)?;
         Ok(self.0.get_u64())
     }
 
-    fn bytes(&mut self) -> Result<Bytes, WireError> {
+    pub(crate) fn bytes(&mut self) -> Result<Bytes, WireError> {
         let len = usize::try_from(self.i32()?)
             .map_err(|_| WireError::Malformed("negative length".into()))?;
         self.need(len)?;
@@ -97,7 +98,7 @@ impl Reader {
         Ok(Some(LogId::new_term_index(term, self.u64()?)))
     }
 
-    fn end(self) -> Result<(), WireError> {
+    pub(crate) fn end(self) -> Result<(), WireError> {
         if self.0.has_remaining() {
             return Err(WireError::Malformed(format!(
                 "{} bytes after the message",
@@ -108,7 +109,7 @@ impl Reader {
     }
 }
 
-fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
+pub(crate) fn put_bytes(out: &mut BytesMut, bytes: &[u8]) {
     out.put_i32(bytes.len() as i32);
     out.put_slice(bytes);
 }

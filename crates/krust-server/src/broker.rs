@@ -360,6 +360,11 @@ impl Broker {
             .map_err(|_| StartError::AlreadyStarted)
     }
 
+    /// The metadata log `__cluster_metadata-0`.
+    pub fn metadata_log(&self) -> Result<krust_storage::log_manager::SharedLog, InternalLogError> {
+        self.replicas.metadata_log()
+    }
+
     /// This node's quorum member, once started.
     pub fn quorum(&self) -> Option<&ControllerQuorum> {
         self.quorum.get()

@@ -102,7 +102,7 @@ async fn quorum_rpc(context: &ServerContext, session: &Session, frame: Bytes) ->
         Ok(parsed) => parsed,
         Err(error) => return Outcome::Close(error.to_string()),
     };
-    match krust_raft::network::serve(quorum.raft(), quorum.voters(), api_key, version, body).await {
+    match quorum.serve_rpc(api_key, version, body).await {
         Ok(response) => Outcome::Respond(frame_encoded_body(correlation_id, 0, &response)),
         Err(error) => Outcome::Close(format!("controller quorum request {api_key}: {error}")),
     }

@@ -105,7 +105,7 @@ async fn describe_quorum_names_the_leader_its_epoch_and_the_committed_offset() {
         .propose(vec![Bytes::from_static(b"record")])
         .await
         .unwrap();
-    let raft = broker.quorum().unwrap().raft().clone();
+    let raft = broker.quorum().unwrap().raft().unwrap().clone();
     let published = |s: &krust_raft::quorum::QuorumStatus| s.high_watermark > last;
     assert!(krust_raft::quorum::wait_for(&raft, Duration::from_secs(30), published).await);
     let frame = describe_quorum_frame("__cluster_metadata", 2);

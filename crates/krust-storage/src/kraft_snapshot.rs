@@ -95,22 +95,40 @@ pub fn recover_snapshots(
     log_start_offset: i64,
 ) -> Result<Vec<SnapshotId>, StorageError> {
     let mut ids = Vec::new();
-    let entries = fs::read_dir(dir).map_err(StorageError::io(dir))?;
-    for entry in entries {
-        let entry = entry.map_err(StorageError::io(dir))?;
-        let name = entry.file_name();
-        let Some((id, complete)) = name.to_str().and_then(SnapshotId::parse) else {
-            continue;
-        };
+    for (id, complete, path) in snapshot_files(dir)? {
         if complete && id.end_offset >= log_start_offset {
             ids.push(id);
         } else {
-            let path = entry.path();
             remove_if_exists(&path).map_err(StorageError::io(&path))?;
         }
     }
     ids.sort();
     Ok(ids)
+}
+
+/// The complete snapshots in `dir`, oldest first, removing nothing (safe while one is
+/// being written).
+pub fn complete_snapshots(dir: &Path) -> Result<Vec<SnapshotId>, StorageError> {
+    let mut ids: Vec<SnapshotId> = snapshot_files(dir)?
+        .into_iter()
+        .filter(|(_, complete, _)| *complete)
+        .map(|(id, _, _)| id)
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// Every snapshot file in `dir`: its id, whether it is complete, and its path.
+fn snapshot_files(dir: &Path) -> Result<Vec<(SnapshotId, bool, PathBuf)>, StorageError> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
+        let entry = entry.map_err(StorageError::io(dir))?;
+        let name = entry.file_name();
+        if let Some((id, complete)) = name.to_str().and_then(SnapshotId::parse) {
+            files.push((id, complete, entry.path()));
+        }
+    }
+    Ok(files)
 }
 
 /// Writes the snapshot `id` of `records` (metadata record values) in `dir` durably; returns
