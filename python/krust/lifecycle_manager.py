@@ -50,21 +50,29 @@ class BrokerLifecycleManager:
         self.broker_epoch = -1
         self.fenced = True
         self._task: asyncio.Task[None] | None = None
+        self._shut_down_done = False
 
     def start(self) -> None:
         """Register, then heartbeat, on the running event loop until `close`."""
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def close(self) -> None:
-        """A controlled shutdown: heartbeat with want_shut_down until the controller says
-        this broker leads nothing any more (or the timeout), then stop."""
-        if self._task is None:
+    async def prepare_shutdown(self) -> None:
+        """A controlled shutdown, while the broker still serves: heartbeat with want_shut_down
+        until the controller says this broker leads nothing any more and every broker knows
+        (or the timeout). Heartbeats stop then."""
+        if self._task is None or self._shut_down_done:
             return
+        self._shut_down_done = True
         self._task.cancel()
+        log.info("controlled shutdown: moving this broker's leaderships away")
         try:
             await asyncio.wait_for(self._shut_down(), CONTROLLED_SHUTDOWN_TIMEOUT_S)
         except TimeoutError:
             log.warning("controlled shutdown: no answer from the controller in time")
+
+    async def close(self) -> None:
+        """The controlled shutdown if `prepare_shutdown` did not run it, then stop."""
+        await self.prepare_shutdown()
 
     async def _run(self) -> None:
         while self.broker_epoch < 0:

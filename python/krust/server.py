@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -17,6 +18,9 @@ from krust.context import BrokerContext
 
 Installer = Callable[[BrokerContext], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
+# A controlled shutdown gives up after this (Kafka's waits on its request timeouts too).
+PREPARE_SHUTDOWN_TIMEOUT_S = 35.0
+STOPPING_THREAD = "krust-stopping"
 log = logging.getLogger(__name__)
 
 # Each service registers its APIs on ctx.dispatcher; the controller comes first.
@@ -62,7 +66,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         for install in SERVICES:
             services.append(install(ctx))
         on_ready()
-        with _shutdown_on_signals(core.shutdown):
+        with _shutdown_on_signals(lambda: _stop_gracefully(dispatcher, services, core.shutdown)):
             core.serve(
                 dispatcher.submit,
                 dispatcher.core_routes(),
@@ -75,6 +79,30 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         dispatcher.close()
         authorization.close()
         core.close()
+
+
+def _stop_gracefully(
+    dispatcher: Dispatcher, services: list[object], shutdown: Callable[[], None]
+) -> None:
+    """Kafka's order: while still serving, let services prepare (the controlled shutdown moves
+    this broker's leaderships away), then stop serving. Runs on its own thread, so the signal
+    handler returns at once; a second signal stops at once."""
+
+    def prepare_then_stop() -> None:
+        for service in services:
+            prepare = getattr(service, "prepare_shutdown", None)
+            if prepare is None:
+                continue
+            try:
+                dispatcher.run(prepare(), timeout=PREPARE_SHUTDOWN_TIMEOUT_S)
+            except Exception as error:  # the stop goes on without it
+                log.error("preparing %s for shutdown failed: %s", type(service).__name__, error)
+        shutdown()
+
+    if any(thread.name == STOPPING_THREAD for thread in threading.enumerate()):
+        shutdown()
+        return
+    threading.Thread(target=prepare_then_stop, name=STOPPING_THREAD, daemon=True).start()
 
 
 def _close_services(dispatcher: Dispatcher, services: list[object]) -> None:
@@ -92,7 +120,7 @@ def _close_services(dispatcher: Dispatcher, services: list[object]) -> None:
 
 @contextmanager
 def _shutdown_on_signals(shutdown: Callable[[], None]) -> Iterator[None]:
-    """SIGINT and SIGTERM ask the core to stop serving (a clean shutdown, exit status 0)."""
+    """SIGINT and SIGTERM ask for a clean shutdown (exit status 0)."""
 
     def handle(_signum: int, _frame: FrameType | None) -> None:
         shutdown()

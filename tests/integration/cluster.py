@@ -286,6 +286,15 @@ class Cluster(ABC):
         self._paused.discard(node_id)
         self._killed.add(node_id)
 
+    def terminate(self, node_id: int) -> None:
+        """SIGTERM: the node shuts down as it chooses (a controlled shutdown first); `running`
+        tells when it has exited."""
+        self._processes[node_id].send_signal(signal.SIGTERM)
+        self._killed.add(node_id)
+
+    def accepts_connections(self, node_id: int) -> bool:
+        return _accepts_connections(self.node(node_id).port)
+
     def pause(self, node_id: int) -> None:
         self._processes[node_id].send_signal(signal.SIGSTOP)
         self._paused.add(node_id)

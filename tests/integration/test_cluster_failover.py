@@ -18,13 +18,16 @@ ROUNDS = 3
 PROGRESS = 100
 GROUP_RECORDS = 300
 CONSUME_TIMEOUT_S = 90.0
+SHUTDOWN_TIMEOUT_S = 60.0
 
 
-def restart_and_wait_full_isr(cluster: Cluster, node_id: int, topic: str) -> None:
+def restart_and_wait_full_isr(
+    cluster: Cluster, node_id: int, topic: str, partitions: int = PARTITIONS
+) -> None:
     """Bring a killed node back and wait until it is in every partition's ISR again, so the
     next fault starts from three in-sync replicas."""
     cluster.restart(node_id)
-    for partition in range(PARTITIONS):
+    for partition in range(partitions):
         cluster.wait_full_isr(topic, partition)
 
 
@@ -60,6 +63,30 @@ def test_active_controller_kill9_loop_loses_nothing_and_metadata_works_again(
             restart_and_wait_full_isr(cluster, controller, topic)
         producer.wait_acknowledged(PROGRESS)
         assert_no_loss(cluster, producer)
+
+
+def test_sigterm_moves_leadership_away_while_the_broker_still_serves(cluster: Cluster) -> None:
+    topic = "controlled-shutdown"
+    create_replicated_topic(cluster, topic, 1)
+    leader = cluster.partition_leader(topic, 0)
+    cluster.terminate(leader)
+    # Kafka's controlled shutdown: the leadership moves while the broker still answers
+    # clients, so nobody finds a leader that no longer listens.
+    moved_while_serving = False
+    deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
+    while cluster.running(leader) and time.monotonic() < deadline:
+        if not cluster.accepts_connections(leader):
+            break
+        if cluster.partition_state(topic, 0).leader != leader:
+            moved_while_serving = cluster.accepts_connections(leader)
+            break
+        time.sleep(0.05)
+    assert moved_while_serving, "the broker stopped serving before its leadership moved"
+    while cluster.running(leader) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not cluster.running(leader), "the broker did not stop after its controlled shutdown"
+    assert cluster.partition_state(topic, 0).leader not in (leader, -1)
+    restart_and_wait_full_isr(cluster, leader, topic, partitions=1)
 
 
 def test_paused_follower_leaves_the_isr_and_rejoins_after_sigcont(cluster: Cluster) -> None:

@@ -208,8 +208,10 @@ impl PyBroker {
             .map_err(runtime_error)
     }
 
-    /// Serves until SIGTERM, Ctrl-C or `shutdown()`. The GIL is released while serving; the
-    /// tokio runtime is made here, in the serving process, never at import (fork safety).
+    /// Serves until `shutdown()`; Python's signal handlers run while it waits, and a signal
+    /// whose handler raises (Ctrl-C without one) stops it too. The GIL is released while
+    /// serving; the tokio runtime is made here, in the serving process, never at import (fork
+    /// safety).
     #[pyo3(signature = (handler, python_apis, authorize=None))]
     fn serve(
         &self,
@@ -249,7 +251,7 @@ impl PyBroker {
                 break result;
             }
             if py.check_signals().is_err() {
-                // Ctrl-C: the same graceful stop as SIGTERM.
+                // A handler raised (KeyboardInterrupt): stop serving.
                 self.inner.shutdown();
             }
         };

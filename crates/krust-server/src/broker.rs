@@ -426,7 +426,7 @@ impl Broker {
         self.authorizations.invalidate();
     }
 
-    /// Serves clients until `shutdown()`, SIGTERM or the failure of every log dir.
+    /// Serves clients until `shutdown()` or the failure of every log dir.
     pub async fn serve(
         &self,
         bridge: Bridge,

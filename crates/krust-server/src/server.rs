@@ -29,7 +29,7 @@ pub enum ServeError {
     },
 }
 
-/// Binds every listener, serves until `stop` turns true (or SIGTERM), then stops accepting and
+/// Binds every listener, serves until `stop` turns true, then stops accepting and
 /// lets connections finish the request in flight, for at most a few seconds.
 pub async fn serve(
     context: Arc<ServerContext>,
@@ -93,19 +93,11 @@ async fn bind(host: &str, port: u16) -> Result<TcpListener, ServeError> {
         .map_err(|source| ServeError::Bind { address, source })
 }
 
+/// Until `stop` turns true. Signals are the embedding process's: krust-broker's Python side
+/// turns SIGTERM into a controlled shutdown first, then asks the core to stop.
 async fn wait_for_stop(stop: &mut watch::Receiver<bool>) {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = stop.wait_for(|stopped| *stopped) => {}
-        _ = terminate => tracing::info!("SIGTERM received, shutting down"),
-    }
+    let _ = stop.wait_for(|stopped| *stopped).await;
+    tracing::info!("shutting down: no new connections, requests in flight finish");
 }
 
 /// Runs `work` every `period` until shutdown, the first time one period after start-up when
