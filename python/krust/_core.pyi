@@ -236,7 +236,7 @@ class Broker:
     def start_quorum(
         self,
         apply: Callable[[list[tuple[int, int, bytes]]], None],
-        snapshot: Callable[[], list[bytes]],
+        snapshot: Callable[[], list[bytes] | None],
         load_snapshot: Callable[[int, list[bytes]], None],
         leader_changed: Callable[[int, int], None],
     ) -> None:
@@ -244,8 +244,8 @@ class Broker:
         callbacks run on one dedicated thread, in log order: load_snapshot(end_offset, records)
         with the newest snapshot (before this returns) and with one installed from the leader;
         apply([(offset, epoch, record)]) with committed records (its return acknowledges them);
-        snapshot() for the image's records at the last applied offset; leader_changed(leader
-        id or -1, epoch)."""
+        snapshot() for the image's records at the last applied offset (None inside a metadata
+        transaction: the quorum waits for its end); leader_changed(leader id or -1, epoch)."""
     def propose(self, records: Sequence[bytes]) -> int:
         """Append `records` as consecutive metadata log entries through the quorum's leader;
         the offset of the last once committed. Blocking (call it via asyncio.to_thread).

@@ -34,7 +34,7 @@ class CoreBroker(ConnectionLimitsCore, Protocol):
     def start_quorum(
         self,
         apply: Callable[[list[tuple[int, int, bytes]]], None],
-        snapshot: Callable[[], list[bytes]],
+        snapshot: Callable[[], list[bytes] | None],
         load_snapshot: Callable[[int, list[bytes]], None],
         leader_changed: Callable[[int, int], None],
     ) -> None: ...

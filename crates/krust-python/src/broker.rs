@@ -384,7 +384,8 @@ impl PyBroker {
     /// thread, in log order: `load_snapshot(end_offset, records)` with the newest snapshot
     /// (before this returns) and with one installed from the leader; `apply([(offset, epoch,
     /// record)])` with committed records (returning acknowledges them); `snapshot()` for the
-    /// image's records at the applied offset; `leader_changed(leader_id or -1, epoch)`.
+    /// image's records at the applied offset (None inside a metadata transaction);
+    /// `leader_changed(leader_id or -1, epoch)`.
     fn start_quorum(
         &self,
         py: Python<'_>,

@@ -27,7 +27,7 @@ create_exception!(
 /// One call to the controller's callbacks, answered on `reply`.
 enum Callback {
     Apply(Vec<AppliedRecord>, mpsc::SyncSender<Result<(), ApplyError>>),
-    Snapshot(mpsc::SyncSender<Result<Vec<Bytes>, ApplyError>>),
+    Snapshot(mpsc::SyncSender<Result<Option<Vec<Bytes>>, ApplyError>>),
     LoadSnapshot(i64, Vec<Bytes>, mpsc::SyncSender<Result<(), ApplyError>>),
     LeaderChanged(i32, i32),
 }
@@ -62,7 +62,7 @@ impl Applier for PyApplier {
         self.ask(|reply| Callback::Apply(records, reply))?
     }
 
-    fn snapshot(&self) -> Result<Vec<Bytes>, ApplyError> {
+    fn snapshot(&self) -> Result<Option<Vec<Bytes>>, ApplyError> {
         self.ask(Callback::Snapshot)?
     }
 
@@ -92,8 +92,8 @@ fn run_callbacks(calls: mpsc::Receiver<Callback>, callbacks: Callbacks) {
                 let result = callbacks
                     .snapshot
                     .call0(py)
-                    .and_then(|records| records.extract::<Vec<Vec<u8>>>(py))
-                    .map(|records| records.into_iter().map(Bytes::from).collect());
+                    .and_then(|records| records.extract::<Option<Vec<Vec<u8>>>>(py))
+                    .map(|records| records.map(|r| r.into_iter().map(Bytes::from).collect()));
                 let _ = reply.send(result.map_err(|e| py_error(py, e)));
             }
             Callback::LoadSnapshot(end_offset, records, reply) => {

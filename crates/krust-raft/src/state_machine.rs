@@ -35,8 +35,10 @@ pub struct ApplyError(pub String);
 pub trait Applier: Send + Sync + 'static {
     /// Applies committed records, in log order; returning acknowledges them.
     fn apply(&self, records: Vec<AppliedRecord>) -> Result<(), ApplyError>;
-    /// The records of the image at the last applied offset (no apply runs meanwhile).
-    fn snapshot(&self) -> Result<Vec<Bytes>, ApplyError>;
+    /// The records of the image at the last applied offset (no apply runs meanwhile);
+    /// `None` while that offset is inside a metadata transaction (KIP-868), whose records a
+    /// snapshot must neither hold nor lose.
+    fn snapshot(&self) -> Result<Option<Vec<Bytes>>, ApplyError>;
     /// Replaces the image with a snapshot's, which ends (exclusively) at `end_offset`.
     fn load_snapshot(&self, end_offset: i64, records: Vec<Bytes>) -> Result<(), ApplyError>;
 }
@@ -183,39 +185,58 @@ fn snapshot_id(last: &LogId) -> io::Result<SnapshotId> {
 
 type Snapshot = openraft::type_config::alias::SnapshotOf<KRaft, Bytes>;
 
+/// How often a snapshot waiting for a metadata transaction to end looks again, and for how
+/// long before it settles for the newest snapshot there is.
+const TRANSACTION_END_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+const TRANSACTION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl RaftSnapshotBuilder<KRaft> for StateMachine {
     type SnapshotData = Bytes;
 
+    /// Snapshots the image at the first applied offset outside a metadata transaction from
+    /// now on: inside one, the state is let go so applies go on until the transaction ends.
+    /// A transaction still open after TRANSACTION_WAIT (no quorum to end it) gets the newest
+    /// snapshot there is instead, once there is one.
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        let mut state = self.state.lock().await;
-        let last = state
-            .last_applied
-            .ok_or_else(|| io::Error::other("nothing applied yet to snapshot"))?;
-        let id = snapshot_id(&last)?;
-        if state.current.as_ref().map(|(c, _)| *c) != Some(id) {
-            let records = self.blocking(|applier| applier.snapshot()).await?;
-            let (dir, voters) = (self.dir.clone(), self.voters.clone());
-            let timestamp = state.last_applied_ms;
-            tokio::task::spawn_blocking(move || {
-                write_image_snapshot(&dir, id, &voters, timestamp, &records)
-            })
-            .await
-            .map_err(other)??;
-            let meta = SnapshotMeta {
-                last_log_id: Some(last),
-                last_membership: state.last_membership.clone(),
-            };
-            state.current = Some((id, meta));
-            if let Some(listener) = &self.listener {
-                listener.snapshot_written(id);
+        let deadline = tokio::time::Instant::now() + TRANSACTION_WAIT;
+        loop {
+            let mut state = self.state.lock().await;
+            let last = state
+                .last_applied
+                .ok_or_else(|| io::Error::other("nothing applied yet to snapshot"))?;
+            let id = snapshot_id(&last)?;
+            let waited = tokio::time::Instant::now() >= deadline;
+            if state.current.as_ref().map(|(c, _)| *c) != Some(id)
+                && !(waited && state.current.is_some())
+            {
+                let Some(records) = self.blocking(|applier| applier.snapshot()).await? else {
+                    drop(state);
+                    tokio::time::sleep(TRANSACTION_END_POLL).await;
+                    continue;
+                };
+                let (dir, voters) = (self.dir.clone(), self.voters.clone());
+                let timestamp = state.last_applied_ms;
+                tokio::task::spawn_blocking(move || {
+                    write_image_snapshot(&dir, id, &voters, timestamp, &records)
+                })
+                .await
+                .map_err(other)??;
+                let meta = SnapshotMeta {
+                    last_log_id: Some(last),
+                    last_membership: state.last_membership.clone(),
+                };
+                state.current = Some((id, meta));
+                if let Some(listener) = &self.listener {
+                    listener.snapshot_written(id);
+                }
             }
+            let (id, meta) = state.current.clone().expect("set above");
+            let bytes = kraft_snapshot::read_snapshot_file(&self.dir, id).map_err(other)?;
+            return Ok(Snapshot {
+                meta,
+                snapshot: bytes,
+            });
         }
-        let (id, meta) = state.current.clone().expect("set above");
-        let bytes = kraft_snapshot::read_snapshot_file(&self.dir, id).map_err(other)?;
-        Ok(Snapshot {
-            meta,
-            snapshot: bytes,
-        })
     }
 }
 

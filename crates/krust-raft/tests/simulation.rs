@@ -45,10 +45,44 @@ impl Rng {
     }
 }
 
-/// The applied image of a node: (offset, value) in apply order.
+/// The applied image of a node: (offset, value) in apply order. A proposal of several values
+/// is a metadata transaction as the controller writes one: its first value begins it
+/// (`TXN_BEGIN`), its last ends it (`TXN_END`); a value that comes while one is open (a new
+/// leader's, after a partial commit) ends it, as the new controller's abort does.
 #[derive(Default)]
 struct TestApplier {
     image: Mutex<Vec<(i64, Bytes)>>,
+    in_transaction: Mutex<bool>,
+}
+
+const TXN_BEGIN: &str = "begin:";
+const TXN_INSIDE: &str = "in:";
+const TXN_END: &str = "end:";
+
+/// Whether a transaction is open after `value`, when `open` told so before it.
+fn open_after(open: bool, value: &[u8]) -> bool {
+    if value.starts_with(TXN_BEGIN.as_bytes()) {
+        true
+    } else if value.starts_with(TXN_INSIDE.as_bytes()) {
+        open
+    } else {
+        false
+    }
+}
+
+/// A proposal of `count` values: a transaction when there are several.
+fn proposal_values(seed: u64, step: u64, count: u64) -> Vec<Bytes> {
+    (0..count)
+        .map(|i| {
+            let marker = match (count, i) {
+                (1, _) => "",
+                (_, 0) => TXN_BEGIN,
+                (_, i) if i + 1 == count => TXN_END,
+                _ => TXN_INSIDE,
+            };
+            Bytes::from(format!("{marker}s{seed}-{step}-{i}"))
+        })
+        .collect()
 }
 
 fn encode(offset: i64, value: &Bytes) -> Bytes {
@@ -65,28 +99,38 @@ impl Applier for TestApplier {
             if let Some((last, _)) = image.last() {
                 assert!(record.offset > *last, "applied out of order");
             }
+            let mut open = self.in_transaction.lock();
+            *open = open_after(*open, &record.value);
             image.push((record.offset, record.value));
         }
         Ok(())
     }
 
-    fn snapshot(&self) -> Result<Vec<Bytes>, ApplyError> {
-        Ok(self
-            .image
-            .lock()
-            .iter()
-            .map(|(o, v)| encode(*o, v))
-            .collect())
+    fn snapshot(&self) -> Result<Option<Vec<Bytes>>, ApplyError> {
+        if *self.in_transaction.lock() {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.image
+                .lock()
+                .iter()
+                .map(|(o, v)| encode(*o, v))
+                .collect(),
+        ))
     }
 
     fn load_snapshot(&self, _end_offset: i64, records: Vec<Bytes>) -> Result<(), ApplyError> {
-        *self.image.lock() = records
+        let image: Vec<(i64, Bytes)> = records
             .into_iter()
             .map(|r| {
                 let offset = i64::from_be_bytes(r[..8].try_into().unwrap());
                 (offset, r.slice(8..))
             })
             .collect();
+        let open = image.iter().fold(false, |open, (_, v)| open_after(open, v));
+        assert!(!open, "a snapshot taken inside a metadata transaction");
+        *self.image.lock() = image;
+        *self.in_transaction.lock() = false;
         Ok(())
     }
 }
@@ -411,9 +455,7 @@ async fn simulate(seed: u64, n: i32, on_disk: bool) -> usize {
             _ => {
                 let id = rng.below(n as u64) as i32 + 1;
                 if let Some(raft) = nodes[&id].raft.clone() {
-                    let values: Vec<Bytes> = (0..1 + rng.below(3))
-                        .map(|i| Bytes::from(format!("s{seed}-{step}-{i}")))
-                        .collect();
+                    let values = proposal_values(seed, step, 1 + rng.below(3));
                     let proposal = quorum::propose(&raft, values.clone());
                     match tokio::time::timeout(Duration::from_secs(5), proposal).await {
                         Ok(Ok(last)) => {

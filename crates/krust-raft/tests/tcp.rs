@@ -26,8 +26,8 @@ impl Applier for Records {
         Ok(())
     }
 
-    fn snapshot(&self) -> Result<Vec<Bytes>, ApplyError> {
-        Ok(self.0.lock().iter().map(|(_, v)| v.clone()).collect())
+    fn snapshot(&self) -> Result<Option<Vec<Bytes>>, ApplyError> {
+        Ok(Some(self.0.lock().iter().map(|(_, v)| v.clone()).collect()))
     }
 
     fn load_snapshot(&self, _end_offset: i64, _records: Vec<Bytes>) -> Result<(), ApplyError> {

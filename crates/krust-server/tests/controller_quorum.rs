@@ -28,8 +28,8 @@ impl Applier for NoImage {
         Ok(())
     }
 
-    fn snapshot(&self) -> Result<Vec<Bytes>, ApplyError> {
-        Ok(Vec::new())
+    fn snapshot(&self) -> Result<Option<Vec<Bytes>>, ApplyError> {
+        Ok(Some(Vec::new()))
     }
 
     fn load_snapshot(&self, _end_offset: i64, _records: Vec<Bytes>) -> Result<(), ApplyError> {

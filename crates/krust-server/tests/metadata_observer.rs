@@ -32,8 +32,10 @@ impl Applier for Image {
         Ok(())
     }
 
-    fn snapshot(&self) -> Result<Vec<Bytes>, ApplyError> {
-        Ok(self.records.lock().iter().map(|(_, v)| v.clone()).collect())
+    fn snapshot(&self) -> Result<Option<Vec<Bytes>>, ApplyError> {
+        Ok(Some(
+            self.records.lock().iter().map(|(_, v)| v.clone()).collect(),
+        ))
     }
 
     fn load_snapshot(&self, end_offset: i64, records: Vec<Bytes>) -> Result<(), ApplyError> {

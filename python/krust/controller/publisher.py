@@ -100,9 +100,14 @@ class MetadataPublisher:
         aborts it)."""
         return self._transaction is not None
 
-    def snapshot(self) -> list[bytes]:
-        """The records of the image as applied now, for a snapshot of it."""
-        return [encode_record(record) for record in image_records(self.image)]
+    def snapshot(self) -> list[bytes] | None:
+        """The records of the image as applied now, for a snapshot of it; None inside a
+        metadata transaction, whose records the image does not hold yet (KIP-868: no snapshot
+        there, the quorum waits for the transaction's end)."""
+        with self._mutex:
+            if self._transaction is not None:
+                return None
+            return [encode_record(record) for record in image_records(self.image)]
 
     def leader_changed(self, leader_id: int, epoch: int) -> None:
         """The quorum has a new leader (-1: none known) in `epoch`."""
