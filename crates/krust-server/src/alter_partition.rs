@@ -79,6 +79,11 @@ impl AlterPartitionManager {
         }
     }
 
+    /// The runtime replication runs on.
+    pub fn runtime(&self) -> &Handle {
+        &self.runtime
+    }
+
     /// Sends `change` for `partition` in the background.
     pub fn submit(&self, partition: Arc<Partition>, change: PendingIsrChange) {
         let sender = Arc::clone(&self.sender);

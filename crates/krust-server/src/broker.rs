@@ -26,7 +26,7 @@ use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metrics::BrokerMetrics;
 use crate::quota::{ClientQuotaManager, ClientQuotaTable};
 use crate::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
-use crate::replica_manager::{ApplyError, InternalLogError, ReplicaManager};
+use crate::replica_manager::{ApplyError, InternalLogError, NotReplicated, ReplicaManager};
 use crate::security::scram::{ScramCredential, ScramCredentials, ScramMechanism};
 use crate::server::{serve, ServeError};
 use crate::server_context::ServerContext;
@@ -65,6 +65,10 @@ pub enum BrokerServeError {
     AllLogDirsOffline { dirs: String },
 }
 
+/// How long a coordinator's write waits for its replicas: Kafka's
+/// `offsets.commit.timeout.ms` default (krust refuses other values of the key).
+const INTERNAL_REPLICATION_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A failed internal read or write.
 #[derive(Debug, thiserror::Error)]
 pub enum InternalRecordsError {
@@ -72,6 +76,8 @@ pub enum InternalRecordsError {
     Log(#[from] InternalLogError),
     #[error("cannot encode or decode records: {0}")]
     Codec(String),
+    #[error("the records are written but not replicated: {0}")]
+    NotReplicated(#[from] NotReplicated),
 }
 
 pub struct Broker {
@@ -298,7 +304,8 @@ impl Broker {
         self.applier.drain();
     }
 
-    /// Appends `(key, value)` records as one uncompressed batch, flushed; returns its base offset.
+    /// Appends `(key, value)` records as one uncompressed batch, flushed; returns its base offset
+    /// once the in-sync replicas have it too (a coordinator's acks=-1).
     pub fn internal_append(
         &self,
         topic: &str,
@@ -310,6 +317,11 @@ impl Broker {
             encode_batch(records, now).map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
         let tp = TopicPartition::new(topic, partition);
         let info = self.replicas.append_internal(&tp, &batch, now)?;
+        self.replicas.await_internal_replication(
+            &tp,
+            info.last_offset + 1,
+            INTERNAL_REPLICATION_TIMEOUT,
+        )?;
         Ok(info.first_offset)
     }
 

@@ -566,6 +566,7 @@ pub enum InternalLogError {
 
 #[path = "replica_manager_replication.rs"]
 mod replication;
+pub use replication::NotReplicated;
 
 #[cfg(test)]
 #[path = "replica_manager_tests.rs"]

@@ -2,6 +2,9 @@
 //! isr-expiration): which partitions the fetchers copy, and ISR changes sent to the controller.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
 
 use krust_storage::TopicPartition;
 
@@ -9,6 +12,7 @@ use super::ReplicaManager;
 use crate::alter_partition::{AlterPartitionManager, PendingIsrChange};
 use crate::metadata_cache::PartitionMetadata;
 use crate::partition::{Partition, Role, Transition};
+use crate::purgatory::await_produce_acks;
 use crate::replica_fetcher::ReplicaFetcherManager;
 use crate::settings::ReplicationSettings;
 
@@ -73,6 +77,40 @@ impl ReplicaManager {
         }
     }
 
+    /// Waits until the in-sync replicas have an internal append that ended at `end_offset`, as
+    /// Kafka's coordinators write with acks=-1 and answer once the high watermark covers it.
+    /// Nothing to wait for on a partition this broker does not lead through replication (a
+    /// quorum of one, or before replication starts).
+    pub fn await_internal_replication(
+        &self,
+        tp: &TopicPartition,
+        end_offset: i64,
+        timeout: Duration,
+    ) -> Result<(), NotReplicated> {
+        let (Some(partition), Some(manager)) = (
+            self.partition(&tp.topic, tp.partition),
+            self.alter_partitions.get(),
+        ) else {
+            return Ok(());
+        };
+        // Already there (always so with no followers): no need for the runtime.
+        let outcome = match partition.check_enough_replicas_reach_offset(end_offset) {
+            Some(answer) => Some(answer),
+            None => {
+                let waits = [(partition, end_offset)];
+                let waited = manager
+                    .runtime()
+                    .block_on(await_produce_acks(&waits, timeout));
+                waited.into_iter().next().flatten()
+            }
+        };
+        match outcome {
+            Some(Ok(())) => Ok(()),
+            Some(Err(error)) => Err(NotReplicated::Refused(error)),
+            None => Err(NotReplicated::TimedOut(timeout)),
+        }
+    }
+
     /// Kafka's isr-expiration task: every partition this broker leads drops the followers
     /// that lagged more than `replica.lag.time.max.ms` from its ISR.
     pub fn maybe_shrink_isrs(&self, now_ms: i64) {
@@ -98,4 +136,13 @@ impl ReplicaManager {
             Transition::Unchanged => {}
         }
     }
+}
+
+/// Why an internal append is not known to be on the in-sync replicas.
+#[derive(Debug, thiserror::Error)]
+pub enum NotReplicated {
+    #[error("the in-sync replicas did not have it within {0:?}")]
+    TimedOut(Duration),
+    #[error("{0}")]
+    Refused(ResponseError),
 }

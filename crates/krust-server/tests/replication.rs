@@ -429,3 +429,30 @@ fn a_follower_behind_the_leaders_log_start_starts_over_there() {
     });
     stop(&nodes, runtime);
 }
+
+/// A coordinator's write (group offsets) is answered once the in-sync replicas have it, as
+/// Kafka's acks=-1: with a follower of the ISR down it is not, and with it up it is on the
+/// follower when the call returns.
+#[test]
+fn an_internal_append_returns_once_the_isr_has_it() {
+    let ports = [free_port(), free_port()];
+    let nodes = vec![node(1, ports[0]), node(2, ports[1])];
+    let runtime = runtime();
+    let topic = placement(1, 0);
+    start_one(&nodes[0], &endpoints(&nodes), &runtime, &topic);
+    let record = [(None, Some(bytes::Bytes::from_static(b"offset commit")))];
+    let unreplicated = nodes[0].broker.internal_append("t", 0, &record);
+    assert!(
+        matches!(
+            unreplicated,
+            Err(krust_server::broker::InternalRecordsError::NotReplicated(_))
+        ),
+        "{unreplicated:?}"
+    );
+
+    start_one(&nodes[1], &endpoints(&nodes), &runtime, &topic);
+    let base = nodes[0].broker.internal_append("t", 0, &record).unwrap();
+    assert_eq!(base, 1);
+    assert!(partition(&nodes[1]).log_end_offset() >= 2);
+    stop(&nodes, runtime);
+}

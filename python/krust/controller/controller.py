@@ -60,10 +60,8 @@ CREATE_PARTITIONS = 37
 UPDATE_FEATURES = 57
 ALLOCATE_PRODUCER_IDS = 67
 PRODUCER_ID_BLOCK_SIZE = 1000
-# How long a request to the active controller may take, and how often a topic created there
-# is looked for in this node's image.
+# How long a request to the active controller may take.
 CONTROLLER_TIMEOUT_MS = 30_000
-TOPIC_WAIT_S = 0.02
 # How long a new active controller waits before trying its first commit again.
 DUTIES_RETRY_S = 0.2
 # How often start-up logs that it is still waiting for the quorum.
@@ -280,11 +278,15 @@ class Controller:
         (result,) = response.topics
         if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
             raise TopicCreationError(name, result.error_code, result.error_message)
-        deadline = asyncio.get_running_loop().time() + CONTROLLER_TIMEOUT_MS / 1000
-        while name not in self.image.topics:
-            if asyncio.get_running_loop().time() > deadline:
-                raise TopicCreationError(name, ErrorCode.request_timed_out, "not replicated here")
-            await asyncio.sleep(TOPIC_WAIT_S)
+        try:
+            await asyncio.wait_for(
+                self.publisher.wait_until(lambda image: name in image.topics),
+                CONTROLLER_TIMEOUT_MS / 1000,
+            )
+        except TimeoutError:
+            raise TopicCreationError(
+                name, ErrorCode.request_timed_out, "not replicated here"
+            ) from None
         return self.image.topics[name]
 
     async def create_topics(self, request: Any, context: RequestContext) -> Any:

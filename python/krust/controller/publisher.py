@@ -54,7 +54,7 @@ class MetadataPublisher:
         self._advanced_condition = threading.Condition()
         self._publishing = False
         self._snapshots = SnapshotSchedule(config)
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[Callable[[MetadataImage], bool], asyncio.Future[None]]] = []
         self._listeners: list[tuple[asyncio.AbstractEventLoop, Listener]] = []
         self._caught_up = threading.Event()
         self._publish_when_caught_up = False
@@ -161,11 +161,15 @@ class MetadataPublisher:
 
     async def wait_for(self, offset: int) -> None:
         """Return once the record at `offset` is part of the image."""
-        if self.image.metadata_offset >= offset:
+        await self.wait_until(lambda image: image.metadata_offset >= offset)
+
+    async def wait_until(self, holds: Callable[[MetadataImage], bool]) -> None:
+        """Return once `holds` is true of the image."""
+        if holds(self.image):
             return
         future = asyncio.get_running_loop().create_future()
         with self._mutex:
-            self._waiters.append((offset, future))
+            self._waiters.append((holds, future))
         self._advanced()
         await future
 
@@ -217,9 +221,15 @@ class MetadataPublisher:
     def _advanced(self) -> None:
         """Wake the waiters the image now covers and tell the listeners."""
         image = self.image
+        ready: list[asyncio.Future[None]] = []
         with self._mutex:
-            ready = [f for offset, f in self._waiters if offset <= image.metadata_offset]
-            self._waiters = [(o, f) for o, f in self._waiters if o > image.metadata_offset]
+            waiting = self._waiters
+            self._waiters = []
+            for holds, future in waiting:
+                if holds(image):
+                    ready.append(future)
+                else:
+                    self._waiters.append((holds, future))
         with self._advanced_condition:
             self._advanced_condition.notify_all()
         for future in ready:
