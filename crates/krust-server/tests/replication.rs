@@ -421,6 +421,16 @@ fn a_leader_throttle_holds_back_a_follower_out_of_the_isr_until_the_rate_is_rais
     });
     assert_eq!(follower.log_end_offset(), 1);
     assert_eq!(leader.state().isr, vec![1]);
+    let (bridge, _) = Bridge::new(BTreeMap::new());
+    let metrics = nodes[0]
+        .broker
+        .metrics()
+        .render(&nodes[0].broker.server_context(bridge).replicas);
+    let byte_rate = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("kafka_server_leaderreplication_byte_rate "))
+        .map(|value| value.parse::<f64>().unwrap());
+    assert!(byte_rate.is_some_and(|rate| rate > 1.0), "{byte_rate:?}");
 
     nodes[0]
         .broker

@@ -89,6 +89,11 @@ impl ReplicationQuota {
         meter.rate.measure(now_ms) > bound
     }
 
+    /// The bytes per second of throttled partitions at `now_ms` (Kafka's `byte-rate` metric).
+    pub fn byte_rate(&self, now_ms: i64) -> f64 {
+        self.meter.lock().rate.measure(now_ms)
+    }
+
     /// Kafka's `shouldLeaderThrottle` / `shouldFollowerThrottle`: a throttled replica that is
     /// not in sync gets no records while the quota is exceeded.
     pub fn should_throttle(&self, topic: &str, partition: i32, in_sync: bool, now_ms: i64) -> bool {
