@@ -93,15 +93,6 @@ def test_a_throttled_reassignment_stays_behind_until_the_throttle_is_raised(
         TINY_THROTTLE,
     )
     assert f"The inter-broker throttle limit was set to {TINY_THROTTLE} B/s" in executed
-    assert dynamic_configs(cluster, "topics", throttled) == {
-        "leader.replication.throttled.replicas": f"0:{leader}",
-        "follower.replication.throttled.replicas": f"0:{target}",
-    }
-    for broker in (leader, target):
-        assert dynamic_configs(cluster, "brokers", str(broker)) == {
-            "leader.replication.throttled.rate": TINY_THROTTLE,
-            "follower.replication.throttled.rate": TINY_THROTTLE,
-        }
 
     # The same move of the same data, unthrottled, from the same leader to the same broker.
     reassign(
@@ -113,6 +104,15 @@ def test_a_throttled_reassignment_stays_behind_until_the_throttle_is_raised(
     )
     cluster.wait_full_isr(unthrottled, 0)
     assert target not in cluster.partition_state(throttled, 0).isr
+    assert dynamic_configs(cluster, "topics", throttled) == {
+        "leader.replication.throttled.replicas": f"0:{leader}",
+        "follower.replication.throttled.replicas": f"0:{target}",
+    }
+    for broker in (leader, target):
+        assert dynamic_configs(cluster, "brokers", str(broker)) == {
+            "leader.replication.throttled.rate": TINY_THROTTLE,
+            "follower.replication.throttled.rate": TINY_THROTTLE,
+        }
 
     # Kafka's way to change the throttle of a running move: resubmit it with --additional.
     reassign(
