@@ -220,6 +220,9 @@ class Broker:
         """max.connections, max.connections.per.ip, its overrides by ip address and
         max.connection.creation.rate, applied to new connections from now on. ValueError for
         an override that is not an ip address."""
+    def set_replication_throttled_rates(self, leader: int, follower: int) -> None:
+        """leader.replication.throttled.rate and follower.replication.throttled.rate in force
+        (bytes/s), applied from the next replica fetch on."""
     def use_quota_callback(self) -> None:
         """From now on `client.quota.callback.class` decides every client's quotas."""
     def take_unresolved_quota_clients(self, timeout_s: float) -> list[tuple[str, str]]:

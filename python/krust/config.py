@@ -109,12 +109,19 @@ def _gzip_level(level: int) -> str | None:
     return None if level == -1 or 1 <= level <= 9 else "value must be -1 or in [1, 9]"
 
 
-_THROTTLED = re.compile(r"\*|([0-9]+:[0-9]+)(,[0-9]+:[0-9]+)*")
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 
 
 def _throttled_replicas(replicas: list[str]) -> str | None:
-    text = ",".join(replicas)
-    return None if not text or _THROTTLED.fullmatch(text) else "expected * or partition:broker,..."
+    """Kafka's ThrottledReplicaListValidator: `*`, or entries partition:broker (empty ones
+    allowed)."""
+    items = [item.strip() for item in replicas]
+    if "".join(items) == "*" or all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
+        return None
+    return (
+        "must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
 
 
 def _ip_overrides(text: str) -> str | None:

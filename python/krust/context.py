@@ -46,6 +46,7 @@ class CoreBroker(ConnectionLimitsCore, Protocol):
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None: ...
+    def set_replication_throttled_rates(self, leader: int, follower: int) -> None: ...
 
 
 def _no_authorizer() -> Authorization:

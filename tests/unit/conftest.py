@@ -38,6 +38,7 @@ class FakeCore:
         self.fail_appends = False
         self.client_quotas: list[tuple[list[tuple[str, str | None]], dict[str, float]]] = []
         self.connection_limits: tuple[int, int, dict[str, int], int] | None = None
+        self.replication_throttled_rates: tuple[int, int] | None = None
         self.scram_credentials: list[tuple[str, int, bytes, bytes, bytes, int]] = []
         self.node_id = 1
 
@@ -87,6 +88,9 @@ class FakeCore:
             dict(per_ip_overrides),
             max_creation_rate,
         )
+
+    def set_replication_throttled_rates(self, leader: int, follower: int) -> None:
+        self.replication_throttled_rates = (leader, follower)
 
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]

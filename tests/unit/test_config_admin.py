@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from krust.config import BrokerConfig
+from krust.config import LONG_MAX, BrokerConfig
 from krust.controller import Controller
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
 from krust.protocol import build_entity
@@ -370,3 +370,55 @@ def test_password_keys_are_described_as_sensitive_without_their_value(
         "none",
         False,
     )
+
+
+# Replication throttles (KIP-73): broker rates per broker over the cluster default over
+# Long.MAX_VALUE, and the topics' throttled-replica lists as Kafka validates them.
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LIST_FORMAT = (
+    "must be the literal '*' or a list of replicas in the following format: "
+    "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+)
+
+
+def test_throttled_rates_reach_the_core_per_broker_over_the_cluster_default(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin, fake_core: FakeCore
+) -> None:
+    assert fake_core.replication_throttled_rates == (LONG_MAX, LONG_MAX)
+    assert incremental(run, admin, BROKER, "", (LEADER_RATE, "5000", SET))[0] == 0
+    assert fake_core.replication_throttled_rates == (5000, LONG_MAX)
+    changed = incremental(
+        run, admin, BROKER, "1", (LEADER_RATE, "7", SET), (FOLLOWER_RATE, "9", SET)
+    )
+    assert changed[0] == 0
+    assert fake_core.replication_throttled_rates == (7, 9)
+    deleted = incremental(
+        run, admin, BROKER, "1", (LEADER_RATE, None, DELETE), (FOLLOWER_RATE, None, DELETE)
+    )
+    assert deleted[0] == 0
+    assert fake_core.replication_throttled_rates == (5000, LONG_MAX)
+    assert incremental(run, admin, BROKER, "1", (FOLLOWER_RATE, "-1", SET)) == (
+        ErrorCode.invalid_request,
+        f"Invalid value -1 for configuration {FOLLOWER_RATE}: value must be at least 0",
+    )
+
+
+@pytest.mark.parametrize("value", ["*", " * ", "0:1", "0:1,1:2", "0:1 , 1:2", "0:1,,1:2", ""])
+def test_throttled_replica_lists_kafka_accepts_are_accepted(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin, value: str
+) -> None:
+    create(run, controller, topic("t"))
+    for key in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas"):
+        assert incremental(run, admin, TOPIC, "t", (key, value, SET)) == (ErrorCode.none, None)
+
+
+@pytest.mark.parametrize("value", ["0", "a:1", "0:1,*", "0-1", "0:1:2"])
+def test_malformed_throttled_replica_lists_are_refused_as_kafka_words_it(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin, value: str
+) -> None:
+    create(run, controller, topic("t"))
+    key = "leader.replication.throttled.replicas"
+    error, message = incremental(run, admin, TOPIC, "t", (key, value, SET))
+    assert error == ErrorCode.invalid_config
+    assert message is not None and key in message and LIST_FORMAT in message

@@ -348,6 +348,12 @@ impl PyBroker {
         Ok(())
     }
 
+    /// leader.replication.throttled.rate and follower.replication.throttled.rate in force
+    /// (bytes/s).
+    fn set_replication_throttled_rates(&self, leader: i64, follower: i64) {
+        self.inner.set_replication_throttled_rates(leader, follower);
+    }
+
     /// From now on the client quota callback decides every client's quotas.
     fn use_quota_callback(&self) {
         self.inner.quotas().use_callback();

@@ -189,6 +189,7 @@ impl Broker {
             listener_name: self.settings.inter_broker_listener_name(),
             security,
             metadata: Arc::clone(&self.metadata),
+            replication_quotas: Arc::clone(self.replicas.replication_quotas()),
         });
         let alter_partitions = AlterPartitionManager::new(node_id, alter_partition, runtime);
         self.replicas.start_replication(fetchers, alter_partitions);
@@ -235,6 +236,14 @@ impl Broker {
     /// max.connection.creation.rate), changed while the broker runs.
     pub fn set_connection_limits(&self, limits: ConnectionLimits) {
         self.connections.set_limits(limits);
+    }
+
+    /// `leader.replication.throttled.rate` and `follower.replication.throttled.rate` in force
+    /// (bytes per second), changed while the broker runs.
+    pub fn set_replication_throttled_rates(&self, leader: i64, follower: i64) {
+        let quotas = self.replicas.replication_quotas();
+        quotas.leader.set_bound(leader);
+        quotas.follower.set_bound(follower);
     }
 
     /// Sets the broker defaults of the topic configs (topic key names, from the static and

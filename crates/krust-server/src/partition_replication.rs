@@ -41,6 +41,9 @@ pub struct FollowerRead {
     pub log_start_offset: i64,
     /// An ISR expansion this fetch calls for, to send to the controller.
     pub isr_change: Option<PendingIsrChange>,
+    /// Whether the follower is in the committed ISR after this fetch (a throttled replica
+    /// in sync is never held back).
+    pub in_sync: bool,
 }
 
 impl Partition {
@@ -85,6 +88,7 @@ impl Partition {
         } else {
             None
         };
+        let in_sync = self.state.read().isr.contains(&fetch.replica_id);
         let log = self.log.lock();
         Ok(FollowerRead {
             records,
@@ -92,6 +96,7 @@ impl Partition {
             high_watermark: log.high_watermark(),
             log_start_offset: log.log_start_offset(),
             isr_change,
+            in_sync,
         })
     }
 

@@ -33,6 +33,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::clock::now_ms;
 use crate::metadata_cache::MetadataCache;
 use crate::partition::{LeaderOffsets, Partition, PartitionError};
+use crate::quota::ReplicationQuotas;
 use crate::settings::ReplicationSettings;
 
 /// Fetch v12: the first with the follower's last fetched epoch and the leader's diverging
@@ -52,6 +53,8 @@ pub struct FetcherConfig {
     /// How the connections are secured (the inter-broker listener's client side).
     pub security: Arc<SecurityConfig>,
     pub metadata: Arc<MetadataCache>,
+    /// The follower quota holds back throttled partitions that are not in sync.
+    pub replication_quotas: Arc<ReplicationQuotas>,
 }
 
 /// One partition a fetcher copies (Kafka's `PartitionFetchState`).
@@ -62,6 +65,9 @@ struct FetchState {
     last_fetched_epoch: Option<i32>,
     /// Backing off after an error until then.
     delayed_until: Option<Instant>,
+    /// How far behind the leader's high watermark the last records left it (Kafka's
+    /// `PartitionFetchState.lag`): unknown until records came; 0 is in sync.
+    lag: Option<i64>,
 }
 
 /// What a fetcher thread and the manager share.
@@ -109,6 +115,7 @@ impl ReplicaFetcherManager {
                 fetch_offset,
                 last_fetched_epoch,
                 delayed_until: None,
+                lag: None,
             },
         );
         fetcher.shared.changed.notify_all();
@@ -217,9 +224,13 @@ struct FetcherThread {
 impl FetcherThread {
     fn run(mut self) {
         while !self.shared.stop.load(Ordering::Acquire) {
-            let (request, requested) = self.build_fetch();
+            let (request, requested, throttled) = self.build_fetch();
             if requested.is_empty() {
-                self.idle();
+                if throttled {
+                    self.wait_backoff();
+                } else {
+                    self.idle();
+                }
                 continue;
             }
             match self.send_fetch(&request) {
@@ -258,6 +269,16 @@ impl FetcherThread {
         }
     }
 
+    /// Kafka's wait when every partition is throttled: `replica.fetch.backoff.ms`, or until
+    /// the partitions change.
+    fn wait_backoff(&self) {
+        let mut partitions = self.shared.partitions.lock();
+        if !self.shared.stop.load(Ordering::Acquire) {
+            let wake = Instant::now() + self.backoff();
+            self.shared.changed.wait_until(&mut partitions, wake);
+        }
+    }
+
     fn back_off<'a>(&self, tps: impl Iterator<Item = &'a TopicPartition>) {
         let until = Instant::now() + self.backoff();
         let mut partitions = self.shared.partitions.lock();
@@ -268,10 +289,14 @@ impl FetcherThread {
         }
     }
 
-    /// Kafka's `buildFetch`: every partition not backing off.
-    fn build_fetch(&self) -> (FetchRequest, Vec<Requested>) {
+    /// Kafka's `buildFetch`: every partition not backing off and not held back by the
+    /// follower quota (`shouldFollowerThrottle`); true when some partition was held back.
+    fn build_fetch(&self) -> (FetchRequest, Vec<Requested>, bool) {
         let settings = &self.config.settings;
         let now = Instant::now();
+        let now_ms = now_ms();
+        let quota = &self.config.replication_quotas.follower;
+        let mut throttled = false;
         let mut partitions = self.shared.partitions.lock();
         let mut topics: Vec<FetchTopic> = Vec::new();
         let mut requested = Vec::new();
@@ -280,6 +305,11 @@ impl FetcherThread {
                 continue;
             }
             state.delayed_until = None;
+            let in_sync = state.lag.is_some_and(|lag| lag <= 0);
+            if quota.should_throttle(&tp.topic, tp.partition, in_sync, now_ms) {
+                throttled = true;
+                continue;
+            }
             let fetch = FetchPartition::default()
                 .with_partition(tp.partition)
                 .with_current_leader_epoch(state.leader_epoch)
@@ -309,7 +339,7 @@ impl FetcherThread {
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(topics);
-        (request, requested)
+        (request, requested, throttled)
     }
 
     fn connection(&mut self) -> Result<&mut Connection, FetchError> {
@@ -373,16 +403,18 @@ impl FetcherThread {
                     _ => continue,
                 }
             };
+            // Ok(Some(high watermark)) when records were appended, Ok(None) otherwise.
             let outcome = match ResponseError::try_from_code(data.error_code) {
                 None if data.diverging_epoch.epoch >= 0 => truncate_on_diverging_epoch(
                     &partition,
                     asked.leader_epoch,
                     data.diverging_epoch.epoch,
                     data.diverging_epoch.end_offset,
-                ),
-                None => append(&partition, asked.leader_epoch, &data),
+                )
+                .map(|()| None),
+                None => self.append(&partition, asked.leader_epoch, &data),
                 Some(ResponseError::OffsetOutOfRange) => {
-                    self.handle_out_of_range(&partition, asked)
+                    self.handle_out_of_range(&partition, asked).map(|()| None)
                 }
                 Some(error) => Err(FetchError::Leader(error)),
             };
@@ -394,15 +426,18 @@ impl FetcherThread {
         &self,
         asked: &Requested,
         partition: &Partition,
-        outcome: Result<(), FetchError>,
+        outcome: Result<Option<i64>, FetchError>,
     ) {
         let mut partitions = self.shared.partitions.lock();
         let Some(state) = partitions.get_mut(&asked.tp) else {
             return;
         };
         match outcome {
-            Ok(()) => {
+            Ok(high_watermark) => {
                 let (last_fetched_epoch, log_end_offset) = partition.fetch_position();
+                if let Some(high_watermark) = high_watermark {
+                    state.lag = Some((high_watermark - log_end_offset).max(0));
+                }
                 state.fetch_offset = log_end_offset;
                 state.last_fetched_epoch = last_fetched_epoch;
             }
@@ -432,6 +467,29 @@ impl FetcherThread {
             partition.truncate_fully_and_start_at(asked.leader_epoch, leader_start)?;
         }
         Ok(())
+    }
+
+    /// Appends what the leader sent; the leader's high watermark when records came (they
+    /// count against the follower quota if the partition is throttled).
+    fn append(
+        &self,
+        partition: &Partition,
+        leader_epoch: i32,
+        data: &kafka_protocol::messages::fetch_response::PartitionData,
+    ) -> Result<Option<i64>, FetchError> {
+        let records = data.records.as_deref().unwrap_or_default();
+        let leader = LeaderOffsets {
+            high_watermark: data.high_watermark,
+            log_start_offset: data.log_start_offset,
+        };
+        let now = now_ms();
+        let tp = &partition.topic_partition;
+        let quota = &self.config.replication_quotas.follower;
+        if quota.is_throttled(&tp.topic, tp.partition) {
+            quota.record(records.len(), now);
+        }
+        partition.append_as_follower(leader_epoch, records, leader, now)?;
+        Ok((!records.is_empty()).then_some(data.high_watermark))
     }
 
     fn list_offset(
@@ -475,20 +533,6 @@ pub(crate) enum FetchError {
     Partition(#[from] PartitionError),
     #[error(transparent)]
     Client(#[from] ClientError),
-}
-
-fn append(
-    partition: &Partition,
-    leader_epoch: i32,
-    data: &kafka_protocol::messages::fetch_response::PartitionData,
-) -> Result<(), FetchError> {
-    let records = data.records.as_deref().unwrap_or_default();
-    let leader = LeaderOffsets {
-        high_watermark: data.high_watermark,
-        log_start_offset: data.log_start_offset,
-    };
-    partition.append_as_follower(leader_epoch, records, leader, now_ms())?;
-    Ok(())
 }
 
 /// Kafka's `truncateOnFetchResponse` with `getOffsetTruncationState`: the leader says the

@@ -32,6 +32,7 @@ fn config(settings: ReplicationSettings) -> FetcherConfig {
         listener_name: "REPLICATION".into(),
         security: Arc::default(),
         metadata: Arc::default(),
+        replication_quotas: Arc::default(),
     }
 }
 
@@ -47,6 +48,7 @@ fn thread(config: FetcherConfig, partitions: &[Arc<Partition>]) -> FetcherThread
                     fetch_offset: 0,
                     last_fetched_epoch: Some(3),
                     delayed_until: None,
+                    lag: None,
                 },
             )
         })
@@ -73,7 +75,7 @@ fn a_replica_fetch_carries_the_replica_fetch_settings() {
         replica_fetch_min_bytes: 9,
         ..ReplicationSettings::default()
     };
-    let (request, requested) = thread(config(settings), &partitions).build_fetch();
+    let (request, requested, _) = thread(config(settings), &partitions).build_fetch();
     assert_eq!(requested.len(), 1);
     assert_eq!(request.replica_id.0, 2);
     assert_eq!(
@@ -103,9 +105,48 @@ fn a_failed_partition_waits_replica_fetch_backoff_ms_before_it_is_fetched_again(
         .delayed_until
         .unwrap();
     assert!(delayed >= before + Duration::from_secs(60));
-    let (_, requested) = fetcher.build_fetch();
+    let (_, requested, _) = fetcher.build_fetch();
     let fetched: Vec<_> = requested.iter().map(|r| r.tp.clone()).collect();
     assert_eq!(fetched, vec![partitions[1].topic_partition.clone()]);
+}
+
+#[test]
+fn a_throttled_partition_out_of_sync_is_left_out_while_the_follower_quota_is_exceeded() {
+    let (_dir, partitions) = partitions(2);
+    let quotas = Arc::new(ReplicationQuotas::default());
+    // Node 2 follows partition 0 throttled ("0:2"), partition 1 not.
+    let throttled = HashMap::from([(
+        "follower.replication.throttled.replicas".to_string(),
+        "0:2,1:3".to_string(),
+    )]);
+    quotas.update_topic(2, "t", &throttled);
+    quotas.follower.set_bound(1);
+    let fetcher = thread(
+        FetcherConfig {
+            replication_quotas: Arc::clone(&quotas),
+            ..config(ReplicationSettings::default())
+        },
+        &partitions,
+    );
+    let fetched = |fetcher: &FetcherThread| {
+        let (_, requested, throttled) = fetcher.build_fetch();
+        let mut tps: Vec<i32> = requested.iter().map(|r| r.tp.partition).collect();
+        tps.sort();
+        (tps, throttled)
+    };
+    // Within the quota every partition is fetched.
+    assert_eq!(fetched(&fetcher), (vec![0, 1], false));
+    quotas.follower.record(1 << 20, now_ms());
+    assert_eq!(fetched(&fetcher), (vec![1], true));
+    // Once the partition is in sync (no lag behind the leader's HW) it is fetched again.
+    fetcher
+        .shared
+        .partitions
+        .lock()
+        .get_mut(&partitions[0].topic_partition)
+        .unwrap()
+        .lag = Some(0);
+    assert_eq!(fetched(&fetcher), (vec![0, 1], false));
 }
 
 #[test]

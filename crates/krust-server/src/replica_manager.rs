@@ -22,6 +22,7 @@ use crate::alter_partition::AlterPartitionManager;
 use crate::metadata_cache::{MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata};
 use crate::metadata_log::{MetadataLogSettings, MetadataSnapshots, METADATA_LOG_TOPIC};
 use crate::partition::{log_dir_of, Partition, PartitionError};
+use crate::quota::ReplicationQuotas;
 use crate::replica_fetcher::ReplicaFetcherManager;
 use crate::settings::{topic_log_config, ReplicationSettings};
 
@@ -49,6 +50,8 @@ pub struct ReplicaManager {
     /// this broker follows and the channel for ISR changes of those it leads.
     fetchers: OnceLock<ReplicaFetcherManager>,
     alter_partitions: OnceLock<AlterPartitionManager>,
+    /// The replication throttles; the topics' throttled replicas follow the metadata.
+    replication_quotas: Arc<ReplicationQuotas>,
 }
 
 /// Partitions a metadata change could not be applied to for a reason other than a failed log
@@ -101,7 +104,13 @@ impl ReplicaManager {
             replication: ReplicationSettings::default(),
             fetchers: OnceLock::new(),
             alter_partitions: OnceLock::new(),
+            replication_quotas: Arc::default(),
         }
+    }
+
+    /// The leader and follower replication quotas (KIP-73).
+    pub fn replication_quotas(&self) -> &Arc<ReplicationQuotas> {
+        &self.replication_quotas
     }
 
     pub fn log_manager(&self) -> &LogManager {
@@ -186,7 +195,11 @@ impl ReplicaManager {
         for (topic, index) in stale {
             self.stop_partition(&TopicPartition::new(&topic, index), &mut outcome);
         }
+        let names: HashSet<&str> = image.topics.keys().map(String::as_str).collect();
+        self.replication_quotas.retain_topics(&names);
         for topic in image.topics.values() {
+            self.replication_quotas
+                .update_topic(self.node_id, &topic.name, &topic.configs);
             self.apply_topic(topic, &topic.partitions, true, &mut outcome);
         }
         outcome.into_result()
@@ -201,6 +214,7 @@ impl ReplicaManager {
         let mut outcome = ApplyOutcome::default();
         for id in &delta.deleted_topic_ids {
             if let Some(topic) = before.topic_by_id(id) {
+                self.replication_quotas.remove_topic(&topic.name);
                 self.delete_topic(&topic.name, &mut outcome);
             }
         }
@@ -209,6 +223,8 @@ impl ReplicaManager {
             .as_ref()
             .is_some_and(|defaults| self.set_log_defaults(defaults));
         for topic in &delta.topics {
+            self.replication_quotas
+                .update_topic(self.node_id, &topic.name, &topic.configs);
             let configs_changed = defaults_changed
                 || before
                     .topic(&topic.name)

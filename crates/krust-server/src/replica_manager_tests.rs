@@ -415,6 +415,7 @@ fn a_follower_is_fetched_only_while_its_partition_has_a_leader() {
             listener_name: "PLAINTEXT".into(),
             security: Arc::default(),
             metadata: Arc::default(),
+            replication_quotas: Arc::default(),
         }),
         AlterPartitionManager::new(LOCAL, Arc::new(Unreachable), runtime.handle().clone()),
     );

@@ -77,6 +77,27 @@ fn node(node_id: i32, port: u16) -> Node {
 }
 
 fn node_in(dir: TempDir, node_id: i32, port: u16, replica_lag_time_max_ms: i64) -> Node {
+    node_with(
+        dir,
+        node_id,
+        port,
+        ReplicationSettings {
+            replica_lag_time_max_ms,
+            ..test_replication()
+        },
+    )
+}
+
+/// Short waits and backoffs, so fetch rounds come quickly.
+fn test_replication() -> ReplicationSettings {
+    ReplicationSettings {
+        replica_fetch_wait_max_ms: 100,
+        replica_fetch_backoff_ms: 50,
+        ..ReplicationSettings::default()
+    }
+}
+
+fn node_with(dir: TempDir, node_id: i32, port: u16, replication: ReplicationSettings) -> Node {
     let listener = Listener {
         host: "127.0.0.1".into(),
         port,
@@ -87,12 +108,7 @@ fn node_in(dir: TempDir, node_id: i32, port: u16, replica_lag_time_max_ms: i64) 
         listeners: vec![listener.clone()],
         advertised_listeners: vec![listener],
         log_dirs: vec![dir.path().to_path_buf()],
-        replication: ReplicationSettings {
-            replica_fetch_wait_max_ms: 100,
-            replica_fetch_backoff_ms: 50,
-            replica_lag_time_max_ms,
-            ..ReplicationSettings::default()
-        },
+        replication,
         ..BrokerSettings::default()
     };
     Node {
@@ -359,6 +375,70 @@ fn a_stopped_follower_leaves_the_isr_and_rejoins_once_caught_up() {
     start_one(&nodes[2], &endpoints(&nodes), &runtime, &topic);
     wait_until("broker 3 rejoins the ISR", || isr().contains(&3));
     assert_eq!(contents(&partition(&nodes[2])).1, 2);
+    stop(&nodes, runtime);
+}
+
+/// KIP-73 on the leader: partition 0 is in broker 1's leader.replication.throttled.replicas
+/// and its leader rate is 1 B/s, so once its first fetch took one batch, broker 2 (out of the
+/// ISR) gets no more records however often it fetches; a raised rate lets it catch up and join
+/// the ISR.
+#[test]
+fn a_leader_throttle_holds_back_a_follower_out_of_the_isr_until_the_rate_is_raised() {
+    let ports = [free_port(), free_port()];
+    // One batch per fetch (KIP-74 sends the first batch whole).
+    let one_batch = ReplicationSettings {
+        replica_fetch_max_bytes: 1,
+        ..test_replication()
+    };
+    let nodes = [
+        node(1, ports[0]),
+        node_with(tempfile::tempdir().unwrap(), 2, ports[1], one_batch),
+    ];
+    let runtime = runtime();
+    let mut topic = with_isr(&[1, 2], &[1], 1, 0);
+    topic.configs.insert(
+        "leader.replication.throttled.replicas".into(),
+        "0:1,0:3".into(),
+    );
+    nodes[0].broker.set_replication_throttled_rates(1, i64::MAX);
+    let brokers = endpoints(&nodes);
+    start_one(&nodes[0], &brokers, &runtime, &topic);
+    for (offset, value) in ["a", "b", "c"].into_iter().enumerate() {
+        assert_eq!(
+            produce_with_acks(&nodes[0], &[value], 1),
+            (0, offset as i64)
+        );
+    }
+    start_one(&nodes[1], &brokers, &runtime, &topic);
+    let (leader, follower) = (partition(&nodes[0]), partition(&nodes[1]));
+    wait_until("the first batch reaches broker 2", || {
+        follower.log_end_offset() >= 1
+    });
+    let last_fetch = || leader.follower_states()[0].1.last_fetch_time_ms;
+    let held_since = last_fetch();
+    wait_until("broker 2 fetches again for a while", || {
+        last_fetch() >= held_since + 1_000
+    });
+    assert_eq!(follower.log_end_offset(), 1);
+    assert_eq!(leader.state().isr, vec![1]);
+    let (bridge, _) = Bridge::new(BTreeMap::new());
+    let metrics = nodes[0]
+        .broker
+        .metrics()
+        .render(&nodes[0].broker.server_context(bridge).replicas);
+    let byte_rate = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("kafka_server_leaderreplication_byte_rate "))
+        .map(|value| value.parse::<f64>().unwrap());
+    assert!(byte_rate.is_some_and(|rate| rate > 1.0), "{byte_rate:?}");
+
+    nodes[0]
+        .broker
+        .set_replication_throttled_rates(i64::MAX, i64::MAX);
+    wait_until("broker 2 catches up and joins the ISR", || {
+        leader.state().isr == vec![1, 2]
+    });
+    assert_eq!(follower.log_end_offset(), 3);
     stop(&nodes, runtime);
 }
 

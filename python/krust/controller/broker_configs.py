@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from krust.config import (
     KEYS,
@@ -55,8 +55,11 @@ class BrokerConfigChangeError(ValueError):
         self.invalid_config = invalid_config
 
 
-# The broker keys that are a topic config's default: the core re-applies them live; and the
-# connection limits, which the core applies to new connections.
+LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+# The broker keys that are a topic config's default: the core re-applies them live; the
+# connection limits, which the core applies to new connections; and the replication
+# throttles (KIP-73).
 LIVE_KEYS = (
     frozenset(
         key.synonyms[0]
@@ -64,6 +67,7 @@ LIVE_KEYS = (
         if key.synonyms and KEYS[key.synonyms[0]].dynamic is not DynamicUpdateMode.READ_ONLY
     )
     | CONNECTION_LIMIT_KEYS
+    | {LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE}
 )
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key's derived-key family.
 _FAMILIES = {name: key.synonyms for key in TOPIC_KEYS for name in key.synonyms}
@@ -141,6 +145,19 @@ class EffectiveBrokerConfig(Mapping[str, Any]):
         return {
             key.name: config_string(self[key.synonyms[0]]) for key in TOPIC_KEYS if key.synonyms
         }
+
+
+class ReplicationThrottleCore(Protocol):
+    def set_replication_throttled_rates(self, leader: int, follower: int) -> None: ...
+
+
+def push_replication_throttled_rates(
+    core: ReplicationThrottleCore, config: Mapping[str, Any]
+) -> None:
+    """Hand the core this broker's leader and follower replication throttles in force."""
+    core.set_replication_throttled_rates(
+        config[LEADER_THROTTLED_RATE], config[FOLLOWER_THROTTLED_RATE]
+    )
 
 
 def validate_broker_change(

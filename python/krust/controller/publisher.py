@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any
 from krust.connection_limits import push_connection_limits
 from krust.context import CoreBroker
 from krust.controller import scram
-from krust.controller.broker_configs import EffectiveBrokerConfig
+from krust.controller.broker_configs import (
+    EffectiveBrokerConfig,
+    push_replication_throttled_rates,
+)
 from krust.controller.client_quotas import core_client_quotas
 from krust.controller.image import ImageBuilder, MetadataImage, to_core_image
 from krust.controller.records import (
@@ -198,6 +201,7 @@ class MetadataPublisher:
         self._core.apply_metadata_delta(delta)
         if builder.broker_configs_changed:
             push_connection_limits(self._core, self.broker_config())
+            push_replication_throttled_rates(self._core, self.broker_config())
         if builder.client_quotas_changed:
             self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
         if builder.scram_credentials_changed:
@@ -206,6 +210,7 @@ class MetadataPublisher:
     def _push_side_state(self) -> None:
         self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
         push_connection_limits(self._core, self.broker_config())
+        push_replication_throttled_rates(self._core, self.broker_config())
         self._core.set_scram_credentials(scram.core_credentials(self.image))
 
     def _maybe_snapshot(self) -> None:

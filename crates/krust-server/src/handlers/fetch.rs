@@ -119,6 +119,9 @@ pub async fn handle(
     let follower = from_follower.then_some(follower_id);
     let results = read_with_wait(context, ctx, &request, &wanted, max_bytes, follower).await;
     record_reads(context, &wanted, &results);
+    if from_follower {
+        record_leader_replication(context, &wanted, &results);
+    }
     let responses = build_response(&wanted, results, incremental, version);
     // Recorded in the session only once the response is sent with its partitions.
     let sent: Option<Vec<(String, i32, i64, i64)>> = (session_id != 0).then(|| {
@@ -381,16 +384,29 @@ fn read_for_follower(
         max_bytes,
         min_one_batch,
     };
-    match partition.fetch_for_follower(&fetch, now_ms()) {
+    let now = now_ms();
+    match partition.fetch_for_follower(&fetch, now) {
         Ok(read) => {
             if let Some(change) = read.isr_change {
                 context
                     .replicas
                     .submit_isr_change(Arc::clone(partition), change);
             }
+            // Kafka's shouldLeaderThrottle: the follower's progress is recorded above, but a
+            // throttled replica out of sync gets no records while the leader quota is spent.
+            let tp = &partition.topic_partition;
+            let throttled = context
+                .replicas
+                .replication_quotas()
+                .leader
+                .should_throttle(&tp.topic, tp.partition, read.in_sync, now);
             ReadResult {
                 error_code: 0,
-                records: Some(read.records),
+                records: Some(if throttled {
+                    FileSlice::empty()
+                } else {
+                    read.records
+                }),
                 follower: Some(FollowerAnswer {
                     high_watermark: read.high_watermark,
                     log_start_offset: read.log_start_offset,
@@ -421,6 +437,18 @@ fn record_reads(context: &ServerContext, wanted: &[Wanted], results: &[ReadResul
             Err(_) => context.metrics.topics.record_refused_fetch(),
         }
     }
+}
+
+/// Kafka's leader quota record: the bytes sent of every throttled partition, in sync or not.
+fn record_leader_replication(context: &ServerContext, wanted: &[Wanted], results: &[ReadResult]) {
+    let quota = &context.replicas.replication_quotas().leader;
+    let bytes: usize = wanted
+        .iter()
+        .zip(results)
+        .filter(|(w, _)| quota.is_throttled(&w.request.topic, w.request.partition))
+        .map(|(_, r)| r.records.as_ref().map_or(0, FileSlice::len))
+        .sum();
+    quota.record(bytes, now_ms());
 }
 
 /// Per topic: its name, its id and each partition's response with its records, in order.

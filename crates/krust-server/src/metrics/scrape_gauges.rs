@@ -1,17 +1,25 @@
 //! Gauges read when the endpoint is scraped: Kafka's ReplicaManager PartitionCount and
-//! LeaderCount, each log's Size, and the log cleaner's backlog.
+//! LeaderCount, each log's Size, the replication quotas' byte rates, and the log cleaner's
+//! backlog.
 
 use std::sync::Arc;
 
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
-use prometheus::{IntGauge, IntGaugeVec, Opts};
+use prometheus::{Gauge, IntGauge, IntGaugeVec, Opts};
 
+use crate::clock::now_ms;
 use crate::partition::Partition;
 use crate::replica_manager::ReplicaManager;
 
 fn gauge(name: &str, help: &str, value: i64) -> MetricFamily {
     let gauge = IntGauge::new(name, help).expect("a valid gauge definition");
+    gauge.set(value);
+    gauge.collect().remove(0)
+}
+
+fn rate_gauge(name: &str, help: &str, value: f64) -> MetricFamily {
+    let gauge = Gauge::new(name, help).expect("a valid gauge definition");
     gauge.set(value);
     gauge.collect().remove(0)
 }
@@ -35,6 +43,17 @@ pub fn collect(
             leaders as i64,
         ),
         log_sizes(replicas),
+        rate_gauge(
+            "kafka_server_leaderreplication_byte_rate",
+            "Bytes/s a leader sent of throttled replicas (Kafka's LeaderReplication byte-rate).",
+            replicas.replication_quotas().leader.byte_rate(now_ms()),
+        ),
+        rate_gauge(
+            "kafka_server_followerreplication_byte_rate",
+            "Bytes/s a follower fetched of throttled replicas (Kafka's FollowerReplication \
+             byte-rate).",
+            replicas.replication_quotas().follower.byte_rate(now_ms()),
+        ),
     ];
     if let Some(backlog) = cleaner_backlog {
         families.push(gauge(

@@ -4,7 +4,9 @@
 pub mod entities;
 pub mod manager;
 pub mod rate;
+pub mod replication;
 
 pub use entities::{ClientQuotaTable, ClientQuotaType};
 pub use manager::ClientQuotaManager;
 pub use rate::QuotaWindow;
+pub use replication::{ReplicationQuota, ReplicationQuotas};

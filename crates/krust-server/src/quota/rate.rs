@@ -31,6 +31,9 @@ pub struct Rate {
     window: QuotaWindow,
     samples: Vec<Sample>,
     current: usize,
+    /// Kafka's `SimpleRate` (replication quotas): measured since the oldest sample, over at
+    /// least one window, rather than at least `samples - 1` windows.
+    simple: bool,
 }
 
 impl Rate {
@@ -42,6 +45,15 @@ impl Rate {
             },
             samples: Vec::new(),
             current: 0,
+            simple: false,
+        }
+    }
+
+    /// Kafka's `SimpleRate`, which its replication quotas measure with.
+    pub fn simple(window: QuotaWindow) -> Self {
+        Rate {
+            simple: true,
+            ..Rate::new(window)
         }
     }
 
@@ -82,7 +94,8 @@ impl Rate {
     }
 
     /// The time the rate is measured over: since the oldest sample, but at least
-    /// `samples - 1` whole windows, so a new client is not judged on its first burst alone.
+    /// `samples - 1` whole windows, so a new client is not judged on its first burst alone
+    /// (a simple rate: at least one window).
     pub fn window_size_ms(&mut self, now_ms: i64) -> i64 {
         self.purge_obsolete(now_ms);
         let oldest = self
@@ -92,6 +105,9 @@ impl Rate {
             .min()
             .unwrap_or(now_ms);
         let mut elapsed = now_ms - oldest;
+        if self.simple {
+            return elapsed.max(self.window.window_ms);
+        }
         let full_windows = elapsed / self.window.window_ms;
         let min_full_windows = self.window.samples as i64 - 1;
         if full_windows < min_full_windows {
@@ -155,6 +171,16 @@ mod tests {
         for second in 0..30 {
             assert_eq!(rate.record_and_throttle_ms(9.0, second * 1000, 10.0), 0);
         }
+    }
+
+    #[test]
+    fn a_simple_rate_is_measured_since_its_oldest_sample_over_at_least_one_window() {
+        let mut rate = Rate::simple(WINDOW);
+        rate.record(1000.0, 0);
+        assert_eq!(rate.window_size_ms(500), 1000);
+        assert_eq!(rate.measure(500), 1000.0);
+        assert_eq!(rate.measure(4000), 250.0);
+        assert_eq!(rate.measure(11_000), 0.0);
     }
 
     #[test]
