@@ -86,8 +86,9 @@ def resolve_roles(values: dict[str, Any]) -> None:
         if own.port not in ports:
             raise ConfigError(
                 "controller.quorum.voters",
-                f"this node's entry {own} must use the port of a controller listener "
-                f"({', '.join(controller_names)})",
+                f"node.id {node_id}'s entry {own} must use the port of a controller listener "
+                f"({', '.join(controller_names)}); if it is another node's, this node.id is a "
+                "duplicate",
             )
         hosts = {
             listener.host
