@@ -6,9 +6,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use krust_raft::network::{parse_request, read_frame, response_frame, serve, TcpNetwork};
+use krust_raft::openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use krust_raft::openraft::raft::VoteRequest;
+use krust_raft::openraft::BasicNode;
 use krust_raft::quorum::{self, QuorumError, QuorumSettings};
 use krust_raft::state_machine::{AppliedRecord, Applier, ApplyError};
-use krust_raft::{KafkaLogBackend, LogStore, NodeId, Raft, StateMachine, StaticVoters, Voter};
+use krust_raft::{
+    KafkaLogBackend, LogStore, NodeId, Raft, StateMachine, StaticVoters, Vote, Voter,
+};
 use krust_storage::{LoadParams, Log, LogConfig, TopicPartition};
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
@@ -212,11 +217,6 @@ async fn three_voters_over_tcp_commit_and_fail_over() {
 /// the right voters reaches Raft and gets its answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_other_voters_is_refused_and_does_not_disturb_the_quorum() {
-    use krust_raft::openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
-    use krust_raft::openraft::raft::VoteRequest;
-    use krust_raft::openraft::BasicNode;
-    use krust_raft::Vote;
-
     let mut listeners = Vec::new();
     let mut listed = Vec::new();
     for id in 1..=4 {
