@@ -51,6 +51,7 @@ class BrokerLifecycleManager:
         self.fenced = True
         self._task: asyncio.Task[None] | None = None
         self._shut_down_done = False
+        self._refused_with: ErrorCode | None = None
 
     def start(self) -> None:
         """Register, then heartbeat, on the running event loop until `close`."""
@@ -133,11 +134,26 @@ class BrokerLifecycleManager:
         if reply.error_code is ErrorCode.not_controller:
             return  # the controller is changing or not ready yet: try again
         if reply.error_code is not ErrorCode.none:
-            log.warning("broker registration refused: %s", reply.error_code.name)
+            self._report_refusal(reply.error_code)
             return
         self.broker_epoch = int(reply.broker_epoch)
         self._core.set_broker_epoch(self.broker_epoch)
         log.info("registered with the controller, broker epoch %d", self.broker_epoch)
+
+    def _report_refusal(self, error: ErrorCode) -> None:
+        """Logs a refused registration once per error: it is retried every RETRY_BACKOFF_S,
+        which lets this broker in once a duplicate's session lapses, as Kafka's does."""
+        if error is self._refused_with:
+            return
+        self._refused_with = error
+        if error is ErrorCode.duplicate_broker_registration:
+            log.error(
+                "broker registration refused: DUPLICATE_BROKER_REGISTRATION: another live broker "
+                "is registered with node.id %d; every broker needs its own node.id",
+                self._config["node.id"],
+            )
+        else:
+            log.warning("broker registration refused: %s", error.name)
 
     async def _heartbeat(self, want_shut_down: bool) -> Any:
         fields = {

@@ -9,6 +9,7 @@ controller listener needed); with voters it must say which listener the quorum s
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -90,9 +91,56 @@ def resolve_roles(values: dict[str, Any]) -> None:
         if own.port not in ports:
             raise ConfigError(
                 "controller.quorum.voters",
-                f"this node's entry {own} must use the port of a controller listener "
-                f"({', '.join(controller_names)})",
+                f"node.id {node_id}'s entry {own} must use the port of a controller listener "
+                f"({', '.join(controller_names)}); if it is another node's, this node.id is a "
+                "duplicate",
             )
+        hosts = {
+            listener.host
+            for listener in values["listeners"]
+            if listener.name in controller_names and listener.port == own.port
+        }
+        if not _is_this_node(own.host, hosts):
+            raise ConfigError(
+                "controller.quorum.voters",
+                f"node.id {node_id}'s entry {own} is not this node (its controller listener is "
+                f"on {', '.join(sorted(h or '*' for h in hosts))}): another node has node.id "
+                f"{node_id}; every node needs its own node.id and its own entry",
+            )
+
+
+def _addresses(host: str) -> set[str] | None:
+    """The IP addresses `host` names; None when it does not resolve here."""
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except OSError:
+        return None
+
+
+def _is_local(address: str) -> bool:
+    """Whether this machine has `address` (it can bind it)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True
+
+
+def _is_this_node(host: str, listener_hosts: set[str]) -> bool:
+    """Whether a voter entry's host can be this node, whose controller listener binds
+    `listener_hosts` ("" or a wildcard: every interface). A copied config whose node.id is
+    another node's names that node's machine or address. A host that does not resolve here
+    is not refused: the quorum's connection errors will name it."""
+    addresses = _addresses(host)
+    if addresses is None:
+        return True
+    wildcards = {"", "0.0.0.0", "::"}
+    if listener_hosts & wildcards:
+        return any(_is_local(address) for address in addresses)
+    bound = set().union(*(_addresses(h) or {h} for h in listener_hosts))
+    return bool(addresses & bound)
 
 
 def is_broker(values: Mapping[str, Any]) -> bool:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from krust.lifecycle_manager import (
@@ -27,6 +29,7 @@ class FakeController:
         self.next_epoch = 42
         self.stale_once = False
         self.shut_down_after = 2
+        self.refusals: list[int] = []
 
     def set_broker_epoch(self, epoch: int) -> None:
         self.epoch_in_core = epoch
@@ -34,8 +37,10 @@ class FakeController:
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
         request, _ = entity_reader(load_request_schema(api_key, version))(body, 0)
         self.requests.append((api_key, request))
-        if api_key == BROKER_REGISTRATION:
-            fields: dict[str, Any] = {"broker_epoch": self.next_epoch}
+        if api_key == BROKER_REGISTRATION and self.refusals:
+            fields: dict[str, Any] = {"error_code": self.refusals.pop(0)}
+        elif api_key == BROKER_REGISTRATION:
+            fields = {"broker_epoch": self.next_epoch}
             self.next_epoch += 1
         elif self.stale_once:
             self.stale_once = False
@@ -85,3 +90,25 @@ def test_registers_then_heartbeats_with_the_applied_offset(run: LoopRunner, tmp_
     # Controlled shutdown: want_shut_down until the controller says so.
     asking = [h for h in heartbeats(controller) if h.want_shut_down]
     assert len(asking) == controller.shut_down_after
+
+
+def test_a_duplicate_node_id_is_logged_as_an_error_naming_it_and_retried(
+    run: LoopRunner, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config([tmp_path], "broker.heartbeat.interval.ms=10")
+    controller = FakeController()
+    controller.refusals = [101, 101]  # DUPLICATE_BROKER_REGISTRATION: broker 1 is alive
+    manager = BrokerLifecycleManager(config, "cluster-id", controller, lambda: 0)
+
+    async def scenario() -> None:
+        manager.start()
+        while manager.broker_epoch < 0:  # the other broker 1 went away
+            await asyncio.sleep(0.01)
+        await manager.close()
+
+    with caplog.at_level(logging.WARNING, logger="krust.lifecycle_manager"):
+        run(asyncio.wait_for(scenario(), 10))
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1, "once, not at every retry"
+    assert "DUPLICATE_BROKER_REGISTRATION" in errors[0] and "node.id 1" in errors[0]
+    assert manager.broker_epoch == 42

@@ -135,3 +135,19 @@ def test_a_controller_only_node_listens_on_controller_listeners_only(tmp_path: P
     assert error.key == "advertised.listeners"
     error = refused(tmp_path, *CONTROLLER_ONLY, "controller.quorum.voters=")
     assert error.key == "controller.quorum.voters"
+
+
+def test_a_voter_entry_of_another_machine_is_a_duplicate_node_id(tmp_path: Path) -> None:
+    # node.id 2's entry names 127.0.0.2 while its controller listener is on 127.0.0.1: the
+    # config was copied from node 2 (or node.id was), so two nodes would claim voter 2.
+    error = refused(
+        tmp_path, "controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.2:9093,3@127.0.0.1:29093"
+    )
+    assert error.key == "controller.quorum.voters"
+    assert "node.id 2" in error.problem and "2@127.0.0.2:9093 is not this node" in error.problem
+    # On every interface, the entry must name an address of this machine (TEST-NET-3 is not).
+    every_interface = "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://:9093"
+    error = refused(tmp_path, every_interface, "controller.quorum.voters=2@203.0.113.7:9093")
+    assert "node.id 2" in error.problem and "another node has node.id 2" in error.problem
+    config = cluster_config(tmp_path, every_interface, "controller.quorum.voters=2@localhost:9093")
+    assert config["controller.quorum.voters"] == [Voter(2, "localhost", 9093)]

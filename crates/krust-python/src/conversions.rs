@@ -243,6 +243,11 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
         "log.retention.check.interval.ms",
         &mut s.log_retention_check_interval_ms,
     )?;
+    set_long(
+        mapping,
+        "replica.high.watermark.checkpoint.interval.ms",
+        &mut s.replica_high_watermark_checkpoint_interval_ms,
+    )?;
     let replication = &mut s.replication;
     set(
         mapping,

@@ -2,6 +2,10 @@
 //! peer's controller listener (host:port from controller.quorum.voters), and `serve` answers
 //! one on the receiving side. A failed connection is dropped and made again on the next RPC;
 //! openraft backs off from an unreachable peer (`Config::backoff`).
+//!
+//! Every request carries the sender's voters and a receiver with other voters refuses it with
+//! INCONSISTENT_VOTER_SET before its Raft sees it, so a node started with another
+//! `controller.quorum.voters` cannot start elections among the others; both sides log why.
 
 use std::future::Future;
 use std::io;
@@ -93,6 +97,7 @@ pub async fn read_frame(stream: &mut (impl AsyncRead + Unpin)) -> io::Result<Byt
 }
 
 /// Answers one quorum request (`api_key`, `body`) with this node's Raft; the response body.
+/// A version 1 request from a sender with other voters is refused (INCONSISTENT_VOTER_SET).
 pub async fn serve(
     raft: &Raft,
     voters: &StaticVoters,
@@ -100,9 +105,42 @@ pub async fn serve(
     version: i16,
     body: Bytes,
 ) -> Result<Bytes, RpcError> {
-    if version != wire::VERSION {
-        return Err(WireError::UnsupportedVersion(api_key, version).into());
+    match version {
+        0 => serve_body(raft, voters, api_key, body).await,
+        wire::VERSION => {
+            let (sent, body) = wire::decode_request(body)?;
+            if &sent != voters {
+                log_refused_sender(&sent, voters);
+                return Ok(wire::encode_inconsistent_voter_set(voters)?);
+            }
+            let response = serve_body(raft, voters, api_key, body).await?;
+            Ok(wire::encode_response(&response))
+        }
+        _ => Err(WireError::UnsupportedVersion(api_key, version).into()),
     }
+}
+
+/// Warns once per voter set refused in a row: the sender retries every election timeout.
+fn log_refused_sender(sent: &StaticVoters, voters: &StaticVoters) {
+    static LAST_REFUSED: parking_lot::Mutex<Option<String>> = parking_lot::Mutex::new(None);
+    let sent = sent.to_string();
+    let mut last = LAST_REFUSED.lock();
+    if last.as_deref() != Some(sent.as_str()) {
+        tracing::warn!(
+            "refused a controller quorum request with INCONSISTENT_VOTER_SET: the sender's \
+             controller.quorum.voters is {sent}, this node's is {voters}"
+        );
+        *last = Some(sent);
+    }
+}
+
+/// A request body as version 0 frames it; its response body likewise.
+async fn serve_body(
+    raft: &Raft,
+    voters: &StaticVoters,
+    api_key: i16,
+    body: Bytes,
+) -> Result<Bytes, RpcError> {
     let raft_error = |e: &dyn std::fmt::Display| RpcError::Raft(e.to_string());
     match api_key {
         wire::APPEND_ENTRIES => {
@@ -196,28 +234,51 @@ impl TcpNetwork {
 impl RaftNetworkFactory<KRaft> for TcpNetwork {
     type Network = TcpClient;
 
-    async fn new_client(&mut self, _target: NodeId, node: &BasicNode) -> TcpClient {
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> TcpClient {
         TcpClient {
+            target,
             address: node.addr.clone(),
             client_id: format!("krust-raft-{}", self.node_id),
             voters: self.voters.clone(),
             connection: None,
             correlation_id: 0,
+            refused_with: None,
         }
     }
 }
 
 /// One peer's connection, made when needed.
 pub struct TcpClient {
+    target: NodeId,
     address: String,
     client_id: String,
     voters: StaticVoters,
     connection: Option<TcpStream>,
     correlation_id: i32,
+    /// The voters the peer last refused this node's with, logged once until it accepts.
+    refused_with: Option<StaticVoters>,
 }
 
-fn unreachable(error: &io::Error) -> RPCError<KRaft> {
-    RPCError::Unreachable(Unreachable::new(error))
+/// Why an RPC got no answer to hand to openraft.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("node {target} refused with INCONSISTENT_VOTER_SET: its voters are {theirs}")]
+    InconsistentVoterSet { target: NodeId, theirs: String },
+}
+
+impl CallError {
+    /// A peer that cannot be reached or refuses this node is unreachable to openraft, which
+    /// backs off from it; a garbled answer is a network error.
+    fn into_rpc_error(self) -> RPCError<KRaft> {
+        match self {
+            Self::Wire(error) => malformed(&error),
+            other => RPCError::Unreachable(Unreachable::new(&other)),
+        }
+    }
 }
 
 fn malformed(error: &WireError) -> RPCError<KRaft> {
@@ -225,15 +286,41 @@ fn malformed(error: &WireError) -> RPCError<KRaft> {
 }
 
 impl TcpClient {
-    /// Sends one request and reads its response body within `ttl`.
-    async fn call(&mut self, api_key: i16, body: &[u8], ttl: Duration) -> io::Result<Bytes> {
-        let result = tokio::time::timeout(ttl, self.exchange(api_key, body)).await;
+    /// Sends one request (with this node's voters) and reads its response body within `ttl`.
+    async fn call(&mut self, api_key: i16, body: &[u8], ttl: Duration) -> Result<Bytes, CallError> {
+        let request = wire::encode_request(&self.voters, body)?;
+        let result = tokio::time::timeout(ttl, self.exchange(api_key, &request)).await;
         let result = result
             .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")));
         if result.is_err() {
             self.connection = None;
         }
-        result
+        match wire::decode_response(result?)? {
+            wire::Answer::Body(body) => {
+                self.refused_with = None;
+                Ok(body)
+            }
+            wire::Answer::InconsistentVoterSet(theirs) => Err(self.refused(theirs)),
+        }
+    }
+
+    /// The error for a peer whose voters differ, logged the first time in a row.
+    fn refused(&mut self, theirs: StaticVoters) -> CallError {
+        if self.refused_with.as_ref() != Some(&theirs) {
+            tracing::error!(
+                "controller quorum: node {} at {} refused this node with INCONSISTENT_VOTER_SET: \
+                 its controller.quorum.voters is {theirs} but this node's is {}; every voter \
+                 needs the same controller.quorum.voters",
+                self.target,
+                self.address,
+                self.voters
+            );
+            self.refused_with = Some(theirs.clone());
+        }
+        CallError::InconsistentVoterSet {
+            target: self.target,
+            theirs: theirs.to_string(),
+        }
     }
 
     async fn exchange(&mut self, api_key: i16, body: &[u8]) -> io::Result<Bytes> {
@@ -255,7 +342,7 @@ impl TcpClient {
         let response = self
             .call(api_key, &body, option.hard_ttl())
             .await
-            .map_err(|e| unreachable(&e))?;
+            .map_err(|e| e.into_rpc_error())?;
         decode(response).map_err(|e| malformed(&e))
     }
 }
@@ -327,7 +414,10 @@ impl RaftNetworkV2<KRaft> for TcpClient {
             closed = cancel => return Err(StreamingError::Closed(closed)),
             response = call => response,
         };
-        let response = response.map_err(|e| StreamingError::Unreachable(Unreachable::new(&e)))?;
+        let response = response.map_err(|e| match e {
+            CallError::Wire(error) => StreamingError::Network(NetworkError::new(&error)),
+            other => StreamingError::Unreachable(Unreachable::new(&other)),
+        })?;
         wire::decode_snapshot_response(response)
             .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
     }

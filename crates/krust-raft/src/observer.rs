@@ -20,9 +20,9 @@ use crate::log_store::wall_clock_ms;
 use crate::metadata_fetch::{
     self, FetchedData, MetadataFetchRequest, MetadataFetchResponse, METADATA_FETCH,
 };
-use crate::network;
 use crate::quorum::QuorumStatus;
 use crate::state_machine::{snapshot_meta, write_image_snapshot, SnapshotListener};
+use crate::{network, wire};
 use crate::{AppliedRecord, Applier, LogId, NodeId, StaticVoters};
 
 /// How long one fetch may take, its long poll included.
@@ -409,7 +409,8 @@ async fn fetch(
         }
         let stream = peer.stream.as_mut().expect("connected above");
         peer.correlation_id = peer.correlation_id.wrapping_add(1);
-        let body = metadata_fetch::encode_request(request);
+        let body = wire::encode_request(voters, &metadata_fetch::encode_request(request))
+            .map_err(io::Error::other)?;
         network::exchange(
             stream,
             METADATA_FETCH,
@@ -422,7 +423,18 @@ async fn fetch(
     let response = tokio::time::timeout(FETCH_TIMEOUT, exchange)
         .await
         .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")))
-        .and_then(|body| metadata_fetch::decode_response(body).map_err(io::Error::other));
+        .and_then(
+            |body| match wire::decode_response(body).map_err(io::Error::other)? {
+                wire::Answer::Body(body) => {
+                    metadata_fetch::decode_response(body).map_err(io::Error::other)
+                }
+                wire::Answer::InconsistentVoterSet(theirs) => Err(io::Error::other(format!(
+                    "controller {} refused this node with INCONSISTENT_VOTER_SET: its \
+                 controller.quorum.voters is {theirs}, this node's is {voters}",
+                    peer.id
+                ))),
+            },
+        );
     if response.is_err() {
         peer.stream = None;
     }

@@ -3,6 +3,11 @@
 //! controller listener. Entries travel as the record batches they are stored as (`codec`).
 //!
 //! Bodies are decoded with bounds checks: malformed input is an error, never a panic.
+//!
+//! Version 1 wraps every body: a request starts with the sender's voters (a VotersRecord
+//! value), a response with an error code, INCONSISTENT_VOTER_SET followed by the receiver's
+//! voters when the two differ (Kafka's answer to a voter-only request from outside its voter
+//! set). Version 0 requests are the bare bodies and are still served.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use openraft::raft::{
@@ -20,7 +25,10 @@ pub const VOTE: i16 = 32_002;
 pub const PRE_VOTE: i16 = 32_003;
 pub const FULL_SNAPSHOT: i16 = 32_004;
 pub const TRANSFER_LEADER: i16 = 32_005;
-pub const VERSION: i16 = 0;
+pub const VERSION: i16 = 1;
+/// Kafka's INCONSISTENT_VOTER_SET error code.
+pub const INCONSISTENT_VOTER_SET: i16 = 94;
+const NONE: i16 = 0;
 /// The largest frame either side accepts (a snapshot travels whole in one).
 pub const MAX_FRAME_BYTES: usize = 256 << 20;
 
@@ -41,6 +49,61 @@ pub enum WireError {
     UnknownApi(i16),
     #[error("unsupported version {1} of quorum api {0}")]
     UnsupportedVersion(i16, i16),
+    #[error("quorum response error code {0}")]
+    ErrorCode(i16),
+}
+
+/// A version 1 request body: the sender's voters, then `body`.
+pub fn encode_request(voters: &StaticVoters, body: &[u8]) -> Result<Bytes, WireError> {
+    let mut out = BytesMut::new();
+    put_bytes(&mut out, &voters_value(voters)?);
+    out.put_slice(body);
+    Ok(out.freeze())
+}
+
+/// A version 1 request body's sender voters and the body after them.
+pub fn decode_request(body: Bytes) -> Result<(StaticVoters, Bytes), WireError> {
+    let mut r = Reader(body);
+    let mut voters = r.bytes()?;
+    Ok((decode_voters(&mut voters)?, r.0))
+}
+
+/// A version 1 response body: no error, then `body`.
+pub fn encode_response(body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(2 + body.len());
+    out.put_i16(NONE);
+    out.put_slice(body);
+    out.freeze()
+}
+
+/// A version 1 response refusing a sender whose voters differ from the receiver's `voters`.
+pub fn encode_inconsistent_voter_set(voters: &StaticVoters) -> Result<Bytes, WireError> {
+    let mut out = BytesMut::new();
+    out.put_i16(INCONSISTENT_VOTER_SET);
+    put_bytes(&mut out, &voters_value(voters)?);
+    Ok(out.freeze())
+}
+
+/// What a version 1 response says: the body, or the receiver's voters when they differ from
+/// the sender's.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    Body(Bytes),
+    InconsistentVoterSet(StaticVoters),
+}
+
+pub fn decode_response(body: Bytes) -> Result<Answer, WireError> {
+    let mut r = Reader(body);
+    r.need(2)?;
+    match r.0.get_i16() {
+        NONE => Ok(Answer::Body(r.0)),
+        INCONSISTENT_VOTER_SET => {
+            let mut voters = r.bytes()?;
+            r.end()?;
+            Ok(Answer::InconsistentVoterSet(decode_voters(&mut voters)?))
+        }
+        other => Err(WireError::ErrorCode(other)),
+    }
 }
 
 pub(crate) struct Reader(pub(crate) Bytes);

@@ -157,3 +157,29 @@ fn cut_or_garbled_messages_are_errors_never_panics() {
         let _ = decode_transfer_leader_response(garbage);
     }
 }
+
+#[test]
+fn version_1_carries_the_senders_voters_and_answers_inconsistent_voter_set() {
+    let body = encode_vote_request(&VoteRequest::new(Vote::new(5, 1), None));
+    let (sent, rest) = decode_request(encode_request(&voters(), &body).unwrap()).unwrap();
+    assert_eq!((sent, rest), (voters(), body.clone()));
+    assert_eq!(
+        decode_response(encode_response(&body)).unwrap(),
+        Answer::Body(body)
+    );
+    let refusal = encode_inconsistent_voter_set(&voters()).unwrap();
+    assert_eq!(&refusal[..2], &INCONSISTENT_VOTER_SET.to_be_bytes());
+    assert_eq!(
+        decode_response(refusal).unwrap(),
+        Answer::InconsistentVoterSet(voters())
+    );
+    // Garbage is an error, never a panic.
+    for garbage in [&b""[..], &b"\x00"[..], &b"\x00\x5e\x00\x00\x00\x09abc"[..]] {
+        assert!(decode_response(Bytes::copy_from_slice(garbage)).is_err());
+        assert!(decode_request(Bytes::copy_from_slice(garbage)).is_err());
+    }
+    assert!(matches!(
+        decode_response(Bytes::from_static(b"\x00\x07")),
+        Err(WireError::ErrorCode(7))
+    ));
+}

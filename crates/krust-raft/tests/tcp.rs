@@ -6,9 +6,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use krust_raft::network::{parse_request, read_frame, response_frame, serve, TcpNetwork};
+use krust_raft::openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use krust_raft::openraft::raft::VoteRequest;
+use krust_raft::openraft::BasicNode;
 use krust_raft::quorum::{self, QuorumError, QuorumSettings};
 use krust_raft::state_machine::{AppliedRecord, Applier, ApplyError};
-use krust_raft::{KafkaLogBackend, LogStore, NodeId, Raft, StateMachine, StaticVoters, Voter};
+use krust_raft::{
+    KafkaLogBackend, LogStore, NodeId, Raft, StateMachine, StaticVoters, Vote, Voter,
+};
 use krust_storage::{LoadParams, Log, LogConfig, TopicPartition};
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
@@ -200,6 +205,72 @@ async fn three_voters_over_tcp_commit_and_fail_over() {
         }
         assert_eq!(applied, expected);
     }
+    for node in nodes {
+        node.server.abort();
+        node.raft.shutdown().await.unwrap();
+    }
+}
+
+/// A node started with another controller.quorum.voters (here a fourth voter) asks for votes
+/// in a far later term: the voters refuse it with INCONSISTENT_VOTER_SET before their Raft
+/// sees it, so the leader keeps leading in its epoch. The same request from a sender with
+/// the right voters reaches Raft and gets its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_other_voters_is_refused_and_does_not_disturb_the_quorum() {
+    let mut listeners = Vec::new();
+    let mut listed = Vec::new();
+    for id in 1..=4 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listed.push(Voter {
+            id,
+            host: "127.0.0.1".into(),
+            port,
+        });
+        listeners.push(listener);
+    }
+    let other_voters = StaticVoters::new(listed.clone()).unwrap();
+    let voters = StaticVoters::new(listed[..3].to_vec()).unwrap();
+    let mut nodes = Vec::new();
+    for (id, listener) in (1..=3).zip(listeners) {
+        nodes.push(start_node(id, &voters, listener).await);
+    }
+    let leader = quorum::status(&leader_of(&nodes.iter().collect::<Vec<_>>()).await);
+    let target = listed
+        .iter()
+        .find(|v| v.id == leader.node_id)
+        .unwrap()
+        .clone();
+    let node = BasicNode {
+        addr: target.address(),
+    };
+    let option = RPCOption::new(Duration::from_secs(5));
+    let term = leader.leader_epoch as u64 + 10;
+    let request = || VoteRequest::new(Vote::new(term, 4), None);
+
+    let mut stranger = TcpNetwork::new(4, other_voters)
+        .new_client(target.id, &node)
+        .await;
+    let refused = stranger
+        .vote(request(), option.clone())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("INCONSISTENT_VOTER_SET"), "{refused}");
+    let after = quorum::status(&leader_of(&nodes.iter().collect::<Vec<_>>()).await);
+    assert_eq!(
+        (after.node_id, after.leader_epoch),
+        (leader.node_id, leader.leader_epoch)
+    );
+
+    let mut peer = TcpNetwork::new(3, voters.clone())
+        .new_client(target.id, &node)
+        .await;
+    let answered = peer.vote(request(), option).await.unwrap();
+    assert!(
+        !answered.vote_granted,
+        "the leader's log is ahead of the candidate's"
+    );
     for node in nodes {
         node.server.abort();
         node.raft.shutdown().await.unwrap();

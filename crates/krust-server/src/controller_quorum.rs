@@ -15,7 +15,7 @@ use krust_raft::network::{RpcError, TcpNetwork};
 use krust_raft::observer::Observer;
 use krust_raft::quorum::{self, QuorumError, QuorumSettings as RaftSettings, QuorumStatus};
 use krust_raft::state_machine::{Applier, SnapshotListener};
-use krust_raft::wire::WireError;
+use krust_raft::wire::{self, WireError};
 use krust_raft::{KafkaLogBackend, LogStore, NodeId, Raft, StateMachine, StaticVoters, Voter};
 use krust_storage::kraft_snapshot::SnapshotId;
 use parking_lot::Mutex;
@@ -211,14 +211,20 @@ impl ControllerQuorum {
         if api_key != METADATA_FETCH {
             return krust_raft::network::serve(raft, &self.voters, api_key, version, body).await;
         }
-        if version != krust_raft::wire::VERSION {
+        if version != wire::VERSION {
             return Err(WireError::UnsupportedVersion(api_key, version).into());
+        }
+        let (sent, body) = wire::decode_request(body)?;
+        if sent != self.voters {
+            return Ok(wire::encode_inconsistent_voter_set(&self.voters)?);
         }
         let request = metadata_fetch::decode_request(body)?;
         let response = metadata_fetch::serve(raft, backend, dir, observers, request)
             .await
             .map_err(|e| RpcError::Raft(e.to_string()))?;
-        Ok(metadata_fetch::encode_response(&response))
+        Ok(wire::encode_response(&metadata_fetch::encode_response(
+            &response,
+        )))
     }
 
     /// Asks for a snapshot of the applied image (written in the background).

@@ -557,6 +557,13 @@ impl ReplicaManager {
         }
     }
 
+    /// Writes the high-watermark checkpoint (`replication-offset-checkpoint`).
+    pub fn checkpoint_high_watermarks(&self) {
+        if let Err(error) = self.log_manager.checkpoint_high_watermarks() {
+            tracing::error!("writing the high-watermark checkpoint failed: {error}");
+        }
+    }
+
     /// Flushes everything and writes checkpoints and the clean-shutdown marker; the fetchers
     /// stop first, so no follower append races the final flush.
     pub fn shutdown(&self) -> Result<(), StorageError> {

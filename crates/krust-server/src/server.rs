@@ -66,6 +66,10 @@ pub async fn serve(
         context.clone(),
         shutdown_rx.clone(),
     ));
+    tasks.spawn(checkpoint_high_watermarks_periodically(
+        context.clone(),
+        shutdown_rx.clone(),
+    ));
     tasks.spawn(retain_periodically(context.clone(), shutdown_rx.clone()));
     tasks.spawn(shrink_isrs_periodically(
         context.clone(),
@@ -134,6 +138,23 @@ fn period_ms(ms: u64) -> Duration {
 async fn checkpoint_periodically(context: Arc<ServerContext>, shutdown: watch::Receiver<bool>) {
     every(CHECKPOINT_INTERVAL, true, shutdown, || {
         off_the_workers(&context, |c| c.replicas.checkpoint())
+    })
+    .await;
+}
+
+/// High watermarks are checkpointed every replica.high.watermark.checkpoint.interval.ms, so a
+/// restart begins from the committed offsets it knew (and shutdown writes them last).
+async fn checkpoint_high_watermarks_periodically(
+    context: Arc<ServerContext>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let period = period_ms(
+        context
+            .settings
+            .replica_high_watermark_checkpoint_interval_ms,
+    );
+    every(period, true, shutdown, || {
+        off_the_workers(&context, |c| c.replicas.checkpoint_high_watermarks())
     })
     .await;
 }

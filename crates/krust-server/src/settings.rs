@@ -59,6 +59,8 @@ pub struct BrokerSettings {
     pub log_flush_scheduler_interval_ms: u64,
     /// log.retention.check.interval.ms
     pub log_retention_check_interval_ms: u64,
+    /// replica.high.watermark.checkpoint.interval.ms
+    pub replica_high_watermark_checkpoint_interval_ms: u64,
     /// krust.metrics.port: the Prometheus endpoint's port on the first listener's host
     /// (None: no endpoint).
     pub metrics_port: Option<u16>,
@@ -184,6 +186,7 @@ impl Default for BrokerSettings {
             socket_receive_buffer_bytes: 102_400,
             log_flush_scheduler_interval_ms: u64::MAX,
             log_retention_check_interval_ms: 300_000,
+            replica_high_watermark_checkpoint_interval_ms: 5_000,
             metrics_port: None,
             log_defaults: LogConfig::default(),
             cleaner: CleanerConfig::default(),

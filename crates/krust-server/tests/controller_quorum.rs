@@ -134,6 +134,8 @@ async fn quorum_rpcs_close_a_client_listeners_connection() {
     let vote = krust_raft::wire::encode_vote_request(
         &krust_raft::openraft::raft::VoteRequest::new(krust_raft::Vote::new(9, 2), None),
     );
+    let voters = broker.quorum().unwrap().voters().clone();
+    let vote = krust_raft::wire::encode_request(&voters, &vote).unwrap();
     let frame = krust_raft::network::request_frame(krust_raft::wire::VOTE, 1, "peer", &vote);
     let body = frame.slice(4..);
     let outcome = send(&context, "PLAINTEXT", body.clone());
@@ -144,6 +146,11 @@ async fn quorum_rpcs_close_a_client_listeners_connection() {
     };
     let mut response = frame.to_bytes().unwrap().freeze();
     response.advance(8);
+    let krust_raft::wire::Answer::Body(response) =
+        krust_raft::wire::decode_response(response).unwrap()
+    else {
+        panic!("the same voters are not an inconsistent voter set");
+    };
     let answer = krust_raft::wire::decode_vote_response(response).unwrap();
     // A candidate from a later term that was never heard of, with no log, is refused.
     assert!(!answer.vote_granted);

@@ -1,8 +1,9 @@
 //! Kafka's checkpoint text files, written atomically (`<file>.tmp`, fsync, rename).
 //!
 //! Format: a version line `0`, a count line, then one entry per line with space-separated
-//! fields: `topic partition offset` for `recovery-point-offset-checkpoint` and
-//! `log-start-offset-checkpoint`, `epoch startOffset` for `leader-epoch-checkpoint`.
+//! fields: `topic partition offset` for `recovery-point-offset-checkpoint`,
+//! `log-start-offset-checkpoint` and `replication-offset-checkpoint` (the high watermarks),
+//! `epoch startOffset` for `leader-epoch-checkpoint`.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -14,6 +15,8 @@ use crate::topic_partition::TopicPartition;
 
 pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+/// Kafka's ReplicaManager.HighWatermarkFilename.
+pub const HIGH_WATERMARK_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 const CHECKPOINT_VERSION: &str = "0";
 
 /// Replaces `path` with `contents` so that a crash leaves either the old or the new file.

@@ -35,6 +35,9 @@ pub struct LoadParams {
     pub log_start_offset: i64,
     /// The log dir held `.kafka_cleanshutdown`: skip the recovery scan.
     pub had_clean_shutdown: bool,
+    /// `replication-offset-checkpoint`; 0 (none) starts at the log start, as Kafka's
+    /// `Partition.createLog` does, so a restart never shows records no ISR confirmed.
+    pub high_watermark: i64,
 }
 
 /// The outcome of an append, as the Produce response needs it.
@@ -160,6 +163,17 @@ impl Log {
         };
         recovery::replay_producer_state(&mut producer_state, &loaded.segments, log_end_offset)
             .map_err(StorageError::io(dir))?;
+        if params.high_watermark > log_end_offset {
+            warn!(
+                partition = %topic_partition,
+                checkpointed = params.high_watermark,
+                log_end_offset,
+                "the checkpointed high watermark is past the log end; using the log end"
+            );
+        }
+        let high_watermark = params
+            .high_watermark
+            .clamp(log_start_offset, log_end_offset);
         let recovery_point = if params.had_clean_shutdown {
             log_end_offset
         } else {
@@ -175,8 +189,7 @@ impl Log {
             segments: loaded.segments,
             log_start_offset,
             log_end_offset,
-            // Only one replica exists until replication does: everything recovered is in it.
-            high_watermark: log_end_offset,
+            high_watermark,
             recovery_point: Arc::new(AtomicI64::new(recovery_point)),
             scheduler: None,
             recovered: loaded.recovered,
@@ -634,7 +647,8 @@ fn reconcile_topic_id(
 mod high_watermark_tests {
     use crate::batch::test_batches::TestBatch;
     use crate::config::LogConfig;
-    use crate::log_tests::{open_log, NOW};
+    use crate::log::LoadParams;
+    use crate::log_tests::{open_log, open_log_with, NOW};
 
     #[test]
     fn the_high_watermark_only_moves_forward_and_never_past_the_log_end() {
@@ -650,15 +664,26 @@ mod high_watermark_tests {
     }
 
     #[test]
-    fn a_reopened_log_starts_with_its_high_watermark_at_the_log_end() {
+    fn a_reopened_log_starts_with_the_given_high_watermark_within_its_bounds() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = open_log(dir.path(), LogConfig::default());
-        log.append_as_leader(&TestBatch::simple(2, NOW).encode(), 0, NOW)
+        log.append_as_leader(&TestBatch::simple(3, NOW).encode(), 0, NOW)
             .unwrap();
         log.close().unwrap();
+        let reopened_at = |high_watermark| {
+            let params = LoadParams {
+                high_watermark,
+                ..LoadParams::default()
+            };
+            let log = open_log_with(dir.path(), LogConfig::default(), params);
+            log.high_watermark()
+        };
+        assert_eq!(reopened_at(2), 2);
         assert_eq!(
-            open_log(dir.path(), LogConfig::default()).high_watermark(),
-            2
+            reopened_at(0),
+            0,
+            "no checkpoint: nothing counts as committed"
         );
+        assert_eq!(reopened_at(9), 3, "never past the log end");
     }
 }

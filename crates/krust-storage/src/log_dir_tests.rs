@@ -3,7 +3,7 @@
 use std::fs;
 
 use crate::batch::test_batches::TestBatch;
-use crate::checkpoint::RECOVERY_POINT_CHECKPOINT_FILE;
+use crate::checkpoint::{HIGH_WATERMARK_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE};
 use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log_manager::LogManager;
@@ -109,4 +109,82 @@ fn a_roll_flushes_the_rolled_segments_so_an_unclean_restart_recovers_only_the_ac
             bytes: active_bytes
         }
     );
+}
+
+/// A manager over one log dir holding partition `t-0` with 3 records, 2 of them committed.
+fn three_records_two_committed(root: &std::path::Path) -> (LogManager, TopicPartition) {
+    let manager = LogManager::open(&[root.to_path_buf()], LogConfig::default()).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    append_some(&manager, &tp);
+    manager
+        .get(&tp)
+        .unwrap()
+        .lock()
+        .maybe_increment_high_watermark(2);
+    (manager, tp)
+}
+
+fn reopened_offsets(root: &std::path::Path, tp: &TopicPartition) -> (i64, i64) {
+    let manager = LogManager::open(&[root.to_path_buf()], LogConfig::default()).unwrap();
+    let log = manager.get(tp).unwrap();
+    let log = log.lock();
+    (log.high_watermark(), log.log_end_offset())
+}
+
+#[test]
+fn a_restarted_log_takes_its_high_watermark_from_kafkas_checkpoint_file() {
+    let root = tempfile::tempdir().unwrap();
+    let (manager, tp) = three_records_two_committed(root.path());
+    manager.shutdown().unwrap();
+    drop(manager);
+    let file = root.path().join(HIGH_WATERMARK_CHECKPOINT_FILE);
+    assert_eq!(fs::read_to_string(&file).unwrap(), "0\n1\nt 0 2\n");
+    assert_eq!(reopened_offsets(root.path(), &tp), (2, 3));
+}
+
+#[test]
+fn after_a_crash_the_high_watermark_is_the_last_periodic_checkpoints() {
+    let root = tempfile::tempdir().unwrap();
+    let (manager, tp) = three_records_two_committed(root.path());
+    manager.checkpoint_high_watermarks().unwrap();
+    manager
+        .get(&tp)
+        .unwrap()
+        .lock()
+        .maybe_increment_high_watermark(3);
+    drop(manager);
+    assert_eq!(reopened_offsets(root.path(), &tp), (2, 3));
+}
+
+#[test]
+fn a_checkpointed_high_watermark_past_the_log_end_is_cut_to_the_log_end() {
+    let root = tempfile::tempdir().unwrap();
+    let (manager, tp) = three_records_two_committed(root.path());
+    manager.shutdown().unwrap();
+    drop(manager);
+    fs::write(
+        root.path().join(HIGH_WATERMARK_CHECKPOINT_FILE),
+        "0\n1\nt 0 99\n",
+    )
+    .unwrap();
+    assert_eq!(reopened_offsets(root.path(), &tp), (3, 3));
+}
+
+#[test]
+fn a_missing_or_corrupt_high_watermark_checkpoint_starts_at_the_log_start_and_keeps_every_record() {
+    let root = tempfile::tempdir().unwrap();
+    let (manager, tp) = three_records_two_committed(root.path());
+    manager.shutdown().unwrap();
+    drop(manager);
+    let file = root.path().join(HIGH_WATERMARK_CHECKPOINT_FILE);
+    fs::remove_file(&file).unwrap();
+    assert_eq!(reopened_offsets(root.path(), &tp), (0, 3));
+    for garbage in [
+        &b"0\n7\nt 0 2\n"[..],
+        &[0xff, 0x00, 0x0a][..],
+        &b"0\n1\nt zero 2\n"[..],
+    ] {
+        fs::write(&file, garbage).unwrap();
+        assert_eq!(reopened_offsets(root.path(), &tp), (0, 3));
+    }
 }

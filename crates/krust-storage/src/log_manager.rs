@@ -1,5 +1,7 @@
 //! `LogManager`: every partition log under the configured `log.dirs`, their checkpoints and
-//! the clean-shutdown marker.
+//! the clean-shutdown marker. The high watermarks are checkpointed here too (Kafka's
+//! ReplicaManager writes that file), since the `Log` owns its high watermark and a log dir's
+//! logs are loaded here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -11,8 +13,8 @@ use parking_lot::{Mutex, RwLock};
 use tracing::{info, warn};
 
 use crate::checkpoint::{
-    write_atomically, OffsetCheckpointFile, LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE,
+    write_atomically, OffsetCheckpointFile, HIGH_WATERMARK_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
 };
 use crate::cleaner::{CleanerConfig, CleanerStatus, LogCleaner};
 use crate::config::LogConfig;
@@ -28,13 +30,6 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
 /// A partition's log, shared between request handlers.
 pub type SharedLog = Arc<Mutex<Log>>;
-
-/// The offsets one log dir's checkpoint files record.
-#[derive(Default)]
-struct DirCheckpoints {
-    recovery_points: BTreeMap<TopicPartition, i64>,
-    log_start_offsets: BTreeMap<TopicPartition, i64>,
-}
 
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,
@@ -380,37 +375,33 @@ impl LogManager {
 
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` per dir.
     pub fn checkpoint(&self) -> Result<(), StorageError> {
-        // The periodic checkpoint (on a blocking thread) may still run when shutdown writes
+        self.write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, Log::recovery_point)?;
+        self.write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, Log::log_start_offset)
+    }
+
+    /// Writes `replication-offset-checkpoint` per dir: every log's high watermark, which the
+    /// next start begins from (Kafka's `checkpointHighWatermarks`).
+    pub fn checkpoint_high_watermarks(&self) -> Result<(), StorageError> {
+        self.write_checkpoint(HIGH_WATERMARK_CHECKPOINT_FILE, Log::high_watermark)
+    }
+
+    /// Writes `file` in every online log dir with `offset` of each of the dir's logs.
+    fn write_checkpoint(&self, file: &str, offset: fn(&Log) -> i64) -> Result<(), StorageError> {
+        // The periodic checkpoints (on blocking threads) may still run when shutdown writes
         // its own: one writer at a time per `<file>.tmp`.
         let _writing = self.checkpoint_writer.lock();
-        let mut per_dir: HashMap<PathBuf, DirCheckpoints> = self
+        let mut per_dir: HashMap<PathBuf, BTreeMap<TopicPartition, i64>> = self
             .online_log_dirs()
-            .map(|d| (d.clone(), Default::default()))
+            .map(|d| (d.clone(), BTreeMap::new()))
             .collect();
         for (tp, log) in self.logs.read().iter() {
             let log = log.lock();
-            let Some(entry) = log.dir().parent().and_then(|p| per_dir.get_mut(p)) else {
-                continue;
-            };
-            entry
-                .recovery_points
-                .insert(tp.clone(), log.recovery_point());
-            entry
-                .log_start_offsets
-                .insert(tp.clone(), log.log_start_offset());
+            if let Some(offsets) = log.dir().parent().and_then(|p| per_dir.get_mut(p)) {
+                offsets.insert(tp.clone(), offset(&log));
+            }
         }
-        for (
-            dir,
-            DirCheckpoints {
-                recovery_points,
-                log_start_offsets: log_starts,
-            },
-        ) in per_dir
-        {
-            OffsetCheckpointFile::new(dir.join(RECOVERY_POINT_CHECKPOINT_FILE))
-                .write(&recovery_points)?;
-            OffsetCheckpointFile::new(dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))
-                .write(&log_starts)?;
+        for (dir, offsets) in per_dir {
+            OffsetCheckpointFile::new(dir.join(file)).write(&offsets)?;
         }
         Ok(())
     }
@@ -425,6 +416,7 @@ impl LogManager {
         let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
         in_parallel(&logs, |log| log.lock().close())?;
         self.checkpoint()?;
+        self.checkpoint_high_watermarks()?;
         // An offline dir gets no marker: the next start recovers it.
         for dir in self.online_log_dirs() {
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
@@ -500,23 +492,43 @@ fn lock_log_dirs(log_dirs: &[PathBuf]) -> Result<Vec<LogDirLock>, StorageError> 
         .collect()
 }
 
-fn read_checkpoint_or_empty(path: PathBuf) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
+/// A checkpoint's entries; a malformed file is ignored with a warning saying what `fallback`
+/// the logs then get.
+fn read_checkpoint_or_empty(
+    path: PathBuf,
+    fallback: &str,
+) -> Result<BTreeMap<TopicPartition, i64>, StorageError> {
     match OffsetCheckpointFile::new(&path).read() {
         Err(StorageError::Malformed { reason, .. }) => {
-            warn!(path = %path.display(), %reason, "ignoring malformed checkpoint; logs will be fully recovered");
+            warn!(path = %path.display(), %reason, "ignoring malformed checkpoint; {fallback}");
             Ok(BTreeMap::new())
         }
         other => other,
     }
 }
 
+/// What a log without a checkpointed high watermark starts with (never data lost: the records
+/// stay, hidden only until the partition's leader confirms them again).
+const HIGH_WATERMARK_FALLBACK: &str =
+    "high watermarks start at the log start until each partition's leader moves them";
+
 fn load_log_dir(
     dir: &Path,
     config: &LogConfig,
 ) -> Result<Vec<(TopicPartition, Log)>, StorageError> {
     let had_clean_shutdown = dir.join(CLEAN_SHUTDOWN_FILE).exists();
-    let recovery_points = read_checkpoint_or_empty(dir.join(RECOVERY_POINT_CHECKPOINT_FILE))?;
-    let log_starts = read_checkpoint_or_empty(dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?;
+    let recovery_points = read_checkpoint_or_empty(
+        dir.join(RECOVERY_POINT_CHECKPOINT_FILE),
+        "logs will be fully recovered",
+    )?;
+    let log_starts = read_checkpoint_or_empty(
+        dir.join(LOG_START_OFFSET_CHECKPOINT_FILE),
+        "logs start at their first segment",
+    )?;
+    let high_watermarks = read_checkpoint_or_empty(
+        dir.join(HIGH_WATERMARK_CHECKPOINT_FILE),
+        HIGH_WATERMARK_FALLBACK,
+    )?;
     let now_ms = wall_clock_ms();
     let mut partition_dirs = Vec::new();
     for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
@@ -536,11 +548,18 @@ fn load_log_dir(
             partition_dirs.push((tp, entry.path()));
         }
     }
+    if !partition_dirs.is_empty() && !dir.join(HIGH_WATERMARK_CHECKPOINT_FILE).exists() {
+        warn!(
+            dir = %dir.display(),
+            "no {HIGH_WATERMARK_CHECKPOINT_FILE}; {HIGH_WATERMARK_FALLBACK}"
+        );
+    }
     let logs = in_parallel(&partition_dirs, |(tp, path)| {
         let params = LoadParams {
             recovery_point: recovery_points.get(tp).copied().unwrap_or(0),
             log_start_offset: log_starts.get(tp).copied().unwrap_or(0),
             had_clean_shutdown,
+            high_watermark: high_watermarks.get(tp).copied().unwrap_or(0),
         };
         let log = Log::open(path, tp.clone(), None, config.clone(), params, now_ms)?;
         Ok((tp.clone(), log))

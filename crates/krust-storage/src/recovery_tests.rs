@@ -26,6 +26,7 @@ fn unclean(recovery_point: i64) -> LoadParams {
         recovery_point,
         log_start_offset: 0,
         had_clean_shutdown: false,
+        high_watermark: 0,
     }
 }
 
