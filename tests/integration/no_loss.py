@@ -39,6 +39,7 @@ SEND_INTERVAL_S = 0.002
 
 # Tries of a topic creation whose admin client timed out finding the controller.
 CREATE_ATTEMPTS = 3
+CREATE_TIMEOUT_S = 15.0
 
 
 def create_replicated_topic(cluster: Cluster, topic: str, partitions: int) -> None:
@@ -46,13 +47,19 @@ def create_replicated_topic(cluster: Cluster, topic: str, partitions: int) -> No
     config = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS)}
     for attempt in range(CREATE_ATTEMPTS):
         admin = AdminClient({"bootstrap.servers": cluster.live_bootstrap()})
+        new = NewTopic(topic, partitions, RF, config=config)
         try:
-            admin.create_topics([NewTopic(topic, partitions, RF, config=config)])[topic].result(30)
+            admin.create_topics([new], request_timeout=CREATE_TIMEOUT_S)[topic].result(
+                CREATE_TIMEOUT_S + 5
+            )
             break
-        except KafkaException as error:
-            # librdkafka's admin client can time out looking for the "controller" broker
-            # right after a node died; a new client asks a live broker again.
-            if error.args[0].code() != KafkaError._TIMED_OUT or attempt + 1 == CREATE_ATTEMPTS:
+        except (KafkaException, TimeoutError) as error:
+            # librdkafka's admin client can wait on the "controller" broker that just died
+            # (its metadata still names it); a new client asks a live broker again.
+            timed_out = isinstance(error, TimeoutError) or (
+                error.args[0].code() == KafkaError._TIMED_OUT
+            )
+            if not timed_out or attempt + 1 == CREATE_ATTEMPTS:
                 raise
     for partition in range(partitions):
         cluster.partition_leader(topic, partition)

@@ -97,7 +97,9 @@ def test_a_broker_only_node_catches_up_with_the_metadata_after_a_restart(
     split_cluster: Cluster,
 ) -> None:
     split_cluster.kill9(3)
-    # Created while broker 3 is down: it learns of the topic from the controller afterwards.
+    # Created while broker 3 is down (fenced, so the replica goes to broker 2): it learns of
+    # the topic from the controller afterwards.
+    split_cluster.wait_fenced(3)
     create_topic(split_cluster, "while-away", partitions=1, replicas=1)
     produce(split_cluster.node(2).bootstrap, "while-away", ["kept"])
     split_cluster.restart(3)

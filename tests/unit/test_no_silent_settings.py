@@ -48,6 +48,7 @@ NON_DEFAULT = {
     "ssl.key.password": "secret",
     "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
     "sasl.server.callback.handler.class": "plugins:Callback",
+    "controller.quorum.bootstrap.servers": "localhost:9093",
 }
 _MAX = {ConfigType.SHORT: 2**15 - 1, ConfigType.INT: INT_MAX, ConfigType.LONG: LONG_MAX}
 # Broker keys that derive a topic default through a unit.

@@ -4,7 +4,6 @@
 //! Every wait is bounded.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,9 +11,12 @@ use bytes::Bytes;
 use krust_raft::state_machine::{AppliedRecord, Applier, ApplyError};
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
-use krust_server::settings::{BrokerSettings, Listener, QuorumSettings};
+use krust_server::settings::{BrokerSettings, QuorumSettings};
 use parking_lot::Mutex;
 use tempfile::TempDir;
+
+mod common;
+use common::{free_port, listener};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -53,23 +55,6 @@ impl Applier for Image {
 impl Image {
     fn values(&self) -> Vec<Bytes> {
         self.records.lock().iter().map(|(_, v)| v.clone()).collect()
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn listener(name: &str, port: u16) -> Listener {
-    Listener {
-        name: name.into(),
-        host: "127.0.0.1".into(),
-        port,
-        ..BrokerSettings::default().listeners[0].clone()
     }
 }
 

@@ -3,7 +3,6 @@
 //! old leader follows the new one. Every wait is bounded.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,9 +19,12 @@ use krust_server::metadata_cache::{
     BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
 };
 use krust_server::partition::Partition;
-use krust_server::settings::{BrokerSettings, Listener, ReplicationSettings};
+use krust_server::settings::{BrokerSettings, ReplicationSettings};
 use tempfile::TempDir;
 use uuid::Uuid;
+
+mod common;
+use common::{free_port, listener};
 
 const TOPIC_ID: u128 = 0x5151;
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -64,14 +66,6 @@ struct Node {
     port: u16,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn node(node_id: i32, port: u16) -> Node {
     node_in(tempfile::tempdir().unwrap(), node_id, port, 30_000)
 }
@@ -98,11 +92,7 @@ fn test_replication() -> ReplicationSettings {
 }
 
 fn node_with(dir: TempDir, node_id: i32, port: u16, replication: ReplicationSettings) -> Node {
-    let listener = Listener {
-        host: "127.0.0.1".into(),
-        port,
-        ..BrokerSettings::default().listeners[0].clone()
-    };
+    let listener = listener("PLAINTEXT", port);
     let settings = BrokerSettings {
         node_id,
         listeners: vec![listener.clone()],
