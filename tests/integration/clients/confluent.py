@@ -173,8 +173,12 @@ def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
 
 
 def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
-    """(earliest, latest) offsets via ListOffsets."""
-    consumer = assigned_consumer(bootstrap, topic, partition)
+    """(earliest, latest) offsets via ListOffsets. The consumer is not assigned the partition:
+    one that also fetched it, from offset 0 below a moved log start, could hang librdkafka's
+    close (seen after retention or DeleteRecords moved the log start)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": UNUSED_GROUP_ID, "enable.auto.commit": False}
+    )
     try:
         return consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=ADMIN_TIMEOUT_S, cached=False
