@@ -19,6 +19,7 @@ WORKLOADS = (
     "loaded-start",
     "many-partitions",
     "tls",
+    "transactions",
 )
 # Not in a default run: it needs pyspark and Spark's Kafka connector, and no Kafka broker.
 SPARK = "spark"
@@ -58,6 +59,10 @@ class Plan:
     cluster_produce_bytes: int = 100 * _MB
     cluster_latency_seconds: float = 10
     cluster_failovers: int = 3
+    # The transactions workload: records (1 KiB) produced in transactions of 100 records, and
+    # in transactions of 10,000.
+    transaction_records_small: int = 20_000
+    transaction_records_large: int = 100_000
     # Which of WORKLOADS (and SPARK, CLUSTER) to run (`run.py --workloads`); start-up and idle
     # RSS always are (but for SPARK and CLUSTER alone).
     workloads: tuple[str, ...] = WORKLOADS
@@ -110,4 +115,6 @@ FULL = Plan(
     cluster_produce_bytes=300 * _MB,
     cluster_latency_seconds=60,
     cluster_failovers=5,
+    transaction_records_small=100_000,
+    transaction_records_large=300_000,
 )

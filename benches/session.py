@@ -28,6 +28,7 @@ from workloads.produce import (
 from workloads.startup import loaded_restarts
 from workloads.tls import produce_and_consume_over_tls
 from workloads.topics import create_topic
+from workloads.transactions import produce_in_transactions
 
 _MIB = 1024 * 1024
 CLIENTS = ("java", "librdkafka")
@@ -63,6 +64,24 @@ def latency_metric(percentile: str, target: float | None) -> Metric:
     )
 
 
+def transactional_produce_metric(records_per_transaction: int) -> Metric:
+    return Metric(
+        "Transactions",
+        f"produce, {records_per_transaction:,} records per transaction (1 KiB)",
+        "MB/s",
+        Better.HIGHER,
+    )
+
+
+def commit_metric(percentile: str) -> Metric:
+    return Metric(
+        "Transactions",
+        f"commit_transaction {percentile} (100 records, 8 partitions)",
+        "ms",
+        Better.LOWER,
+    )
+
+
 @dataclass
 class Session:
     broker: BrokerProcess
@@ -82,6 +101,7 @@ class Session:
                 ("latency", lambda: self._latency(last_repetition)),
                 ("background-work", self._background_work),
                 ("authorization", self._authorization),
+                ("transactions", self._transactions),
             ]
             if self.plan.loaded_start_partitions:
                 workloads.append(("loaded-start", self._loaded_start))
@@ -170,6 +190,22 @@ class Session:
         if keep_samples:
             self.results.latency_samples_ms[self.broker.name] = result.samples_ms
 
+    def _transactions(self) -> None:
+        create_topic(self.broker.bootstrap, "transactions", 8)
+        for per_transaction, total in (
+            (100, self.plan.transaction_records_small),
+            (10_000, self.plan.transaction_records_large),
+        ):
+            result = produce_in_transactions(
+                self.broker.bootstrap, "transactions", per_transaction, total
+            )
+            name = self.broker.name
+            self.results.add(transactional_produce_metric(per_transaction), name, result.mb_per_s)
+            if per_transaction == 100:
+                for label, fraction in (("p50", 0.5), ("p99", 0.99)):
+                    value = result.commit_percentile(fraction)
+                    self.results.add(commit_metric(label), name, value)
+
     def _background_work(self) -> None:
         group = "Background work (produce 1 KiB acks=1 p8, librdkafka)"
         result = produce_with_and_without_background_work(
@@ -225,6 +261,7 @@ class Session:
         ):
             unit = "x" if "/" in label.split("(")[0] else "MB/s"
             self.results.add(Metric(group, label, unit, Better.HIGHER), self.broker.name, value)
+
     def _tls(self) -> None:
         group = "TLS (SSL listener, confluent-kafka, 1 KiB records, 8 partitions)"
         assert self.broker.settings.tls_ca is not None

@@ -86,6 +86,8 @@ class StoredRecord(TypedDict):
     timestamp: int
     key: bytes | None
     value: bytes | None
+    producer_id: int  # -1, or the transactional producer the record belongs to
+    control: int | None  # a transaction marker's type: 0 ABORT, 1 COMMIT
 
 @final
 class BridgeRequest:
@@ -154,9 +156,14 @@ class Broker:
         Kafka's brokers do after its controller answered); any other change returns once
         applied, with failures as for `apply_metadata`."""
     def internal_append(
-        self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[bytes | None, bytes | None]],
+        producer: tuple[int, int] | None = None,
     ) -> int:
-        """Append (key, value) records as one flushed batch; returns its base offset."""
+        """Append (key, value) records as one flushed batch; returns its base offset. With
+        `producer` (producer id, epoch) the batch belongs to that producer's transaction."""
     def internal_read(
         self, topic: str, partition: int, start_offset: int, max_bytes: int
     ) -> list[StoredRecord]:
@@ -200,6 +207,17 @@ class Broker:
         """This broker's epoch from its registration (AlterPartition requests carry it)."""
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
         """Send a request body to the active controller; its response body (blocking)."""
+    def next_producer_id(self) -> int:
+        """A new producer id from this broker's block (blocking: may ask the controller)."""
+    def send_to_broker(self, node_id: int, api_key: int, version: int, body: bytes) -> bytes:
+        """Send a request body to broker `node_id` over the inter-broker listener; its response
+        body (blocking). Raises ConnectionError when the broker cannot be reached in time."""
+    def write_txn_markers(
+        self, markers: Sequence[tuple[str, int, int, int, int, bool]]
+    ) -> list[int]:
+        """Append transaction markers (topic, partition, producer id, producer epoch,
+        coordinator epoch, commit) as their partitions' leader and wait for the in-sync
+        replicas; their Kafka error codes, in order (blocking)."""
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
     def charge_request_time(self, user: str, client_id: str, seconds: float) -> int:

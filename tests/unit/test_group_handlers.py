@@ -14,6 +14,8 @@ from krust.coordinator.clock import FakeClock
 from krust.group.api_admin import AdminApis
 from krust.group.api_membership import MembershipApis
 from krust.group.api_offsets import OffsetApis
+from krust.group.api_txn_markers import TxnMarkerApis
+from krust.group.api_txn_offsets import TxnOffsetApis
 from krust.group.coordinator import GroupCoordinator
 from krust.group.install import install
 from krust.group.records import OFFSETS_TOPIC
@@ -38,6 +40,8 @@ EXPECTED_ROUTES = {
     15: (0, 6),
     16: (0, 5),
     42: (0, 2),
+    27: (1, 1),  # WriteTxnMarkers: the partition leader side of markers
+    28: (0, 4),  # TxnOffsetCommit
     47: (0, 0),
 }
 # What librdkafka's balanced consumer needs to see overlapping the advertised ranges.
@@ -92,10 +96,21 @@ def test_every_advertised_version_has_kio_schemas(api_key: int, version: int) ->
 class Client:
     """Sends requests through the handlers the way the bridge does: bytes in, bytes out."""
 
-    def __init__(self, coordinator: GroupCoordinator, client_id: str = "rdkafka") -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        client_id: str = "rdkafka",
+        core: FakeCore | None = None,
+    ) -> None:
         self.client_id = client_id
         self._handlers: dict[int, Any] = {}
-        for apis in (MembershipApis(coordinator), OffsetApis(coordinator), AdminApis(coordinator)):
+        for apis in (
+            MembershipApis(coordinator),
+            OffsetApis(coordinator),
+            AdminApis(coordinator),
+            TxnOffsetApis(coordinator),
+            TxnMarkerApis(core or FakeCore(), coordinator),
+        ):
             for api_key, _, _, handler in apis.routes():
                 self._handlers[api_key] = handler
 

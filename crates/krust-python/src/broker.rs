@@ -8,13 +8,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use krust_server::bridge::Bridge;
-use krust_server::broker::Broker;
+use krust_server::broker::{Broker, TransactionalProducer};
+use krust_server::broker_transactions::TxnMarker;
 use krust_server::connection_limits::ConnectionLimits;
 use krust_server::quota::entities::ImageEntity;
 use krust_server::quota::ClientQuotaTable;
 use krust_server::routing::{Exposure, PythonApi};
 use krust_storage::StorageError;
-use pyo3::exceptions::{PyBlockingIOError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyBlockingIOError, PyConnectionError, PyOSError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -155,19 +158,27 @@ impl PyBroker {
         self.inner.invalidate_authorizations();
     }
 
+    /// Appends records as one batch; with `producer` (producer id, epoch) the batch belongs to
+    /// that producer's transaction (TxnOffsetCommit).
+    #[pyo3(signature = (topic, partition, records, producer=None))]
     fn internal_append(
         &self,
         py: Python<'_>,
         topic: &str,
         partition: i32,
         records: Vec<KeyValue>,
+        producer: Option<(i64, i16)>,
     ) -> PyResult<i64> {
         let records: Vec<(Option<Bytes>, Option<Bytes>)> = records
             .into_iter()
             .map(|(k, v)| (k.map(Bytes::from), v.map(Bytes::from)))
             .collect();
+        let producer = producer.map(|(producer_id, producer_epoch)| TransactionalProducer {
+            producer_id,
+            producer_epoch,
+        });
         let broker = self.inner.clone();
-        py.detach(|| broker.internal_append(topic, partition, &records))
+        py.detach(|| broker.internal_append(topic, partition, &records, producer))
             .map_err(runtime_error)
     }
 
@@ -191,6 +202,8 @@ impl PyBroker {
                 dict.set_item("timestamp", r.timestamp)?;
                 dict.set_item("key", r.key.map(|k| PyBytes::new(py, &k)))?;
                 dict.set_item("value", r.value.map(|v| PyBytes::new(py, &v)))?;
+                dict.set_item("producer_id", r.producer_id)?;
+                dict.set_item("control", r.control)?;
                 Ok(dict)
             })
             .collect()
@@ -300,6 +313,59 @@ impl PyBroker {
             .detach(|| channel.send_blocking(api, version, Bytes::from(body)))
             .map_err(runtime_error)?;
         Ok(PyBytes::new(py, &response))
+    }
+
+    /// A new producer id for the transaction coordinator, from this broker's block. Blocks
+    /// without the GIL (it may ask the controller for a new block).
+    fn next_producer_id(&self, py: Python<'_>) -> PyResult<i64> {
+        py.detach(|| self.inner.next_producer_id())
+            .map_err(runtime_error)
+    }
+
+    /// Sends a request body to broker `node_id` over the inter-broker listener and returns the
+    /// response body (WriteTxnMarkers from the transaction coordinator). Blocks without the
+    /// GIL; raises ConnectionError when the broker cannot be reached in time.
+    fn send_to_broker<'py>(
+        &self,
+        py: Python<'py>,
+        node_id: i32,
+        api_key: i16,
+        version: i16,
+        body: Vec<u8>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let response = py
+            .detach(|| {
+                self.inner
+                    .send_to_broker(node_id, api_key, version, Bytes::from(body))
+            })
+            .map_err(|error| PyConnectionError::new_err(error.to_string()))?;
+        Ok(PyBytes::new(py, &response))
+    }
+
+    /// The partition leader's side of WriteTxnMarkers: each marker (topic, partition,
+    /// producer id, producer epoch, coordinator epoch, commit) is appended and replicated;
+    /// returns their Kafka error codes in order. Blocks without the GIL.
+    fn write_txn_markers(
+        &self,
+        py: Python<'_>,
+        markers: Vec<(String, i32, i64, i16, i32, bool)>,
+    ) -> Vec<i16> {
+        let markers: Vec<TxnMarker> = markers
+            .into_iter()
+            .map(
+                |(topic, partition, producer_id, producer_epoch, coordinator_epoch, commit)| {
+                    TxnMarker {
+                        topic,
+                        partition,
+                        producer_id,
+                        producer_epoch,
+                        coordinator_epoch,
+                        commit,
+                    }
+                },
+            )
+            .collect();
+        py.detach(|| self.inner.write_txn_markers(&markers))
     }
 
     fn shutdown(&self) {

@@ -17,13 +17,15 @@ use tokio::sync::watch;
 use crate::alter_partition::{AlterPartitionManager, AlterPartitionSender};
 use crate::authorizer::{Authorizer, AuthorizerReceiver, DecisionCache};
 use crate::bridge::Bridge;
+use crate::broker_channels::BrokerChannels;
 use crate::clock::now_ms;
 use crate::connection_limits::{ConnectionCounter, ConnectionLimits};
-use crate::controller_channel::ControllerLocator;
 use crate::controller_quorum::{ControllerQuorum, QuorumCell, StartError};
 use crate::controller_route::{ControllerAlterPartition, ControllerChannels};
 use crate::metadata_cache::{MetadataCache, MetadataDelta, MetadataImage};
 use crate::metrics::BrokerMetrics;
+use crate::node_channel::{host_port, ControllerLocator};
+use crate::producer_ids::ProducerIdManager;
 use crate::quota::{ClientQuotaManager, ClientQuotaTable};
 use crate::replica_fetcher::{FetcherConfig, ReplicaFetcherManager};
 use crate::replica_manager::{ApplyError, InternalLogError, NotReplicated, ReplicaManager};
@@ -41,6 +43,18 @@ pub struct StoredRecord {
     pub timestamp: i64,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
+    /// The batch's producer id: -1, or the transactional producer whose transaction the record
+    /// belongs to (a TxnOffsetCommit's offsets).
+    pub producer_id: i64,
+    /// For a transaction marker (a control record), its type: 0 ABORT, 1 COMMIT.
+    pub control: Option<i16>,
+}
+
+/// The producer of a transactional batch a coordinator writes (TxnOffsetCommit's offsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransactionalProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
 }
 
 /// Why the broker could not open.
@@ -67,7 +81,7 @@ pub enum BrokerServeError {
 
 /// How long a coordinator's write waits for its replicas: Kafka's
 /// `offsets.commit.timeout.ms` default (krust refuses other values of the key).
-const INTERNAL_REPLICATION_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const INTERNAL_REPLICATION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A failed internal read or write.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +97,7 @@ pub enum InternalRecordsError {
 pub struct Broker {
     settings: BrokerSettings,
     metadata: Arc<MetadataCache>,
-    replicas: Arc<ReplicaManager>,
+    pub(crate) replicas: Arc<ReplicaManager>,
     metrics: Arc<BrokerMetrics>,
     quotas: Arc<ClientQuotaManager>,
     connections: Arc<ConnectionCounter>,
@@ -103,6 +117,19 @@ pub struct Broker {
     broker_epoch: Arc<AtomicI64>,
     /// This node's member of the controller quorum, once `start_quorum` ran.
     quorum: QuorumCell,
+    /// Producer ids handed out by this broker, from blocks the controller allocates.
+    pub(crate) producer_ids: Arc<ProducerIdManager>,
+    /// Channels to the other brokers (transaction markers, KIP-890 verification).
+    pub(crate) broker_channels: Arc<BrokerChannels>,
+    /// The bridge and runtime of `serve` while it runs (calls from Python need them); dropped
+    /// when it stops, so that the bridge's thread sees its last sender go.
+    pub(crate) serving: parking_lot::Mutex<Option<Serving>>,
+}
+
+/// What `serve` runs on, for calls that come from outside it.
+pub(crate) struct Serving {
+    pub bridge: Bridge,
+    pub runtime: tokio::runtime::Handle,
 }
 
 impl Broker {
@@ -141,7 +168,15 @@ impl Broker {
         ));
         let controller_channels = ControllerChannels::start(&settings, &controller_locator)
             .map_err(OpenError::ControllerChannels)?;
+        let metadata = Arc::<MetadataCache>::default();
         Ok(Broker {
+            producer_ids: Arc::new(ProducerIdManager::new(settings.node_id)),
+            broker_channels: Arc::new(BrokerChannels::new(
+                settings.node_id,
+                settings.inter_broker_listener_name(),
+                Arc::clone(&metadata),
+            )),
+            serving: parking_lot::Mutex::default(),
             broker_epoch: Arc::new(AtomicI64::new(-1)),
             controller_locator,
             controller_channels,
@@ -155,7 +190,7 @@ impl Broker {
                 settings.quota_window,
             )),
             settings,
-            metadata: Arc::default(),
+            metadata,
             replicas,
             metrics: Arc::default(),
             stop,
@@ -315,15 +350,18 @@ impl Broker {
 
     /// Appends `(key, value)` records as one uncompressed batch, flushed; returns its base offset
     /// once the in-sync replicas have it too (a coordinator's acks=-1).
+    /// With `producer`, the batch is part of that producer's transaction (KIP-98: offsets a
+    /// TxnOffsetCommit writes stay pending until the transaction's marker).
     pub fn internal_append(
         &self,
         topic: &str,
         partition: i32,
         records: &[(Option<Bytes>, Option<Bytes>)],
+        producer: Option<TransactionalProducer>,
     ) -> Result<i64, InternalRecordsError> {
         let now = now_ms();
-        let batch =
-            encode_batch(records, now).map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
+        let batch = encode_batch(records, now, producer)
+            .map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
         let tp = TopicPartition::new(topic, partition);
         let info = self.replicas.append_internal(&tp, &batch, now)?;
         self.replicas.await_internal_replication(
@@ -349,10 +387,12 @@ impl Broker {
         Ok(sets
             .into_iter()
             .flat_map(|set| set.records)
-            .filter(|r| r.offset >= start_offset && !r.control)
+            .filter(|r| r.offset >= start_offset)
             .map(|r| StoredRecord {
                 offset: r.offset,
                 timestamp: r.timestamp,
+                control: r.control.then(|| control_type(r.key.as_deref())),
+                producer_id: r.producer_id,
                 key: r.key,
                 value: r.value,
             })
@@ -405,6 +445,8 @@ impl Broker {
         Arc::new(ServerContext {
             scram_credentials: self.scram_credentials.clone(),
             quorum: self.quorum.clone(),
+            producer_ids: self.producer_ids.clone(),
+            broker_channels: self.broker_channels.clone(),
             ..ServerContext::new(
                 self.settings.clone(),
                 self.metadata.clone(),
@@ -463,8 +505,14 @@ impl Broker {
                 Arc::default(),
                 tokio::runtime::Handle::current(),
             );
+            *self.serving.lock() = Some(Serving {
+                bridge: bridge.clone(),
+                runtime: tokio::runtime::Handle::current(),
+            });
             let context = self.authorized_server_context(bridge, authorizer);
-            serve(context, self.stop.subscribe()).await?;
+            let served = serve(context, self.stop.subscribe()).await;
+            self.serving.lock().take();
+            served?;
         }
         if self.replicas.all_log_dirs_offline() {
             return Err(BrokerServeError::AllLogDirsOffline {
@@ -484,15 +532,6 @@ impl Broker {
         // Logs still being created are created (and then closed cleanly).
         self.applier.shutdown();
         self.replicas.shutdown()
-    }
-}
-
-/// `host:port`, with an IPv6 host in brackets.
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
     }
 }
 
@@ -521,22 +560,32 @@ fn raise_open_file_limit() {
     }
 }
 
-/// Encodes `(key, value)` records as one uncompressed v2 batch without a producer id, the way
-/// a client would send it (base offset 0).
+/// A control record's type from its key (version i16, type i16); -1 when the key is malformed.
+fn control_type(key: Option<&[u8]>) -> i16 {
+    match key {
+        Some([_, _, high, low, ..]) => i16::from_be_bytes([*high, *low]),
+        _ => -1,
+    }
+}
+
+/// Encodes `(key, value)` records as one uncompressed v2 batch the way a client would send it
+/// (base offset 0): without a producer id, or in `producer`'s transaction without sequence
+/// numbers (as Kafka's coordinators write them).
 pub fn encode_batch(
     records: &[(Option<Bytes>, Option<Bytes>)],
     timestamp: i64,
+    producer: Option<TransactionalProducer>,
 ) -> anyhow::Result<BytesMut> {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, (key, value))| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: producer.map_or(-1, |p| p.producer_id),
+            producer_epoch: producer.map_or(-1, |p| p.producer_epoch),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder starts a new batch unless offset - sequence stays constant; this

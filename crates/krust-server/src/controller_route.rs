@@ -12,9 +12,7 @@ use kafka_protocol::protocol::{Decodable, Request};
 
 use crate::alter_partition::{AlterPartitionFuture, AlterPartitionSendError, AlterPartitionSender};
 use crate::bridge::{Bridge, BridgeError};
-use crate::controller_channel::{
-    ChannelError, ControllerChannel, ControllerLocator, REQUEST_TIMEOUT,
-};
+use crate::node_channel::{ChannelError, ControllerLocator, NodeChannel, REQUEST_TIMEOUT};
 use crate::settings::BrokerSettings;
 
 /// A failed request to the controller.
@@ -33,13 +31,13 @@ pub enum ControllerError {
 #[derive(Clone)]
 pub struct ControllerChannels {
     /// Client requests forwarded in Envelopes.
-    pub forwarding: ControllerChannel,
+    pub forwarding: NodeChannel,
     /// The core's own requests: topic auto-creation, producer id blocks.
-    pub internal: ControllerChannel,
+    pub internal: NodeChannel,
     /// BrokerRegistration and BrokerHeartbeat (sent by Python's broker lifecycle).
-    pub lifecycle: ControllerChannel,
+    pub lifecycle: NodeChannel,
     /// AlterPartition from partition leaders.
-    pub alter_partition: ControllerChannel,
+    pub alter_partition: NodeChannel,
 }
 
 impl ControllerChannels {
@@ -52,7 +50,12 @@ impl ControllerChannels {
             return Ok(None);
         }
         let start = |name| {
-            ControllerChannel::start(name, settings.node_id, Arc::clone(locator), REQUEST_TIMEOUT)
+            NodeChannel::start(
+                name,
+                settings.node_id,
+                Arc::clone(locator) as _,
+                REQUEST_TIMEOUT,
+            )
         };
         Ok(Some(Self {
             forwarding: start("forwarding")?,
@@ -78,7 +81,7 @@ pub async fn call_controller<R: Request>(
 
 /// Sends `request` over `channel` and decodes the answer.
 async fn send_on<R: Request>(
-    channel: &ControllerChannel,
+    channel: &NodeChannel,
     request: &R,
     version: i16,
 ) -> Result<R::Response, ControllerError> {
@@ -101,7 +104,7 @@ const ALTER_PARTITION_VERSION: i16 = 3;
 /// broker's epoch. A quorum of one has one broker, whose partitions have no followers and
 /// never change their ISR: it has no channel, and a request fails.
 pub struct ControllerAlterPartition {
-    channel: Option<ControllerChannel>,
+    channel: Option<NodeChannel>,
     broker_epoch: Arc<AtomicI64>,
 }
 

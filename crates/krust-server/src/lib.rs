@@ -5,7 +5,7 @@
 // Foundations: time, quotas, settings, who is connected.
 pub mod clock;
 pub mod connection_limits;
-pub mod controller_channel;
+pub mod node_channel;
 pub mod quota;
 pub mod security;
 pub mod session;
@@ -15,6 +15,7 @@ pub mod settings;
 pub mod alter_partition;
 pub mod authorizer;
 pub mod bridge;
+pub mod broker_channels;
 pub mod controller_route;
 pub mod fetch_session;
 pub mod metadata_cache;
@@ -31,6 +32,7 @@ pub mod server_context;
 
 // The request path: context in, handlers, routing of frames, sockets, the running server.
 pub mod broker;
+pub mod broker_transactions;
 pub mod controller_quorum;
 pub mod dispatch;
 pub mod forwarding;
@@ -40,3 +42,4 @@ pub mod request_context;
 pub mod response_frame;
 pub mod server;
 pub mod throttling;
+pub mod transaction_verification;

@@ -487,6 +487,19 @@ impl Partition {
         Ok(producers)
     }
 
+    /// Whether producer `producer_id` at `producer_epoch` has a transaction open on this
+    /// partition (KIP-890: only a batch that would start one is verified with the coordinator).
+    pub fn has_ongoing_transaction(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.log
+            .lock()
+            .producer_state()
+            .producers()
+            .get(&producer_id)
+            .is_some_and(|entry| {
+                entry.producer_epoch == producer_epoch && entry.current_txn_first_offset >= 0
+            })
+    }
+
     fn on_read_error(&self, error: &ReadError) {
         if let ReadError::Storage(cause) = error {
             self.failures

@@ -87,28 +87,44 @@ impl ReplicaManager {
         end_offset: i64,
         timeout: Duration,
     ) -> Result<(), NotReplicated> {
-        let (Some(partition), Some(manager)) = (
-            self.partition(&tp.topic, tp.partition),
-            self.alter_partitions.get(),
-        ) else {
+        let Some(partition) = self.partition(&tp.topic, tp.partition) else {
             return Ok(());
         };
-        // Already there (always so with no followers): no need for the runtime.
-        let outcome = match partition.check_enough_replicas_reach_offset(end_offset) {
-            Some(answer) => Some(answer),
-            None => {
-                let waits = [(partition, end_offset)];
-                let waited = manager
-                    .runtime()
-                    .block_on(await_produce_acks(&waits, timeout));
-                waited.into_iter().next().flatten()
-            }
+        self.await_replication(vec![(partition, end_offset)], timeout)
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// `await_internal_replication` for several appends at once (transaction markers), each
+    /// with its own outcome, in order.
+    pub fn await_replication(
+        &self,
+        appends: Vec<(Arc<Partition>, i64)>,
+        timeout: Duration,
+    ) -> Vec<Result<(), NotReplicated>> {
+        let Some(manager) = self.alter_partitions.get() else {
+            return appends.iter().map(|_| Ok(())).collect();
         };
-        match outcome {
-            Some(Ok(())) => Ok(()),
-            Some(Err(error)) => Err(NotReplicated::Refused(error)),
-            None => Err(NotReplicated::TimedOut(timeout)),
-        }
+        // Already there (always so with no followers): no need for the runtime.
+        let known: Vec<Option<Result<(), ResponseError>>> = appends
+            .iter()
+            .map(|(partition, end)| partition.check_enough_replicas_reach_offset(*end))
+            .collect();
+        let waited = if known.iter().all(Option::is_some) {
+            known
+        } else {
+            manager
+                .runtime()
+                .block_on(await_produce_acks(&appends, timeout))
+        };
+        waited
+            .into_iter()
+            .map(|outcome| match outcome {
+                Some(Ok(())) => Ok(()),
+                Some(Err(error)) => Err(NotReplicated::Refused(error)),
+                None => Err(NotReplicated::TimedOut(timeout)),
+            })
+            .collect()
     }
 
     /// Kafka's isr-expiration task: every partition this broker leads drops the followers
@@ -145,4 +161,14 @@ pub enum NotReplicated {
     TimedOut(Duration),
     #[error("{0}")]
     Refused(ResponseError),
+}
+
+impl NotReplicated {
+    /// The Kafka error a request that waited for it answers.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            NotReplicated::TimedOut(_) => ResponseError::RequestTimedOut.code(),
+            NotReplicated::Refused(error) => error.code(),
+        }
+    }
 }

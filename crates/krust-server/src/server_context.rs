@@ -6,13 +6,14 @@ use tokio::sync::Semaphore;
 
 use crate::authorizer::Authorizer;
 use crate::bridge::Bridge;
+use crate::broker_channels::BrokerChannels;
 use crate::connection_limits::ConnectionCounter;
-use crate::controller_channel::ControllerLocator;
 use crate::controller_quorum::QuorumCell;
 use crate::controller_route::ControllerChannels;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::MetadataCache;
 use crate::metrics::BrokerMetrics;
+use crate::node_channel::ControllerLocator;
 use crate::producer_ids::ProducerIdManager;
 use crate::quota::ClientQuotaManager;
 use crate::replica_manager::ReplicaManager;
@@ -29,7 +30,9 @@ pub struct ServerContext {
     pub metrics: Arc<BrokerMetrics>,
     pub routes: RoutingTable,
     pub fetch_sessions: FetchSessionCache,
-    pub producer_ids: ProducerIdManager,
+    pub producer_ids: Arc<ProducerIdManager>,
+    /// Channels to the other brokers.
+    pub broker_channels: Arc<BrokerChannels>,
     pub connections: Arc<ConnectionCounter>,
     /// The configured authorizer; `None`: no authorization, no check at all.
     pub authorizer: Option<Authorizer>,
@@ -59,7 +62,12 @@ impl ServerContext {
     ) -> Self {
         let slots = settings.queued_max_requests.max(1);
         ServerContext {
-            producer_ids: ProducerIdManager::new(settings.node_id),
+            producer_ids: Arc::new(ProducerIdManager::new(settings.node_id)),
+            broker_channels: Arc::new(BrokerChannels::new(
+                settings.node_id,
+                settings.inter_broker_listener_name(),
+                Arc::clone(&metadata),
+            )),
             routes: RoutingTable::new(
                 bridge.python_apis(),
                 &settings.quorum.controller_listener_names,

@@ -153,7 +153,9 @@ fn produce_with_acks(node: &Node, values: &[&str], acks: i16) -> (i16, i64) {
         .iter()
         .map(|v| (None, Some(bytes::Bytes::from(v.to_string()))))
         .collect();
-    let batch = encode_batch(&records, 1_700_000_000_000).unwrap().freeze();
+    let batch = encode_batch(&records, 1_700_000_000_000, None)
+        .unwrap()
+        .freeze();
     let request = ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(15_000)
@@ -511,7 +513,7 @@ fn an_internal_append_returns_once_the_isr_has_it() {
     let topic = placement(1, 0);
     start_one(&nodes[0], &endpoints(&nodes), &runtime, &topic);
     let record = [(None, Some(bytes::Bytes::from_static(b"offset commit")))];
-    let unreplicated = nodes[0].broker.internal_append("t", 0, &record);
+    let unreplicated = nodes[0].broker.internal_append("t", 0, &record, None);
     assert!(
         matches!(
             unreplicated,
@@ -521,7 +523,10 @@ fn an_internal_append_returns_once_the_isr_has_it() {
     );
 
     start_one(&nodes[1], &endpoints(&nodes), &runtime, &topic);
-    let base = nodes[0].broker.internal_append("t", 0, &record).unwrap();
+    let base = nodes[0]
+        .broker
+        .internal_append("t", 0, &record, None)
+        .unwrap();
     assert_eq!(base, 1);
     assert!(partition(&nodes[1]).log_end_offset() >= 2);
     stop(&nodes, runtime);

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -22,7 +23,11 @@ class CoreLog(Protocol):
     """The part of krust._core.Broker a coordinator uses (a fake in unit tests)."""
 
     def internal_append(
-        self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[bytes | None, bytes | None]],
+        producer: tuple[int, int] | None = None,
     ) -> int: ...
 
     def internal_read(
@@ -46,7 +51,28 @@ class RecordCodec(Protocol[R]):
         ...
 
 
-_Pending = tuple[list[tuple[bytes, bytes | None]], "asyncio.Future[None]"]
+Producer = tuple[int, int]
+"""A transactional producer's id and epoch (TxnOffsetCommit writes in its transaction)."""
+
+
+@dataclass(frozen=True)
+class EndTransaction:
+    """A transaction marker read from the log: the producer's records before it are committed
+    (`commit`) or aborted."""
+
+    producer_id: int
+    commit: bool
+
+
+@dataclass
+class _Pending:
+    records: list[tuple[bytes, bytes | None]]
+    producer: Producer | None
+    future: asyncio.Future[None]
+
+
+# A control record's type in its key: ControlRecordType.COMMIT.
+_COMMIT_MARKER = 1
 
 
 class CoordinatorLog(Generic[R]):
@@ -66,8 +92,11 @@ class CoordinatorLog(Generic[R]):
         self._queues: dict[int, list[_Pending]] = {}
         self._writers: dict[int, asyncio.Task[None]] = {}
 
-    def append(self, partition: int, records: list[R]) -> asyncio.Future[None]:
-        """Queue records for `partition`; the future resolves once they are on disk.
+    def append(
+        self, partition: int, records: list[R], producer: Producer | None = None
+    ) -> asyncio.Future[None]:
+        """Queue records for `partition`; the future resolves once they are on disk. With
+        `producer`, they are written in that producer's transaction.
 
         A plain function (not a coroutine) so that the position in the queue is taken at call
         time, before the caller yields.
@@ -77,7 +106,7 @@ class CoordinatorLog(Generic[R]):
             future.set_result(None)
             return future
         encoded = [self._codec.encode(record) for record in records]
-        self._queues.setdefault(partition, []).append((encoded, future))
+        self._queues.setdefault(partition, []).append(_Pending(encoded, producer, future))
         if partition not in self._writers:
             self._writers[partition] = self._loop.create_task(self._drain(partition))
         return future
@@ -86,29 +115,35 @@ class CoordinatorLog(Generic[R]):
         try:
             while self._queues.get(partition):
                 batch = self._take_batch(partition)
-                records = [record for encoded, _ in batch for record in encoded]
+                records = [record for pending in batch for record in pending.records]
                 try:
                     await self._loop.run_in_executor(
-                        None, self._core.internal_append, self.topic, partition, records
+                        None,
+                        self._core.internal_append,
+                        self.topic,
+                        partition,
+                        records,
+                        batch[0].producer,
                     )
                 except Exception as error:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(error)
+                    for pending in batch:
+                        if not pending.future.done():
+                            pending.future.set_exception(error)
                 else:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_result(None)
+                    for pending in batch:
+                        if not pending.future.done():
+                            pending.future.set_result(None)
         finally:
             del self._writers[partition]
 
     def _take_batch(self, partition: int) -> list[_Pending]:
+        """The next appends to write as one batch: of one producer (or none), in order."""
         queue = self._queues[partition]
         size = 0
         taken = 0
-        for encoded, _ in queue:
-            size += sum(len(key) + len(value or b"") for key, value in encoded)
-            if taken and size > _MAX_BATCH_BYTES:
+        for pending in queue:
+            size += sum(len(key) + len(value or b"") for key, value in pending.records)
+            if taken and (size > _MAX_BATCH_BYTES or pending.producer != queue[0].producer):
                 break
             taken += 1
         batch, rest = queue[:taken], queue[taken:]
@@ -120,11 +155,14 @@ class CoordinatorLog(Generic[R]):
 
     async def read(
         self, partition: int, chunk_bytes: int
-    ) -> AsyncIterator[tuple[int, R | ValueError | None]]:
-        """Every record of the partition, from its start to the current end, as (offset, record).
+    ) -> AsyncIterator[tuple[int, int, R | EndTransaction | ValueError | None]]:
+        """Every record of the partition, from its start to the current end, as (offset,
+        producer id, record).
 
-        The record is None for record types another coordinator owns, and the decoding error for
-        records that do not parse (the caller logs and skips them; they stay in the log).
+        The producer id is -1 unless the record belongs to a transaction. The record is an
+        EndTransaction for a transaction marker, None for record types another coordinator
+        owns, and the decoding error for records that do not parse (the caller logs and skips
+        them; they stay in the log).
         """
         end = await self._loop.run_in_executor(
             None, self._core.log_end_offset, self.topic, partition
@@ -140,12 +178,21 @@ class CoordinatorLog(Generic[R]):
                 offset = stored["offset"]
                 if offset >= end:
                     return
-                try:
-                    record = self._codec.decode(stored["key"], stored["value"])
-                except ValueError as error:
-                    yield offset, error
+                producer_id = stored["producer_id"]
+                control = stored["control"]
+                if control is not None:
+                    yield (
+                        offset,
+                        producer_id,
+                        EndTransaction(producer_id, control == _COMMIT_MARKER),
+                    )
                 else:
-                    yield offset, record
+                    try:
+                        record = self._codec.decode(stored["key"], stored["value"])
+                    except ValueError as error:
+                        yield offset, producer_id, error
+                    else:
+                        yield offset, producer_id, record
                 position = offset + 1
 
     async def idle(self) -> None:

@@ -141,7 +141,10 @@ class OffsetApis:
     async def offset_fetch(self, request: Any, context: RequestContext) -> Any:
         version = context.api_version
         if version >= 8:
-            groups = [await self._fetch_group(group, version, context) for group in request.groups]
+            groups = [
+                await self._fetch_group(group, version, context, request.require_stable)
+                for group in request.groups
+            ]
             return make_response(OFFSET_FETCH, version, {"groups": groups})
         # v2+ may ask for every committed offset with a null topic list.
         requested = _requested(request.topics)
@@ -150,7 +153,10 @@ class OffsetApis:
         else:
             error, fetched = ErrorCode.group_authorization_failed, []
         if version >= 2:
-            topics = await self._describable(context, _topics(fetched), requested is None)
+            topics = _topics(fetched)
+            if version >= 7 and request.require_stable:
+                self._mark_unstable(request.group_id, topics)
+            topics = await self._describable(context, topics, requested is None)
             return make_response(OFFSET_FETCH, version, {"error_code": error, "topics": topics})
         # v1 has no group-level error: it is reported on every requested partition.
         if error is not ErrorCode.none:
@@ -161,7 +167,7 @@ class OffsetApis:
         return make_response(OFFSET_FETCH, version, {"topics": topics})
 
     async def _fetch_group(
-        self, group: Any, version: int, context: RequestContext
+        self, group: Any, version: int, context: RequestContext, require_stable: bool
     ) -> dict[str, Any]:
         """One group of an OffsetFetch v8+ (KIP-709), authorized as Kafka does: DESCRIBE on
         the group, then DESCRIBE on each topic."""
@@ -175,8 +181,20 @@ class OffsetApis:
                 group.group_id, _requested(group.topics)
             )
             result = {"group_id": group.group_id, "error_code": error, "topics": _topics(fetched)}
+        if require_stable:
+            self._mark_unstable(group.group_id, result["topics"])
         result["topics"] = await self._describable(context, result["topics"], group.topics is None)
         return result
+
+    def _mark_unstable(self, group_id: str, topics: list[dict[str, Any]]) -> None:
+        """KIP-447's require_stable: a partition whose offset an open transaction holds answers
+        UNSTABLE_OFFSET_COMMIT (the consumer retries) instead of a committed offset."""
+        for topic in topics:
+            for partition in topic["partitions"]:
+                if topic.get("name") is not None and self._coordinator.is_unstable(
+                    group_id, topic["name"], partition["partition_index"]
+                ):
+                    partition.update(_NO_OFFSET, error_code=ErrorCode.unstable_offset_commit)
 
     async def _describable(
         self, context: RequestContext, topics: list[dict[str, Any]], every_topic: bool

@@ -29,7 +29,13 @@ from krust.group.group_manager import (
     SyncGroupRequest,
 )
 from krust.group.loader import load_partition
-from krust.group.offset_manager import OffsetCommitRequest, OffsetManager, PartitionErrors
+from krust.group.offset_manager import (
+    OffsetCommitRequest,
+    OffsetManager,
+    PartitionErrors,
+    Producer,
+    TxnOffsetCommitRequest,
+)
 from krust.group.offsets import OffsetAndMetadata
 from krust.group.records import (
     OFFSETS_TOPIC,
@@ -124,6 +130,7 @@ class GroupCoordinator:
         def install() -> None:
             for group_id in loaded.offsets.group_ids():
                 self.offsets.store.put_group(group_id, loaded.offsets.group_offsets(group_id))
+            self.offsets.transactional.merge(loaded.transactional)
             self.groups.on_groups_loaded(list(loaded.groups.values()))
             log.log(
                 logging.INFO if loaded.stats.records else logging.DEBUG,
@@ -141,6 +148,7 @@ class GroupCoordinator:
         for group_id in self.offsets.store.group_ids():
             if self.partition_for(group_id) == partition:
                 self.offsets.store.take_group(group_id)
+        self.offsets.transactional.drop_groups(lambda g: self.partition_for(g) == partition)
 
     def _schedule_expiry(self) -> None:
         def fire() -> None:
@@ -297,6 +305,28 @@ class GroupCoordinator:
             ]
         return await self.offsets.commit_offsets(request)
 
+    async def commit_transactional_offsets(
+        self, request: TxnOffsetCommitRequest
+    ) -> PartitionErrors:
+        error = self.coordinator_error(request.group_id)
+        if error is not ErrorCode.none:
+            return [
+                (topic, [(commit.partition, error) for commit in commits])
+                for topic, commits in request.topics
+            ]
+        return await self.offsets.commit_transactional_offsets(request)
+
+    def complete_transaction(self, producer_id: int, commit: bool, partition: int) -> None:
+        """A transaction marker was written to `__consumer_offsets-<partition>`: the producer's
+        pending offsets of that partition's groups become committed, or are dropped."""
+        self.offsets.complete_transaction(
+            producer_id, commit, lambda group_id: self.partition_for(group_id) == partition
+        )
+
+    def is_unstable(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset of this group and partition."""
+        return self.offsets.transactional.is_pending(group_id, topic, partition)
+
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None
     ) -> tuple[ErrorCode, FetchedOffsets]:
@@ -378,8 +408,10 @@ class GroupCoordinator:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _append(self, group_id: str, records: list[CoordinatorRecord]) -> Awaitable[None]:
-        return self.log.append(self.partition_for(group_id), records)
+    def _append(
+        self, group_id: str, records: list[CoordinatorRecord], producer: Producer | None
+    ) -> Awaitable[None]:
+        return self.log.append(self.partition_for(group_id), records, producer)
 
     def _store_group(self, group_id: str, value: GroupMetadataValue | None) -> asyncio.Future[None]:
         return self.log.append(self.partition_for(group_id), [(GroupMetadataKey(group_id), value)])

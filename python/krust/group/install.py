@@ -8,6 +8,8 @@ from krust.coordinator.clock import AsyncioClock
 from krust.group.api_admin import AdminApis
 from krust.group.api_membership import MembershipApis
 from krust.group.api_offsets import OffsetApis
+from krust.group.api_txn_markers import TxnMarkerApis
+from krust.group.api_txn_offsets import TxnOffsetApis
 from krust.group.coordinator import GroupCoordinator
 from krust.group.settings import GroupCoordinatorConfig
 
@@ -30,6 +32,8 @@ def install(ctx: BrokerContext) -> GroupCoordinator:
         MembershipApis(coordinator, authorization),
         OffsetApis(coordinator, authorization),
         AdminApis(coordinator, authorization),
+        TxnOffsetApis(coordinator, authorization),
+        TxnMarkerApis(ctx.core, coordinator, authorization),
     ):
         for api_key, min_version, max_version, handler in apis.routes():
             ctx.dispatcher.register(api_key, min_version, max_version, handler)

@@ -20,6 +20,7 @@ from krust.group.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from krust.group.transactional_offsets import TransactionalOffsets
 
 
 @dataclass
@@ -27,6 +28,11 @@ class LoadedPartition:
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     offsets: OffsetStore = field(default_factory=OffsetStore)
     stats: ReplayStats = field(default_factory=ReplayStats)
+    # Offsets of transactions with no marker yet at the end of the log.
+    transactional: TransactionalOffsets = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.transactional = TransactionalOffsets(lambda record: self.offsets.apply(*record))
 
 
 async def load_partition(
@@ -47,7 +53,9 @@ async def load_partition(
         else:
             raise ValueError(f"{type(key).__name__} with a {type(value).__name__}")
 
-    loaded.stats = await replay(coordinator_log, partition, chunk_bytes, apply)
+    loaded.stats = await replay(
+        coordinator_log, partition, chunk_bytes, apply, loaded.transactional
+    )
     for group_id, value in group_values.items():
         if value is not None:
             loaded.groups[group_id] = ClassicGroup.from_record(group_id, value)

@@ -25,11 +25,16 @@ from krust.group.records import (
 )
 from krust.group.results import CoordinatorError, ErrorCode
 from krust.group.settings import GroupCoordinatorConfig
+from krust.group.transactional_offsets import TransactionalOffsets
 
 log = logging.getLogger(__name__)
 
-AppendRecords = Callable[[str, list[CoordinatorRecord]], Awaitable[None]]
-"""Append records to the partition that owns the group; returns once they are durable."""
+Producer = tuple[int, int]
+"""A transactional producer's id and epoch."""
+
+AppendRecords = Callable[[str, list[CoordinatorRecord], Producer | None], Awaitable[None]]
+"""Append records to the partition that owns the group, in the producer's transaction if one
+is given; returns once they are durable."""
 
 PartitionErrors = list[tuple[str, list[tuple[int, ErrorCode]]]]
 """Per topic (request order), per partition: the outcome."""
@@ -41,6 +46,18 @@ class PartitionCommit:
     offset: int
     leader_epoch: int
     metadata: str | None
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitRequest:
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    # v3+ (KIP-447): the consumer's group generation, member and instance; -1/"" before.
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: tuple[tuple[str, tuple[PartitionCommit, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,7 @@ class OffsetManager:
         self._partition_exists = partition_exists
         # Commits written but not yet durable: retention must not tombstone them meanwhile.
         self._pending: Counter[tuple[str, str, int]] = Counter()
+        self.transactional = TransactionalOffsets(self.apply)
 
     def apply(self, record: CoordinatorRecord) -> None:
         """Apply a durable offset record; an offset for an unknown group creates a simple group."""
@@ -100,11 +118,23 @@ class OffsetManager:
             # A commit keeps the session alive, as in Kafka's classic protocol.
             self._groups.touch_member(group, request.member_id)
 
+        return await self._commit(
+            request.group_id, request.topics, request.retention_time_ms, producer=None
+        )
+
+    async def _commit(
+        self,
+        group_id: str,
+        topics: tuple[tuple[str, tuple[PartitionCommit, ...]], ...],
+        retention_time_ms: int,
+        producer: Producer | None,
+    ) -> PartitionErrors:
+        """Write the offsets of the partitions that pass the checks; each partition's outcome."""
         now = self._clock.now_ms()
-        expire = now + request.retention_time_ms if request.retention_time_ms >= 0 else -1
+        expire = now + retention_time_ms if retention_time_ms >= 0 else -1
         results: PartitionErrors = []
         records: list[CoordinatorRecord] = []
-        for topic, partitions in request.topics:
+        for topic, partitions in topics:
             outcomes: list[tuple[int, ErrorCode]] = []
             for commit in partitions:
                 error = self._check_partition(topic, commit)
@@ -112,15 +142,13 @@ class OffsetManager:
                     value = OffsetAndMetadata(
                         commit.offset, commit.leader_epoch, commit.metadata or "", now, expire
                     ).to_record()
-                    records.append(
-                        (OffsetCommitKey(request.group_id, topic, commit.partition), value)
-                    )
+                    records.append((OffsetCommitKey(group_id, topic, commit.partition), value))
                 outcomes.append((commit.partition, error))
             results.append((topic, outcomes))
 
         if not records:
             return results
-        if not await self._write(request.group_id, records):
+        if not await self._write(group_id, records, producer):
             return [
                 (
                     topic,
@@ -132,6 +160,45 @@ class OffsetManager:
                 for topic, outcomes in results
             ]
         return results
+
+    # -- TxnOffsetCommit -----------------------------------------------------------------------
+
+    async def commit_transactional_offsets(
+        self, request: TxnOffsetCommitRequest
+    ) -> PartitionErrors:
+        """Offsets written in the producer's transaction, visible once it commits (Kafka's
+        doTxnCommitOffsets checks: the group may be new; a named member must be known and a
+        given generation must be the group's)."""
+        group = self._groups.groups.get(request.group_id)
+        error = ErrorCode.none
+        if group is not None:
+            if group.is_in(GroupState.DEAD):
+                error = ErrorCode.coordinator_not_available
+            else:
+                try:
+                    if request.group_instance_id is not None or request.member_id:
+                        group.validate_member(request.member_id, request.group_instance_id)
+                    if request.generation_id >= 0 and request.generation_id != group.generation_id:
+                        error = ErrorCode.illegal_generation
+                except CoordinatorError as refused:
+                    error = refused.error
+        elif request.member_id or request.generation_id >= 0:
+            error = (
+                ErrorCode.unknown_member_id if request.member_id else ErrorCode.illegal_generation
+            )
+        if error is not ErrorCode.none:
+            return [
+                (topic, [(c.partition, error) for c in commits])
+                for topic, commits in request.topics
+            ]
+        producer = (request.producer_id, request.producer_epoch)
+        return await self._commit(request.group_id, request.topics, -1, producer)
+
+    def complete_transaction(
+        self, producer_id: int, commit: bool, in_scope: Callable[[str], bool]
+    ) -> int:
+        """A transaction marker reached the partition of the groups `in_scope`."""
+        return self.transactional.end(producer_id, commit, in_scope)
 
     def _validate_commit(self, request: OffsetCommitRequest) -> None:
         group = self._groups.groups.get(request.group_id)
@@ -168,20 +235,26 @@ class OffsetManager:
             return ErrorCode.offset_metadata_too_large
         return ErrorCode.none
 
-    async def _write(self, group_id: str, records: list[CoordinatorRecord]) -> bool:
-        """Append and, once durable, apply; False if the append failed."""
+    async def _write(
+        self, group_id: str, records: list[CoordinatorRecord], producer: Producer | None = None
+    ) -> bool:
+        """Append and, once durable, apply (or, in a transaction, hold until its marker);
+        False if the append failed."""
         keys = [
             (k.group, k.topic, k.partition) for k, _ in records if isinstance(k, OffsetCommitKey)
         ]
         self._pending.update(keys)
         try:
-            await self._append(group_id, records)
+            await self._append(group_id, records, producer)
         except Exception:
             log.exception("group %s: writing %d offset records failed", group_id, len(records))
             return False
         else:
             for record in records:
-                self.apply(record)
+                if producer is None:
+                    self.apply(record)
+                else:
+                    self.transactional.apply_pending(producer[0], record)
             return True
         finally:
             self._pending.subtract(keys)

@@ -35,16 +35,51 @@ class FakeCore:
         self.append_calls = 0
 
     def internal_append(
-        self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None]]
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[tuple[bytes | None, bytes | None]],
+        producer: tuple[int, int] | None = None,
     ) -> int:
         if self.fail_appends:
             raise OSError("injected disk failure")
         self.append_calls += 1
         log = self.logs.setdefault((topic, partition), [])
         base = log[-1]["offset"] + 1 if log else 0
+        producer_id = -1 if producer is None else producer[0]
         for index, (key, value) in enumerate(records):
-            log.append({"offset": base + index, "timestamp": 0, "key": key, "value": value})
+            log.append(
+                {
+                    "offset": base + index,
+                    "timestamp": 0,
+                    "key": key,
+                    "value": value,
+                    "producer_id": producer_id,
+                    "control": None,
+                }
+            )
         return base
+
+    def write_txn_markers(
+        self, markers: Sequence[tuple[str, int, int, int, int, bool]]
+    ) -> list[int]:
+        for topic, partition, producer_id, _, _, commit in markers:
+            self.write_marker(topic, partition, producer_id, commit)
+        return [0] * len(markers)
+
+    def write_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker, as a partition leader appends it for WriteTxnMarkers."""
+        log = self.logs.setdefault((topic, partition), [])
+        log.append(
+            {
+                "offset": log[-1]["offset"] + 1 if log else 0,
+                "timestamp": 0,
+                "key": None,
+                "value": None,
+                "producer_id": producer_id,
+                "control": 1 if commit else 0,
+            }
+        )
 
     def internal_read(
         self, topic: str, partition: int, start_offset: int, max_bytes: int

@@ -1,4 +1,5 @@
-//! InitProducerId for idempotent (non-transactional) producers.
+//! InitProducerId: idempotent producers get an id here; a transactional id goes to the
+//! transaction coordinator (Python, `krust.transaction`), which owns its producer id and epoch.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -19,8 +20,16 @@ pub async fn handle(
         return response.with_error_code(refused.code());
     }
     if request.transactional_id.is_some() {
-        // Transactions need the transaction coordinator, which this broker does not run yet.
-        return response.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+        ctx.park();
+        return match context.bridge.call_internal(&request, ctx.version()).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::warn!(
+                    "the transaction coordinator did not answer InitProducerId: {error}"
+                );
+                response.with_error_code(ResponseError::CoordinatorNotAvailable.code())
+            }
+        };
     }
     // KIP-360: a producer that already has an id may bump its epoch instead of taking a new id.
     let existing = request.producer_id.0;

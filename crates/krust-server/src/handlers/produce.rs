@@ -1,15 +1,17 @@
 //! Produce: validate and append each partition's batches; acks=all waits for the high watermark.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use krust_storage::batch::BatchHeader;
 use krust_storage::AppendError;
 
 use crate::authorizer::{AclOperation, Action, ResourceType};
@@ -21,6 +23,7 @@ use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, Outcome, RequestContext};
 use crate::server_context::ServerContext;
 use crate::throttling::charge;
+use crate::transaction_verification::{verify, Unverified};
 
 /// Kafka's message when a client produces to an internal topic (its ReplicaManager's).
 const INTERNAL_TOPIC_MESSAGE: &str = "Cannot append to internal topic";
@@ -39,16 +42,13 @@ pub async fn handle(
     // Kafka's ReplicaManager answers any other acks with INVALID_REQUIRED_ACKS, writing nothing.
     let valid_acks = matches!(request.acks, -1..=1);
     let (transaction_denied, denied) = authorize(context, &request, ctx, &image).await;
+    let unverified = if transaction_denied {
+        HashMap::new()
+    } else {
+        verify_transaction(context, &request, ctx, &image).await
+    };
     for topic in request.topic_data {
-        // KIP-516: v13 names topics by id only.
-        let (name, unknown_id) = if version >= 13 {
-            match image.topic_by_id(&topic.topic_id) {
-                Some(t) => (t.name.clone(), false),
-                None => (String::new(), true),
-            }
-        } else {
-            (topic.name.0.to_string(), false)
-        };
+        let (name, unknown_id) = topic_name(&topic, version, &image);
         // Only coordinators write internal topics (Broker::internal_append), never clients:
         // a forged record there would be loaded as group state.
         let internal = image.topic(&name).is_some_and(|t| t.internal);
@@ -94,6 +94,10 @@ pub async fn handle(
                         return error_code_response(data.index, code);
                     }
                 };
+                if let Some(code) = unverified.get(&(name.clone(), data.index)) {
+                    context.metrics.topics.record_refused_produce();
+                    return error_code_response(data.index, *code);
+                }
                 let topic_metrics = partition.topic_metrics(&context.metrics.topics);
                 let Some(records) = &data.records else {
                     let error = ResponseError::InvalidRecord.code();
@@ -169,6 +173,59 @@ pub async fn handle(
         .with_responses(responses)
         .with_throttle_time_ms(charge.throttle_time_ms());
     respond(ctx, &response).throttled(throttle)
+}
+
+/// A topic's name and whether its id (v13+, KIP-516: topics by id only) is unknown.
+fn topic_name(topic: &TopicProduceData, version: i16, image: &MetadataImage) -> (String, bool) {
+    if version >= 13 {
+        match image.topic_by_id(&topic.topic_id) {
+            Some(t) => (t.name.clone(), false),
+            None => (String::new(), true),
+        }
+    } else {
+        (topic.name.0.to_string(), false)
+    }
+}
+
+/// KIP-890: the partitions where a transactional batch would start a transaction are checked
+/// with the transaction coordinator first; returns the refused ones with their errors.
+async fn verify_transaction(
+    context: &ServerContext,
+    request: &ProduceRequest,
+    ctx: &RequestContext<'_>,
+    image: &MetadataImage,
+) -> HashMap<(String, i32), i16> {
+    let Some(transactional_id) = &request.transactional_id else {
+        return HashMap::new();
+    };
+    let mut producer = None;
+    let mut starting = Vec::new();
+    for topic in &request.topic_data {
+        let (name, _) = topic_name(topic, ctx.version(), image);
+        for data in &topic.partition_data {
+            let header = data.records.as_deref().and_then(BatchHeader::parse);
+            let Some(header) = header.filter(BatchHeader::is_transactional) else {
+                continue;
+            };
+            let Ok(partition) = context.replicas.leader_partition(&name, data.index) else {
+                continue;
+            };
+            if !partition.has_ongoing_transaction(header.producer_id, header.producer_epoch) {
+                producer.get_or_insert((header.producer_id, header.producer_epoch));
+                starting.push((name.clone(), data.index));
+            }
+        }
+    }
+    let Some((producer_id, producer_epoch)) = producer else {
+        return HashMap::new();
+    };
+    ctx.park();
+    let producer = Unverified {
+        transactional_id: transactional_id.0.as_str(),
+        producer_id,
+        producer_epoch,
+    };
+    verify(context, &producer, &starting, ctx.version()).await
 }
 
 /// As Kafka: a transactional produce needs WRITE on its transactional id (else every partition

@@ -1,12 +1,13 @@
-//! Requests from this node to the active controller (Kafka's NodeToControllerChannelManager):
-//! broker registration and heartbeats, AlterPartition, forwarded admin requests.
+//! Requests from this node to another node: to the active controller (Kafka's
+//! NodeToControllerChannelManager: broker registration and heartbeats, AlterPartition,
+//! forwarded admin requests) and to other brokers (transaction markers, KIP-890 verification).
 //!
-//! A channel is one thread holding one connection to the controller's listener
-//! (`controller.listener.names`, PLAINTEXT) and sending one request at a time, so a channel
-//! never waits behind another: the broker keeps one per kind of traffic, as Kafka does. The
-//! [`ControllerLocator`] says which node is the active controller and where it listens; a
-//! request waits for one to be known, and a broken connection is re-made to whichever node is
-//! active then, until the request's deadline.
+//! A channel is one thread holding one connection (PLAINTEXT) and sending one request at a
+//! time, so a channel never waits behind another: the broker keeps one per kind of traffic and
+//! destination, as Kafka does. Its [`ChannelTarget`] says which node to send to and where it
+//! listens: the [`ControllerLocator`] names the active controller, and a request waits for one
+//! to be known. A broken connection is re-made to whichever node the target names then, until
+//! the request's deadline.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -32,9 +33,9 @@ const MAX_RESPONSE_BYTES: usize = 100 << 20;
 /// Why a request to the controller failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
-    #[error("no active controller was known within {0:?}")]
-    NoController(Duration),
-    #[error("the request to controller {node} ({address}) failed: {reason}")]
+    #[error("{0}")]
+    NoTarget(String),
+    #[error("the request to node {node} ({address}) failed: {reason}")]
     Failed {
         node: i32,
         address: String,
@@ -44,9 +45,9 @@ pub enum ChannelError {
     Stopped,
 }
 
-/// The active controller as this node knows it.
+/// A node to send to, as this node knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControllerNode {
+pub struct TargetNode {
     pub id: i32,
     pub address: String,
 }
@@ -56,7 +57,7 @@ pub struct ControllerNode {
 #[derive(Debug, Default)]
 pub struct ControllerLocator {
     voters: BTreeMap<i32, String>,
-    active: Mutex<Option<ControllerNode>>,
+    active: Mutex<Option<TargetNode>>,
     changed: Condvar,
 }
 
@@ -70,7 +71,7 @@ impl ControllerLocator {
 
     /// The quorum's leader is `leader` (-1 or an unknown id: none known).
     pub fn set_leader(&self, leader: i32) {
-        let node = self.voters.get(&leader).map(|address| ControllerNode {
+        let node = self.voters.get(&leader).map(|address| TargetNode {
             id: leader,
             address: address.clone(),
         });
@@ -78,19 +79,38 @@ impl ControllerLocator {
         self.changed.notify_all();
     }
 
-    pub fn active(&self) -> Option<ControllerNode> {
+    pub fn active(&self) -> Option<TargetNode> {
         self.active.lock().clone()
     }
+}
 
-    /// The active controller, waiting until `deadline` for one to be known.
-    fn wait_active(&self, deadline: Instant) -> Option<ControllerNode> {
+/// `host:port`, with an IPv6 host in brackets.
+pub fn host_port(host: &str, port: impl std::fmt::Display) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Where a channel sends its requests.
+pub trait ChannelTarget: Send + Sync + 'static {
+    /// The node to send to, waiting until `deadline` for one to be known; the error says why
+    /// there is none.
+    fn wait_node(&self, deadline: Instant) -> Result<TargetNode, String>;
+}
+
+impl ChannelTarget for ControllerLocator {
+    fn wait_node(&self, deadline: Instant) -> Result<TargetNode, String> {
         let mut active = self.active.lock();
         while active.is_none() {
             if self.changed.wait_until(&mut active, deadline).timed_out() {
                 break;
             }
         }
-        active.clone()
+        active
+            .clone()
+            .ok_or_else(|| "no active controller was known in time".to_string())
     }
 }
 
@@ -103,30 +123,30 @@ struct Job {
 
 /// A channel to the active controller; cloning shares it.
 #[derive(Clone)]
-pub struct ControllerChannel {
+pub struct NodeChannel {
     jobs: mpsc::Sender<Job>,
 }
 
-impl ControllerChannel {
+impl NodeChannel {
     /// Starts the channel's thread; `name` names it and the client id
     /// (`krust-node-<id>-<name>`). A request gives up after `timeout` (Kafka's
     /// `controller.socket.timeout.ms`, [`REQUEST_TIMEOUT`]).
     pub fn start(
         name: &str,
         node_id: i32,
-        locator: Arc<ControllerLocator>,
+        target: Arc<dyn ChannelTarget>,
         timeout: Duration,
     ) -> std::io::Result<Self> {
         let (jobs, receiver) = mpsc::channel::<Job>();
         let mut worker = Worker {
-            locator,
+            target,
             client_id: StrBytes::from_string(format!("krust-node-{node_id}-{name}")),
             connection: None,
             next_correlation_id: 0,
             timeout,
         };
         thread::Builder::new()
-            .name(format!("krust-controller-channel-{name}"))
+            .name(format!("krust-channel-{name}"))
             .spawn(move || {
                 for job in receiver {
                     let result = worker.send(job.api_key, job.version, &job.body);
@@ -179,22 +199,23 @@ impl ControllerChannel {
 }
 
 struct Worker {
-    locator: Arc<ControllerLocator>,
+    target: Arc<dyn ChannelTarget>,
     client_id: StrBytes,
-    connection: Option<(ControllerNode, TcpStream)>,
+    connection: Option<(TargetNode, TcpStream)>,
     next_correlation_id: i32,
     timeout: Duration,
 }
 
 impl Worker {
     /// Sends until answered or the timeout has passed; a broken connection is made again,
-    /// to the controller active by then.
+    /// to the node the target names by then.
     fn send(&mut self, api_key: ApiKey, version: i16, body: &[u8]) -> Result<Bytes, ChannelError> {
         let deadline = Instant::now() + self.timeout;
         loop {
-            let Some(node) = self.locator.wait_active(deadline) else {
-                return Err(ChannelError::NoController(self.timeout));
-            };
+            let node = self
+                .target
+                .wait_node(deadline)
+                .map_err(ChannelError::NoTarget)?;
             match self.exchange(&node, api_key, version, body, deadline) {
                 Ok(response) => return Ok(response),
                 Err(reason) => {
@@ -214,7 +235,7 @@ impl Worker {
 
     fn exchange(
         &mut self,
-        node: &ControllerNode,
+        node: &TargetNode,
         api_key: ApiKey,
         version: i16,
         body: &[u8],
@@ -306,5 +327,5 @@ fn read_frame(stream: &mut TcpStream) -> Result<Bytes, String> {
 }
 
 #[cfg(test)]
-#[path = "controller_channel_tests.rs"]
+#[path = "node_channel_tests.rs"]
 mod tests;

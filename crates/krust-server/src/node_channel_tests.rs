@@ -36,12 +36,18 @@ fn fake_controller(drop_first: usize) -> String {
     address
 }
 
-fn channel(locator: &Arc<ControllerLocator>, timeout: Duration) -> ControllerChannel {
-    ControllerChannel::start("test", 1, Arc::clone(locator), timeout).unwrap()
+fn channel(locator: &Arc<ControllerLocator>, timeout: Duration) -> NodeChannel {
+    NodeChannel::start(
+        "test",
+        1,
+        Arc::clone(locator) as Arc<dyn ChannelTarget>,
+        timeout,
+    )
+    .unwrap()
 }
 
 // BrokerHeartbeat uses header v2 and answers with header v1, as the fake does.
-fn heartbeat(channel: &ControllerChannel, body: &'static [u8]) -> Result<Bytes, ChannelError> {
+fn heartbeat(channel: &NodeChannel, body: &'static [u8]) -> Result<Bytes, ChannelError> {
     channel.send_blocking(ApiKey::BrokerHeartbeat, 1, Bytes::from_static(body))
 }
 
@@ -89,7 +95,7 @@ fn without_a_controller_a_request_fails_after_its_timeout() {
     let channel = channel(&locator, Duration::from_millis(200));
     assert!(matches!(
         heartbeat(&channel, b"1"),
-        Err(ChannelError::NoController(_))
+        Err(ChannelError::NoTarget(_))
     ));
     // A leader id that is not a voter is no controller either.
     locator.set_leader(9);
