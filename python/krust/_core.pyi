@@ -200,6 +200,12 @@ class Broker:
         """This broker's epoch from its registration (AlterPartition requests carry it)."""
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes:
         """Send a request body to the active controller; its response body (blocking)."""
+    def send_to_broker(self, node_id: int, api_key: int, version: int, body: bytes) -> bytes:
+        """Send a request body to broker `node_id` over the inter-broker listener; its
+        response body (blocking). Raises ConnectionError or RuntimeError when it cannot."""
+    def next_producer_id(self) -> int:
+        """A new producer id from this broker's block of producer ids (blocking: it may have to
+        ask the controller for the next block)."""
     def shutdown(self) -> None:
         """Ask `serve` to stop (stop accepting, finish in-flight requests)."""
     def charge_request_time(self, user: str, client_id: str, seconds: float) -> int:

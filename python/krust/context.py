@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from krust.authorization import Authorization
     from krust.bridge import Dispatcher
     from krust.controller import Controller
+    from krust.group.api_membership import TransactionCoordinatorLocator
 
 
 class CoreBroker(ConnectionLimitsCore, Protocol):
@@ -42,6 +43,8 @@ class CoreBroker(ConnectionLimitsCore, Protocol):
     def trigger_metadata_snapshot(self) -> None: ...
     def set_active_controller(self, leader: int) -> None: ...
     def send_to_controller(self, api_key: int, version: int, body: bytes) -> bytes: ...
+    def send_to_broker(self, node_id: int, api_key: int, version: int, body: bytes) -> bytes: ...
+    def next_producer_id(self) -> int: ...
     def set_broker_epoch(self, epoch: int) -> None: ...
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
@@ -62,3 +65,6 @@ class BrokerContext:
     controller: Controller
     dispatcher: Dispatcher
     authorization: Authorization = field(default_factory=_no_authorizer)
+    # Set by krust.transaction's install (before the group coordinator's, which serves
+    # FindCoordinator for both key types).
+    transactions: TransactionCoordinatorLocator | None = None

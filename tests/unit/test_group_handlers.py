@@ -61,6 +61,7 @@ class Context:
         self.controller = controller
         self.dispatcher = dispatcher
         self.authorization = Authorization(None)
+        self.transactions = None
 
 
 @async_test
