@@ -1,4 +1,4 @@
-"""The transaction coordinator's state machine and Kafka's error codes, on fakes and a fake clock."""
+"""The transaction coordinator's state machine and Kafka's error codes, on a fake clock."""
 
 from __future__ import annotations
 
@@ -198,7 +198,9 @@ async def test_verify_answers_whether_partitions_are_in_the_transaction() -> Non
     await coordinator.add_partitions("tx", 1000, 0, frozenset({P0}))
     assert coordinator.verify("tx", 1000, 0, BOTH) == {P0: E.none, P1: E.transaction_abortable}
     assert coordinator.verify("tx", 1000, 1, BOTH) == dict.fromkeys(BOTH, E.producer_fenced)
-    assert coordinator.verify("tx", 5, 0, BOTH) == dict.fromkeys(BOTH, E.invalid_producer_id_mapping)
+    assert coordinator.verify("tx", 5, 0, BOTH) == dict.fromkeys(
+        BOTH, E.invalid_producer_id_mapping
+    )
     assert coordinator.verify("nobody", 5, 0, BOTH) == dict.fromkeys(
         BOTH, E.invalid_producer_id_mapping
     )

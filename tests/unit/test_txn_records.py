@@ -42,9 +42,12 @@ def test_value_version_0_matches_kafkas_bytes() -> None:
         "0005"  # ProducerEpoch
         "0000ea60"  # TransactionTimeoutMs 60000
         "01"  # TransactionStatus Ongoing
-        "00000001" "0001" "74" "00000002" "00000000" "00000001"  # [{t: [0, 1]}]
-        + LAST_UPDATE
-        + START
+        "00000001"
+        "0001"
+        "74"
+        "00000002"
+        "00000000"
+        "00000001" + LAST_UPDATE + START  # [{t: [0, 1]}]
     )
     codec = TransactionRecordCodec(value_version=0)
     key, value = codec.encode(("tx", ongoing()))
@@ -60,12 +63,21 @@ def test_value_version_1_carries_the_tagged_fields() -> None:
         "0005"
         "0000ea60"
         "01"
-        "02" "0274" "03" "00000000" "00000001" "00"  # compact [{t: [0, 1]}], no tags
+        "02"
+        "0274"
+        "03"
+        "00000000"
+        "00000001"
+        "00"  # compact [{t: [0, 1]}], no tags
         + LAST_UPDATE
         + START
         + "02"  # two tagged fields, by tag: PreviousProducerId, ClientTransactionVersion
-        + "00" + "08" + "00000000000003e7"
-        + "02" + "02" + "0002"
+        + "00"
+        + "08"
+        + "00000000000003e7"
+        + "02"
+        + "02"
+        + "0002"
     )
     codec = TransactionRecordCodec(value_version=1)
     _, value = codec.encode(("tx", transit))

@@ -47,7 +47,8 @@ class FakeTxnCore(FakeCore):
 
     Every marker is answered NONE unless a test queued errors: `partition_errors[tp]` is a list
     of error codes answered one per request, `unreachable[node]` a count of requests that fail
-    with ConnectionError. `hold` (when set) blocks the sender until released."""
+    with ConnectionError. `hold`, when given, holds each request (already recorded in `sent`)
+    until the event is set."""
 
     def __init__(self, first_producer_id: int = 1000) -> None:
         super().__init__()
@@ -63,8 +64,6 @@ class FakeTxnCore(FakeCore):
 
     def send_to_broker(self, node_id: int, api_key: int, version: int, body: bytes) -> bytes:
         assert (api_key, version) == (WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION)
-        if self.hold is not None:
-            self.hold.wait(10)
         request: Any
         request, _ = entity_reader(load_request_schema(api_key, version))(body, 0)
         markers = tuple(
@@ -81,6 +80,9 @@ class FakeTxnCore(FakeCore):
         )
         with self._lock:
             self.sent.append(SentRequest(node_id, markers))
+        if self.hold is not None:
+            self.hold.wait(10)
+        with self._lock:
             if self.unreachable.get(node_id, 0) > 0:
                 self.unreachable[node_id] -= 1
                 raise ConnectionError(f"broker {node_id} unreachable")
