@@ -180,7 +180,11 @@ class Client:
         self._handlers = {api_key: handler for api_key, _, _, handler in apis.routes()}
         self._internal = internal
 
-    async def send(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+    async def send(
+        self, api_key: int, version: int, fields: dict[str, Any], decode: bool = True
+    ) -> Any:
+        """The response, encoded and decoded again; `decode=False` stops after encoding (kio
+        refuses to read back the -1 timestamps Kafka sends for "none")."""
         encoded = encode_entity(build_entity(load_request_schema(api_key, version), fields))
         request, _ = entity_reader(load_request_schema(api_key, version))(encoded, 0)
         context = RequestContext(
@@ -189,5 +193,8 @@ class Client:
         response = await self._handlers[api_key](request, context)
         response_type = load_response_schema(api_key, version)
         assert type(response) is response_type
-        decoded, _ = entity_reader(response_type)(encode_entity(response), 0)
+        encoded_response = encode_entity(response)
+        if not decode:
+            return response
+        decoded, _ = entity_reader(response_type)(encoded_response, 0)
         return decoded
