@@ -9,7 +9,7 @@ import itertools
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -25,6 +25,7 @@ from krust.transaction.markers import WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSI
 from krust.transaction.metadata import TopicPartition
 from krust.transaction.records import TRANSACTION_STATE_TOPIC
 from krust.transaction.settings import TransactionCoordinatorConfig
+from krust.transaction.state import ControllerView
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,10 @@ async def start_coordinator(
         controller.add_topic(
             TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions, internal=True
         )
+    # TxnController's partitions are EpochPartitions, though FakeController's types say not.
+    view = cast(ControllerView, controller)
     coordinator = TransactionCoordinator(
-        config, core or FakeTxnCore(), controller, clock or FakeClock(), asyncio.get_running_loop()
+        config, core or FakeTxnCore(), view, clock or FakeClock(), asyncio.get_running_loop()
     )
     coordinator.start()
     await coordinator.state.wait_loaded()
