@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from krust.coordinator.clock import AsyncioClock
-from krust.transaction.api import TransactionApis
+from krust.transaction.api import INIT_PRODUCER_ID, TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.settings import TransactionCoordinatorConfig
 
@@ -25,10 +25,14 @@ def install(ctx: BrokerContext) -> TransactionCoordinator:
         AsyncioClock(loop),
         loop,
     )
+    # A Python route for InitProducerId takes the api from the core; a core that cannot hand
+    # out producer ids (before its `next_producer_id`) keeps serving it natively.
+    mints_producer_ids = hasattr(ctx.core, "next_producer_id")
     for api_key, min_version, max_version, handler in TransactionApis(
         coordinator, ctx.authorization
     ).routes():
-        ctx.dispatcher.register(api_key, min_version, max_version, handler)
+        if api_key != INIT_PRODUCER_ID or mints_producer_ids:
+            ctx.dispatcher.register(api_key, min_version, max_version, handler)
     ctx.transactions = coordinator
     # The loop runs on the dispatcher's thread; timers must be created there.
     loop.call_soon_threadsafe(coordinator.start)
