@@ -3,20 +3,30 @@ AddPartitionsToTxn's checks and batches, FindCoordinator for transactional ids."
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as E
+from krust.authorization import Authorization
 from krust.coordinator.clock import FakeClock
 from krust.coordinator.partitioner import partition_for
 from krust.group.api_membership import MembershipApis
 from krust.group.records import OFFSETS_TOPIC
-from krust.group.testing import async_test
+from krust.group.testing import FakeCore, async_test
 from krust.group.testing import start_coordinator as start_group_coordinator
+from krust.plugins.authorizer import (
+    Action,
+    AuthorizableRequestContext,
+    AuthorizationResult,
+    AuthorizerContext,
+)
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
-from krust.transaction.testing import Client, TxnController, start_coordinator
+from krust.transaction.install import install
+from krust.transaction.testing import Client, FakeTxnCore, TxnController, start_coordinator
 
 EXPECTED_ROUTES = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 65: (0, 0), 66: (0, 2)}
 
@@ -199,3 +209,95 @@ async def test_find_coordinator_locates_transactional_ids() -> None:
     ]
     await transactions.close()
     await groups.close()
+
+
+class DenyNames:
+    """An authorizer plugin that denies every action on the named resources."""
+
+    def __init__(self, *denied: str) -> None:
+        self.denied = set(denied)
+
+    def configure(self, configs: Mapping[str, str]) -> None:
+        pass
+
+    def start(self, context: AuthorizerContext) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def authorize(
+        self, context: AuthorizableRequestContext, actions: Sequence[Action]
+    ) -> list[AuthorizationResult]:
+        return [
+            AuthorizationResult.DENIED
+            if a.resource.name in self.denied
+            else AuthorizationResult.ALLOWED
+            for a in actions
+        ]
+
+
+@async_test
+async def test_kafkas_authorization_rules() -> None:
+    controller = TxnController()
+    controller.add_topic("orders", 1)
+    controller.add_topic("hidden", 1)
+    coordinator = await start_coordinator(controller=controller, clock=FakeClock())
+    open_client = Client(TransactionApis(coordinator))
+    await open_client.send(22, 5, {**init(5), "transactional_id": "secret"})
+    await open_client.send(22, 5, init(5))
+    client = Client(
+        TransactionApis(coordinator, Authorization(DenyNames("secret", "hidden", "kafka-cluster")))
+    )
+    denied = await client.send(22, 5, {**init(5), "transactional_id": "secret"})
+    assert denied.error_code is E.transactional_id_authorization_failed
+    added = await client.send(24, 3, add_v3(1001, 0, ("orders", [0]), ("hidden", [0])))
+    assert errors_v3(added) == {
+        ("orders", 0): E.operation_not_attempted,
+        ("hidden", 0): E.topic_authorization_failed,
+    }
+    internal_topic = await client.send(24, 3, add_v3(1001, 0, (OFFSETS_TOPIC, [0])))
+    assert errors_v3(internal_topic) == {(OFFSETS_TOPIC, 0): E.topic_authorization_failed}
+    batch = await client.send(24, 4, {"transactions": []})
+    assert batch.error_code is E.cluster_authorization_failed
+    listed = await client.send(66, 0, {})
+    assert [t.transactional_id for t in listed.transaction_states] == ["tx"]
+    described = await client.send(65, 0, {"transactional_ids": ["secret"]}, decode=False)
+    assert described.transaction_states[0].error_code is E.transactional_id_authorization_failed
+    await coordinator.close()
+
+
+class RecordingDispatcher:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.routes: dict[int, tuple[int, int]] = {}
+
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Any) -> None:
+        assert api_key not in self.routes
+        self.routes[api_key] = (min_version, max_version)
+
+
+class Context:
+    def __init__(self, core: FakeCore) -> None:
+        self.config = {"transaction.state.log.num.partitions": 3}
+        self.core = core
+        self.controller = TxnController()
+        self.dispatcher = RecordingDispatcher(asyncio.get_running_loop())
+        self.authorization = Authorization(None)
+        self.transactions: Any = None
+
+
+@async_test
+async def test_install_registers_the_apis_and_offers_the_coordinator_to_find_coordinator() -> None:
+    ctx = Context(FakeTxnCore())
+    coordinator = install(ctx)  # type: ignore[arg-type]
+    assert ctx.transactions is coordinator
+    assert ctx.dispatcher.routes == EXPECTED_ROUTES
+    await asyncio.sleep(0)  # start() runs on the loop
+    await coordinator.close()
+    # A core that cannot mint producer ids keeps InitProducerId (idempotent producers need it).
+    without = Context(FakeCore())
+    coordinator = install(without)  # type: ignore[arg-type]
+    assert 22 not in without.dispatcher.routes
+    await asyncio.sleep(0)
+    await coordinator.close()
