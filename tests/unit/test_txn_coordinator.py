@@ -332,3 +332,29 @@ async def test_find_coordinator_creates_the_topic_with_kafkas_configs() -> None:
     await coordinator.idle()
     assert (await coordinator.init_producer_id("tx", 60_000)).error is E.none
     await coordinator.close()
+
+
+@async_test
+async def test_transaction_version_2_aborts_without_a_transaction_with_an_epoch_bump() -> None:
+    coordinator, core, _, _ = await served()
+    await coordinator.init_producer_id("tx", 60_000)
+    # Empty: commit is invalid, abort bumps the epoch (the client may not know the state).
+    assert (await coordinator.end_transaction("tx", 1000, 0, True, 2)).error is E.invalid_txn_state
+    aborted = await coordinator.end_transaction("tx", 1000, 0, False, 2)
+    assert (aborted.error, aborted.producer_epoch) == (E.none, 1)
+    await coordinator.idle()
+    assert coordinator.describe("tx").state == "CompleteAbort"
+    assert core.sent == []  # no partition, no marker
+    # CompleteAbort: a retry of that abort is NONE, a commit INVALID_TXN_STATE.
+    assert (await coordinator.end_transaction("tx", 1000, 0, False, 2)).error is E.none
+    assert (await coordinator.end_transaction("tx", 1000, 1, True, 2)).error is E.invalid_txn_state
+    # CompleteCommit: an abort with the current epoch bumps again, a stale one is fenced.
+    await coordinator.add_partitions("tx", 1000, 1, BOTH)
+    await coordinator.end_transaction("tx", 1000, 1, True, 2)
+    await coordinator.idle()
+    assert (await coordinator.end_transaction("tx", 1000, 2, True, 2)).error is E.invalid_txn_state
+    again = await coordinator.end_transaction("tx", 1000, 2, False, 2)
+    assert (again.error, again.producer_epoch) == (E.none, 3)
+    await coordinator.idle()
+    assert (await coordinator.end_transaction("tx", 1000, 0, False, 2)).error is E.producer_fenced
+    await coordinator.close()

@@ -154,3 +154,21 @@ async def test_fenced_markers_are_given_up() -> None:
     assert len(core.sent) == 1
     assert coordinator.describe("tx").state == "PrepareCommit"
     await coordinator.close()
+
+
+@async_test
+async def test_a_new_leader_epoch_reloads_and_resends_under_the_new_coordinator_epoch() -> None:
+    coordinator, core, controller, clock = await served()
+    producer = await open_transaction(coordinator, "tx", B0)
+    core.unreachable[2] = 1
+    await coordinator.end_transaction("tx", producer, 0, True, 0)
+    await coordinator.idle()
+    partition = coordinator.state.partition_for("tx")
+    controller.move_leader(TRANSACTION_STATE_TOPIC, partition, 1)  # re-elected: epoch 1
+    await coordinator.idle()
+    assert coordinator.describe("tx").state == "CompleteCommit"
+    assert [m.coordinator_epoch for r in core.sent for m in r.markers] == [0, 1]
+    clock.advance(10 * MARKER_RETRY_BACKOFF_MS)  # the old epoch's retry is dropped
+    await coordinator.idle()
+    assert len(core.sent) == 2
+    await coordinator.close()

@@ -438,7 +438,12 @@ class TransactionCoordinator:
                 after.metadata.has_failed_epoch_fence = True
             return ProducerIdResult(error)
         return self._send_markers(
-            transactional_id, entry.coordinator_epoch, producer_id, producer_epoch, commit
+            transactional_id,
+            entry.coordinator_epoch,
+            producer_id,
+            producer_epoch,
+            commit,
+            client_version,
         )
 
     def _send_markers(
@@ -448,6 +453,7 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         commit: bool,
+        client_version: int,
     ) -> ProducerIdResult:
         error, entry = self.state.lookup(transactional_id)
         if error is not ErrorCode.none:
@@ -457,9 +463,11 @@ class TransactionCoordinator:
         metadata = entry.metadata
         if metadata.producer_id != producer_id:
             return ProducerIdResult(ErrorCode.invalid_producer_id_mapping)
-        if metadata.producer_epoch != producer_epoch and not _epoch_bumped(
-            metadata, producer_epoch
-        ):
+        # Transaction version 2 bumped the epoch with the Prepare* write.
+        bumped = (
+            supports_epoch_bump(client_version) and metadata.producer_epoch == producer_epoch + 1
+        )
+        if metadata.producer_epoch != producer_epoch and not bumped:
             return ProducerIdResult(ErrorCode.producer_fenced)
         if metadata.pending_transition:
             return ProducerIdResult(ErrorCode.concurrent_transactions)
@@ -480,55 +488,108 @@ class TransactionCoordinator:
         client_version: int,
         next_producer_id: int | None,
     ) -> _Prepared:
+        if not supports_epoch_bump(client_version):
+            return self._prepare_end_v1(metadata, producer_id, epoch, commit, from_client)
         fencing = metadata.pending_state is S.PREPARE_EPOCH_FENCE
-        bumps = not fencing and supports_epoch_bump(metadata.client_transaction_version)
-        # KIP-890: a retry of an EndTxn whose answer was lost sees the epoch already bumped,
+        # KIP-890: a retry of an EndTxn whose answer was lost finds the epoch already bumped,
         # or, after the epoch ran out, the new producer id at epoch 0.
         retry_on_overflow = (
-            bumps
+            not fencing
             and metadata.previous_producer_id == producer_id
             and epoch == MAX_EPOCH - 1
             and metadata.producer_epoch == 0
         )
-        retry_on_bump = _epoch_bumped(metadata, epoch)
+        retry_on_bump = not fencing and metadata.producer_epoch == epoch + 1
+        retry = retry_on_bump or retry_on_overflow
         state = metadata.state
-        if bumps:
-            if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                valid = retry_on_bump
-            elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-                valid = retry_on_bump or retry_on_overflow
-            else:
-                valid = epoch == metadata.producer_epoch
-        else:
+        if fencing:
             valid = (not from_client or epoch == metadata.producer_epoch) and (
                 epoch >= metadata.producer_epoch
             )
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid = retry or epoch == metadata.producer_epoch
+        else:
+            valid = epoch == metadata.producer_epoch
         if metadata.producer_id != producer_id and not retry_on_overflow:
             return ErrorCode.invalid_producer_id_mapping
         if not valid:
             return ErrorCode.producer_fenced
         if metadata.pending_transition and not fencing:
             return ErrorCode.concurrent_transactions
+        # Kafka's table for transaction version 2 (Retry: the epoch before the bump):
+        #                  abort: retry / current     commit: retry / current
+        #  Empty            (fenced) / bump            (fenced) / INVALID_TXN_STATE
+        #  CompleteAbort    NONE / bump                INVALID_TXN_STATE
+        #  CompleteCommit   INVALID_TXN_STATE / bump   NONE / INVALID_TXN_STATE
         if state is S.ONGOING:
             next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            new_producer_id = NO_PRODUCER_ID
-            if supports_epoch_bump(client_version) and not fencing and metadata.epoch_exhausted:
-                if next_producer_id is None:
-                    return _NEED_PRODUCER_ID
-                new_producer_id = next_producer_id
-            epoch_fence = next_state is S.PREPARE_ABORT and fencing
-            if epoch_fence:
-                with_fence_epoch(metadata, epoch)
-            now = self._clock.now_ms()
-            transit = metadata.prepare_abort_or_commit(
-                next_state, client_version, new_producer_id, now
+            return self._prepare_completion(
+                metadata, next_state, epoch, fencing, client_version, next_producer_id, False
             )
-            return transit, epoch_fence
-        done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-        preparing = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        if state is done:
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            same = state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+            return ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
+        done = state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
+        if retry and done:
             return ErrorCode.none
-        if state is preparing:
+        if not commit and not retry and state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            return self._prepare_completion(
+                metadata, S.PREPARE_ABORT, epoch, fencing, client_version, next_producer_id, True
+            )
+        if state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            return ErrorCode.invalid_txn_state
+        raise IllegalTransition(f"{metadata.transactional_id} is {state.kafka_name}")
+
+    def _prepare_completion(
+        self,
+        metadata: TransactionMetadata,
+        next_state: TransactionState,
+        epoch: int,
+        fencing: bool,
+        client_version: int,
+        next_producer_id: int | None,
+        no_partition_added: bool,
+    ) -> _Prepared:
+        new_producer_id = NO_PRODUCER_ID
+        if supports_epoch_bump(client_version) and not fencing and metadata.epoch_exhausted:
+            # The bump would exhaust the epoch: the next transaction gets a new producer id.
+            if next_producer_id is None:
+                return _NEED_PRODUCER_ID
+            new_producer_id = next_producer_id
+        epoch_fence = next_state is S.PREPARE_ABORT and fencing
+        if epoch_fence:
+            with_fence_epoch(metadata, epoch)
+        transit = metadata.prepare_abort_or_commit(
+            next_state, client_version, new_producer_id, self._clock.now_ms(), no_partition_added
+        )
+        return transit, epoch_fence
+
+    def _prepare_end_v1(
+        self,
+        metadata: TransactionMetadata,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        from_client: bool,
+    ) -> _Prepared:
+        """EndTxn before transaction version 2: the epoch must match exactly (a fence or a
+        timeout may end it with a newer epoch)."""
+        fencing = metadata.pending_state is S.PREPARE_EPOCH_FENCE
+        if metadata.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if (from_client and epoch != metadata.producer_epoch) or epoch < metadata.producer_epoch:
+            return ErrorCode.producer_fenced
+        if metadata.pending_transition and not fencing:
+            return ErrorCode.concurrent_transactions
+        state = metadata.state
+        if state is S.ONGOING:
+            next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            return self._prepare_completion(metadata, next_state, epoch, fencing, 0, None, False)
+        if state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
+            return ErrorCode.none
+        if state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
             return ErrorCode.concurrent_transactions
         if state in (
             S.EMPTY,
@@ -636,12 +697,3 @@ class TransactionCoordinator:
                 metadata.prepare_dead()
             if expired:
                 self._spawn(self.state.write_tombstones(partition, expired))
-
-
-def _epoch_bumped(metadata: TransactionMetadata, epoch: int) -> bool:
-    """KIP-890: the producer's epoch is the one before an EndTxn bump (its retry)."""
-    return (
-        metadata.pending_state is not S.PREPARE_EPOCH_FENCE
-        and supports_epoch_bump(metadata.client_transaction_version)
-        and metadata.producer_epoch == epoch + 1
-    )

@@ -68,7 +68,10 @@ VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # Transaction version 2 also aborts from Empty and Complete* (the client may not know).
+    S.PREPARE_ABORT: frozenset(
+        {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+    ),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT}),
@@ -202,8 +205,15 @@ class TransactionMetadata:
         )
 
     def prepare_abort_or_commit(
-        self, state: TransactionState, client_version: int, next_producer_id: int, now_ms: int
+        self,
+        state: TransactionState,
+        client_version: int,
+        next_producer_id: int,
+        now_ms: int,
+        no_partition_added: bool = False,
     ) -> TxnTransit:
+        """`no_partition_added`: a transaction-version-2 abort from Empty or Complete*, which
+        the client sends when unsure; its start time is now."""
         if supports_epoch_bump(client_version):
             epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
         else:
@@ -215,7 +225,7 @@ class TransactionMetadata:
             last_epoch,
             self.txn_timeout_ms,
             frozenset(self.partitions),
-            self.txn_start_timestamp,
+            now_ms if no_partition_added else self.txn_start_timestamp,
             now_ms,
             next_producer_id,
             client_version,
@@ -231,11 +241,12 @@ class TransactionMetadata:
         ):
             # The epoch ran out during this transaction: the next one uses the new producer id.
             producer_id, epoch = self.next_producer_id, 0
+        # The last epoch stays the one the producer last saw (MAX - 1 when the epoch ran out).
         return self._prepare(
             state,
             producer_id,
             epoch,
-            self.producer_epoch,
+            self.last_producer_epoch,
             self.txn_timeout_ms,
             frozenset(),
             self.txn_start_timestamp,
@@ -267,7 +278,7 @@ class TransactionMetadata:
         txn_start_timestamp: int,
         now_ms: int,
         next_producer_id: int = NO_PRODUCER_ID,
-        client_version: int = 0,
+        client_version: int | None = None,
     ) -> TxnTransit:
         if self.pending_state is not None:
             raise IllegalTransition(
@@ -289,7 +300,9 @@ class TransactionMetadata:
             partitions=partitions,
             txn_start_timestamp=txn_start_timestamp,
             txn_last_update_timestamp=now_ms,
-            client_transaction_version=client_version,
+            client_transaction_version=(
+                self.client_transaction_version if client_version is None else client_version
+            ),
         )
 
     # -- completing them ---------------------------------------------------------------------
@@ -298,37 +311,21 @@ class TransactionMetadata:
         """Apply a transit once it is durable (it must be the pending one)."""
         if self.pending_state is not transit.state:
             raise IllegalTransition(f"{self.transactional_id}: completing {transit.state}")
-        state = transit.state
-        if state is S.EMPTY:
-            self.txn_timeout_ms = transit.txn_timeout_ms
-            self.producer_epoch = transit.producer_epoch
-            self.last_producer_epoch = transit.last_producer_epoch
-            self.producer_id = transit.producer_id
-            self.previous_producer_id = transit.prev_producer_id
-        elif state is S.ONGOING:
-            self.txn_start_timestamp = transit.txn_start_timestamp
-            self.partitions |= transit.partitions
-        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            if supports_epoch_bump(transit.client_transaction_version):
-                self.producer_epoch = transit.producer_epoch
-                self.last_producer_epoch = transit.last_producer_epoch
-                self.next_producer_id = transit.next_producer_id
-        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            self.txn_start_timestamp = transit.txn_start_timestamp
-            self.partitions.clear()
-            if supports_epoch_bump(transit.client_transaction_version):
-                self.producer_epoch = transit.producer_epoch
-                self.last_producer_epoch = transit.last_producer_epoch
-                self.previous_producer_id = transit.prev_producer_id
-                self.producer_id = transit.producer_id
-                self.next_producer_id = transit.next_producer_id
-        else:
+        if transit.state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
             # Dead ends in removal from the cache; PrepareEpochFence is never written.
-            raise IllegalTransition(f"{self.transactional_id}: {state} is never completed")
-        self.client_transaction_version = transit.client_transaction_version
+            raise IllegalTransition(f"{self.transactional_id}: {transit.state} is never completed")
+        self.producer_id = transit.producer_id
+        self.previous_producer_id = transit.prev_producer_id
+        self.next_producer_id = transit.next_producer_id
+        self.producer_epoch = transit.producer_epoch
+        self.last_producer_epoch = transit.last_producer_epoch
+        self.txn_timeout_ms = transit.txn_timeout_ms
+        self.partitions = set(transit.partitions)
+        self.txn_start_timestamp = transit.txn_start_timestamp
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
-        self.state = state
+        self.state = transit.state
 
 
 def from_transit(transactional_id: str, transit: TxnTransit) -> TransactionMetadata:

@@ -232,7 +232,8 @@ class TransactionStateManager:
         try:
             stats = await replay(self.log, partition, LOAD_BUFFER_BYTES, apply)
         finally:
-            self._loading_epochs.pop(partition, None)
+            if self._loading_epochs.get(partition) == epoch:
+                del self._loading_epochs[partition]
 
         def install() -> None:
             self._cache[partition] = PartitionCache(epoch, loaded)
