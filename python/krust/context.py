@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from krust.authorization import Authorization
     from krust.bridge import Dispatcher
     from krust.controller import Controller
+    from krust.group.api_membership import TransactionCoordinatorLocator
 
 
 class CoreBroker(ConnectionLimitsCore, Protocol):
@@ -71,3 +72,6 @@ class BrokerContext:
     controller: Controller
     dispatcher: Dispatcher
     authorization: Authorization = field(default_factory=_no_authorizer)
+    # Set by krust.transaction's install (before the group coordinator's, which serves
+    # FindCoordinator for both key types).
+    transactions: TransactionCoordinatorLocator | None = None

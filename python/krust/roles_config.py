@@ -83,6 +83,11 @@ def resolve_roles(values: dict[str, Any]) -> None:
     if values["offsets.topic.replication.factor"] is None:
         # Kafka's default is 3; a quorum of one has one broker, so krust's is 1 there.
         values["offsets.topic.replication.factor"] = 3 if voters else 1
+    # The same for __transaction_state (Kafka: replication 3, min.isr 2).
+    if values["transaction.state.log.replication.factor"] is None:
+        values["transaction.state.log.replication.factor"] = 3 if voters else 1
+    if values["transaction.state.log.min.isr"] is None:
+        values["transaction.state.log.min.isr"] = 2 if voters else 1
     if voters:
         own = next(voter for voter in voters if voter.node_id == node_id)
         ports = {
@@ -202,6 +207,10 @@ def _check_broker_only(values: dict[str, Any], node_id: int, voters: list[Voter]
             )
     if values["offsets.topic.replication.factor"] is None:
         values["offsets.topic.replication.factor"] = 3
+    if values["transaction.state.log.replication.factor"] is None:
+        values["transaction.state.log.replication.factor"] = 3
+    if values["transaction.state.log.min.isr"] is None:
+        values["transaction.state.log.min.isr"] = 2
 
 
 def resolve_inter_broker_listener(values: dict[str, Any]) -> None:

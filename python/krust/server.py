@@ -15,6 +15,7 @@ from krust.authorization import Authorization
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.context import BrokerContext
+from krust.transaction import install as transaction
 
 Installer = Callable[[BrokerContext], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 SERVICES: list[Installer] = [
     controller.install,
     authentication.install,
+    transaction.install,  # before group: FindCoordinator for transactional ids goes through it
     group.install,
     quota_callback.install,
     lifecycle_manager.install,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from krust.authorization import Authorization
 from krust.group.coordinator import GroupCoordinator
@@ -34,6 +34,14 @@ TRANSACTION_KEY_TYPE = 1
 Route = tuple[int, int, int, "Handler"]
 
 
+class TransactionCoordinatorLocator(Protocol):
+    """The transaction coordinator's FindCoordinator (krust.transaction)."""
+
+    async def find_coordinator(
+        self, transactional_id: str, listener: str
+    ) -> CoordinatorLocation: ...
+
+
 def millis(delta: timedelta) -> int:
     return delta // timedelta(milliseconds=1)
 
@@ -45,10 +53,14 @@ def kafka_client_host(host: str) -> str:
 
 class MembershipApis:
     def __init__(
-        self, coordinator: GroupCoordinator, authorization: Authorization | None = None
+        self,
+        coordinator: GroupCoordinator,
+        authorization: Authorization | None = None,
+        transactions: TransactionCoordinatorLocator | None = None,
     ) -> None:
         self._coordinator = coordinator
         self._authorization = authorization or Authorization(None)
+        self._transactions = transactions
 
     async def _may_read_group(self, context: RequestContext, group_id: str) -> bool:
         """Kafka's check of JoinGroup, SyncGroup, Heartbeat and LeaveGroup: READ on the group."""
@@ -103,9 +115,10 @@ class MembershipApis:
                 return CoordinatorLocation(refusal)
         if key_type == GROUP_KEY_TYPE:
             return await self._coordinator.find_coordinator(key, context.listener_name)
-        if key_type == TRANSACTION_KEY_TYPE:
-            # The transaction coordinator is not served yet.
-            return CoordinatorLocation(ErrorCode.coordinator_not_available)
+        if key_type == TRANSACTION_KEY_TYPE and self._transactions is not None:
+            return await self._transactions.find_coordinator(key, context.listener_name)
+        # An unknown key type, or transactions on a broker built without their coordinator:
+        # retrying cannot help, so not COORDINATOR_NOT_AVAILABLE.
         return CoordinatorLocation(ErrorCode.invalid_request)
 
     async def join_group(self, request: Any, context: RequestContext) -> Any:

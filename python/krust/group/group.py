@@ -11,6 +11,7 @@ import enum
 from collections import Counter
 from collections.abc import Sequence
 
+from krust.coordinator.wire import Reader, RecordFormatError
 from krust.group.member import ClassicGroupMember, Protocols
 from krust.group.records import GroupMetadataValue, MemberMetadata
 from krust.group.results import (
@@ -20,7 +21,6 @@ from krust.group.results import (
     JoinGroupResult,
     SyncGroupResult,
 )
-from krust.group.wire import Reader, RecordFormatError
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

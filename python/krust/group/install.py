@@ -29,7 +29,7 @@ def install(ctx: BrokerContext) -> GroupCoordinator:
     )
     authorization = ctx.authorization
     for apis in (
-        MembershipApis(coordinator, authorization),
+        MembershipApis(coordinator, authorization, ctx.transactions),
         OffsetApis(coordinator, authorization),
         AdminApis(coordinator, authorization),
         TxnOffsetApis(coordinator, authorization),

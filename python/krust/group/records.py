@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from krust.group.wire import Reader, RecordFormatError, Writer
+from krust.coordinator.wire import Reader, RecordFormatError, Writer
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

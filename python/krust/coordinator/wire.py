@@ -1,7 +1,8 @@
 """Kafka's primitive encodings: big-endian ints, strings, bytes, and the compact (flexible) forms.
 
-Just enough of the message wire format to read and write the `__consumer_offsets` records; the
-request/response messages themselves are kio's job.
+Just enough of the message wire format to read and write the coordinators' records
+(`__consumer_offsets`, `__transaction_state`); the request/response messages themselves are kio's
+job.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ class RecordFormatError(ValueError):
     """The bytes do not follow the schema (truncated, negative length, bad UTF-8)."""
 
 
+_INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -27,6 +29,9 @@ class Writer:
 
     def getvalue(self) -> bytes:
         return bytes(self._buffer)
+
+    def int8(self, value: int) -> None:
+        self._buffer += _INT8.pack(value)
 
     def int16(self, value: int) -> None:
         self._buffer += _INT16.pack(value)
@@ -71,12 +76,21 @@ class Writer:
         self._length(len(value))
         self._buffer += value
 
-    def array_length(self, length: int) -> None:
+    def array_length(self, length: int | None) -> None:
+        """An array's length; None writes a null array."""
         self._length(length)
 
     def empty_tagged_fields(self) -> None:
         if self.compact:
             self.uvarint(0)
+
+    def tagged_fields(self, fields: dict[int, bytes]) -> None:
+        """A flexible struct's tagged-field block: count, then (tag, size, data) by tag order."""
+        self.uvarint(len(fields))
+        for tag in sorted(fields):
+            self.uvarint(tag)
+            self.uvarint(len(fields[tag]))
+            self._buffer += fields[tag]
 
 
 class Reader:
@@ -94,6 +108,9 @@ class Reader:
         chunk = self._data[self._position : end]
         self._position = end
         return chunk
+
+    def int8(self) -> int:
+        return int(_INT8.unpack(self._take(1))[0])
 
     def int16(self) -> int:
         return int(_INT16.unpack(self._take(2))[0])
@@ -148,9 +165,18 @@ class Reader:
             raise RecordFormatError("null where an array is required")
         return length
 
+    def nullable_array_length(self) -> int | None:
+        return self._length()
+
     def skip_tagged_fields(self) -> None:
+        self.tagged_fields()
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        """A flexible struct's tagged fields by tag (empty for a non-flexible version)."""
         if not self.compact:
-            return
+            return {}
+        fields: dict[int, bytes] = {}
         for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            fields[tag] = bytes(self._take(self.uvarint()))
+        return fields
