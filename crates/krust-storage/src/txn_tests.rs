@@ -289,3 +289,66 @@ fn a_follower_applies_transactions_and_markers_from_its_leader() {
     assert!(follower.collect_aborted_transactions(5, 6).is_empty());
     assert_eq!(follower.producer_state().first_unstable_offset(), None);
 }
+
+/// (offset, key, value) of every data record, and the offsets of the control batches.
+fn records_and_markers(log: &Log) -> (Vec<(i64, Vec<u8>, Vec<u8>)>, Vec<i64>) {
+    let fetched = log.read(0, usize::MAX, i64::MAX, true).unwrap();
+    let bytes = fetched.records.read_bytes().unwrap();
+    let (mut records, mut markers) = (Vec::new(), Vec::new());
+    for range in crate::batch::split_batches(&bytes).unwrap() {
+        let header = crate::batch::check_integrity(&bytes[range.clone()]).unwrap();
+        if header.is_control() {
+            markers.push(header.base_offset);
+            continue;
+        }
+        let area = crate::batch_builder::records_area(&bytes[range], &header, 1 << 20).unwrap();
+        for record in crate::records::record_views(&area) {
+            let record = record.unwrap();
+            records.push((
+                header.base_offset + i64::from(record.offset_delta),
+                record.key.unwrap().to_vec(),
+                record.value.unwrap().to_vec(),
+            ));
+        }
+    }
+    (records, markers)
+}
+
+#[test]
+fn the_cleaner_discards_aborted_records_and_keeps_markers_with_their_index_entries() {
+    use crate::cleaner::clean::{clean_log, LogToClean, Throttler};
+    use crate::cleaner::offset_map::OffsetMap;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LogConfig::default();
+    config.apply_override("cleanup.policy", "compact").unwrap();
+    let mut log = open_log(dir.path(), config);
+    let keyed = |pid: i64, key: &str, value: &str| {
+        let mut batch = TestBatch::simple(1, NOW).transactional(pid, 0, 0);
+        batch.records[0].key = Some(key.as_bytes().to_vec());
+        batch.records[0].value = Some(value.as_bytes().to_vec());
+        batch.encode()
+    };
+    produce(&mut log, &keyed(1, "a", "committed")); // 0
+    marker(&mut log, 1, 0, 0, true); // 1
+    log.roll(NOW).unwrap();
+    produce(&mut log, &keyed(2, "a", "aborted")); // 2
+    marker(&mut log, 2, 0, 0, false); // 3
+    log.roll(NOW).unwrap();
+    replicate_all(&mut log);
+    assert_eq!(log.collect_aborted_transactions(0, 4), vec![aborted(2, 2)]);
+
+    let log = std::sync::Arc::new(parking_lot::Mutex::new(log));
+    let to_clean = LogToClean::take(&log.lock(), None, NOW);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut throttler = Throttler::new(f64::MAX, &stop);
+    let mut map = OffsetMap::new(1 << 20);
+    clean_log(&log, &to_clean, &mut map, &mut throttler, NOW).unwrap();
+
+    let log = log.lock();
+    let (records, markers) = records_and_markers(&log);
+    let committed = (0, b"a".to_vec(), b"committed".to_vec());
+    assert_eq!(records, vec![committed], "the aborted value displaced nothing");
+    assert_eq!(markers, vec![1, 3]);
+    assert_eq!(log.collect_aborted_transactions(0, 4), vec![aborted(2, 2)]);
+}
