@@ -12,9 +12,8 @@ use std::sync::{Arc, OnceLock};
 
 use kafka_protocol::error::ResponseError;
 use krust_storage::{
-    AppendError, AppendOrigin, DeleteRecordsError, FetchDataInfo, LogAppendInfo,
-    LogDirFailureChannel, ProducerStateEntry, ReadError, SharedLog, StorageError,
-    TimestampAndOffset, TopicPartition,
+    AppendError, AppendOrigin, DeleteRecordsError, LogAppendInfo, LogDirFailureChannel,
+    ProducerStateEntry, ReadError, SharedLog, StorageError, TimestampAndOffset, TopicPartition,
 };
 use parking_lot::RwLock;
 use tokio::sync::watch;
@@ -29,6 +28,9 @@ use crate::replica::ReplicaState;
 #[path = "partition_replication.rs"]
 mod replication;
 pub use replication::{FollowerFetch, FollowerRead, LeaderOffsets};
+#[path = "partition_isolation.rs"]
+mod isolation;
+pub use isolation::{ConsumerRead, FetchIsolation, LastFetchable};
 
 /// What this broker's replica of a partition does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -420,39 +422,73 @@ impl Partition {
         Ok(low_watermark)
     }
 
-    /// Reads whole batches from `offset`, up to the high watermark.
+    /// Reads whole batches from `offset` for a consumer, up to the high watermark, or up to
+    /// the last stable offset for `FetchIsolation::TxnCommitted` (read_committed), which also
+    /// gets the aborted transactions of the range read (KIP-98).
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
-    ) -> Result<FetchDataInfo, ReadError> {
+        isolation: FetchIsolation,
+    ) -> Result<ConsumerRead, ReadError> {
         // Plan under the lock, read the files without it.
         let plan = {
             let log = self.log.lock();
-            log.read_plan(offset, log.high_watermark())?
+            let upper_bound = match isolation {
+                FetchIsolation::HighWatermark => log.high_watermark(),
+                FetchIsolation::TxnCommitted => log.last_stable_offset(),
+            };
+            log.read_plan(offset, upper_bound)?
         };
-        plan.read(max_bytes, min_one_batch)
-            .inspect_err(|error| self.on_read_error(error))
+        let data = plan
+            .read(max_bytes, min_one_batch)
+            .inspect_err(|error| self.on_read_error(error))?;
+        let aborted_transactions = match isolation {
+            FetchIsolation::HighWatermark => None,
+            FetchIsolation::TxnCommitted if data.first_batch_offset.is_none() => Some(Vec::new()),
+            FetchIsolation::TxnCommitted => Some(
+                self.log
+                    .lock()
+                    .collect_aborted_transactions(offset, data.next_offset),
+            ),
+        };
+        Ok(ConsumerRead {
+            data,
+            aborted_transactions,
+        })
     }
 
-    /// The first offset whose timestamp is at or after `timestamp`, with that timestamp.
+    /// The first offset whose timestamp is at or after `timestamp`, with that timestamp;
+    /// `None` unless it is below `last_fetchable` (Kafka's fetchOffsetForTimestamp).
     pub fn offset_for_timestamp(
         &self,
         timestamp: i64,
+        last_fetchable: LastFetchable,
     ) -> Result<Option<TimestampAndOffset>, ReadError> {
-        self.log
-            .lock()
+        let log = self.log.lock();
+        let found = log
             .fetch_offset_by_timestamp(timestamp)
-            .inspect_err(|error| self.on_read_error(error))
+            .inspect_err(|error| self.on_read_error(error))?;
+        Ok(found.filter(|f| f.offset < last_fetchable.offset_in(&log)))
     }
 
-    /// The record with the largest timestamp (ListOffsets -3, KIP-734).
-    pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>, ReadError> {
-        self.log
-            .lock()
+    /// The record with the largest timestamp (ListOffsets -3, KIP-734), if below
+    /// `last_fetchable`.
+    pub fn offset_of_max_timestamp(
+        &self,
+        last_fetchable: LastFetchable,
+    ) -> Result<Option<TimestampAndOffset>, ReadError> {
+        let log = self.log.lock();
+        let found = log
             .offset_of_max_timestamp()
-            .inspect_err(|error| self.on_read_error(error))
+            .inspect_err(|error| self.on_read_error(error))?;
+        Ok(found.filter(|f| f.offset < last_fetchable.offset_in(&log)))
+    }
+
+    /// The offset `last_fetchable` stands for now (ListOffsets LATEST).
+    pub fn last_fetchable_offset(&self, last_fetchable: LastFetchable) -> i64 {
+        last_fetchable.offset_in(&self.log.lock())
     }
 
     /// Kafka's lastOffsetForLeaderEpoch (KIP-101, KIP-320): the largest epoch at or below

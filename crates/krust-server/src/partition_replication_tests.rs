@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::*;
 use crate::metadata_cache::PartitionMetadata;
-use crate::partition::Transition;
+use crate::partition::{FetchIsolation, Transition};
 use crate::replica_fetcher::truncate_on_diverging_epoch;
 
 const NOW: i64 = 1_700_000_000_000;
@@ -132,7 +132,12 @@ fn a_follower_fetch_reads_past_the_high_watermark_and_moves_it() {
     p.apply_at(&placement(1, 0, &[1, 2, 3], &[1, 2]), NOW);
     produce(p, &["a", "b", "c"]);
     assert_eq!(p.high_watermark(), 0, "replica 2 has fetched nothing yet");
-    assert!(p.read(0, usize::MAX, true).unwrap().records.is_empty());
+    assert!(p
+        .read(0, usize::MAX, true, FetchIsolation::HighWatermark)
+        .unwrap()
+        .data
+        .records
+        .is_empty());
     let read = p.fetch_for_follower(&fetch(2, 0, -1), NOW).unwrap();
     assert_eq!(
         read.records.len(),

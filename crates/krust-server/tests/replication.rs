@@ -18,7 +18,7 @@ use krust_server::broker::{encode_batch, Broker};
 use krust_server::metadata_cache::{
     BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
 };
-use krust_server::partition::Partition;
+use krust_server::partition::{ConsumerRead, FetchIsolation, Partition};
 use krust_server::settings::{BrokerSettings, ReplicationSettings};
 use tempfile::TempDir;
 use uuid::Uuid;
@@ -197,9 +197,11 @@ fn contents(partition: &Partition) -> (Vec<u8>, i64) {
     let mut bytes = Vec::new();
     let mut offset = 0;
     while offset < end {
-        let read = partition.read(offset, usize::MAX, true);
+        let read = partition.read(offset, usize::MAX, true, FetchIsolation::HighWatermark);
         // A follower's reads stop at its high watermark: read what it has committed.
-        let Ok(read) = read else { break };
+        let Ok(ConsumerRead { data: read, .. }) = read else {
+            break;
+        };
         if read.records.is_empty() {
             break;
         }

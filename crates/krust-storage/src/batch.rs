@@ -344,6 +344,13 @@ pub(crate) mod test_batches {
             self
         }
 
+        /// The same records, sent by a transactional producer.
+        pub fn transactional(self, producer_id: i64, epoch: i16, base_sequence: i32) -> Self {
+            let mut batch = self.idempotent(producer_id, epoch, base_sequence);
+            batch.attributes |= TRANSACTIONAL_FLAG;
+            batch
+        }
+
         pub fn encode(&self) -> Vec<u8> {
             let mut records = Vec::new();
             for (i, r) in self.records.iter().enumerate() {

@@ -93,6 +93,16 @@ pub enum AppendError {
         current: i16,
         found: i16,
     },
+    /// KIP-98: a producer with an open transaction sent a non-transactional batch.
+    #[error("producer {producer_id}: a non-transactional batch at offset {offset} while its transaction is open")]
+    InvalidTxnState { producer_id: i64, offset: i64 },
+    /// KIP-98: a marker from a coordinator older than one already seen (a zombie).
+    #[error("producer {producer_id}: marker of coordinator epoch {found} is older than {current}")]
+    TransactionCoordinatorFenced {
+        producer_id: i64,
+        current: i32,
+        found: i32,
+    },
     /// Kafka's `RecordValidationException`: records refused one by one (INVALID_RECORD).
     #[error("{message}")]
     InvalidRecords {
@@ -153,6 +163,10 @@ impl AppendError {
             Self::InvalidRecords { .. } => ResponseError::InvalidRecord,
             Self::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
             Self::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+            Self::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+            Self::TransactionCoordinatorFenced { .. } => {
+                ResponseError::TransactionCoordinatorFenced
+            }
             Self::LogClosed | Self::Storage(_) => ResponseError::KafkaStorageError,
             Self::ReplicationAsLeader | Self::UnexpectedAppendOffset { .. } => {
                 ResponseError::UnknownServerError

@@ -13,6 +13,7 @@ use crate::error::ReadError;
 use crate::file_records::{BatchScanner, FileSlice};
 use crate::log::Log;
 use crate::segment::TimestampAndOffset;
+use crate::txn_index::AbortedTxn;
 
 /// What a fetch returns.
 #[derive(Clone, Debug)]
@@ -155,6 +156,31 @@ impl Log {
     ) -> Result<FetchDataInfo, ReadError> {
         self.read_plan(start_offset, max_offset_exclusive)?
             .read(max_bytes, min_one_batch)
+    }
+
+    /// The aborted transactions a read_committed fetch of [`start_offset`, `upper_bound`)
+    /// must report (Kafka's `collectAbortedTransactions`): from the segment holding
+    /// `start_offset` on, since a marker may lie in a later segment than its data, until an
+    /// entry's last stable offset shows no later one can overlap.
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound: i64,
+    ) -> Vec<AbortedTxn> {
+        let from = self
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .map_or(i64::MIN, |(base, _)| *base);
+        let mut aborted = Vec::new();
+        for segment in self.segments.range(from..).map(|(_, s)| s) {
+            let found = segment.txn_index.collect(start_offset, upper_bound);
+            aborted.extend(found.aborted);
+            if found.complete {
+                break;
+            }
+        }
+        aborted
     }
 
     /// ListOffsets by time: the first offset whose record timestamp is >= `timestamp`, or

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 
 use crate::batch::{self, BatchHeader, NO_TIMESTAMP};
+use crate::control_batch::{read_end_txn_marker, EndTxnMarker};
 use crate::error::{AppendError, BatchError, StorageError};
 use crate::log::{wall_clock_ms, Log, LogAppendInfo};
 use crate::producer_state::ProducerStateManager;
@@ -46,6 +47,18 @@ fn validate_replicated(
         batches.push(ReplicatedBatch { range, header });
     }
     Ok(batches)
+}
+
+/// The marker of a replicated control batch; one that is not a marker is logged and its
+/// batch applied as a plain control batch (the leader accepted it).
+fn replicated_marker(bytes: &[u8], header: &BatchHeader) -> Option<EndTxnMarker> {
+    if !header.is_control() || !header.has_producer_id() {
+        return None;
+    }
+    read_end_txn_marker(bytes, header).unwrap_or_else(|error| {
+        tracing::warn!(offset = header.base_offset, %error, "a replicated control batch is not a transaction marker");
+        None
+    })
 }
 
 fn invalid(reason: &str) -> BatchError {
@@ -136,7 +149,11 @@ impl Log {
             .append(&records[first.range.start..last.range.end], &appended)?;
         for replicated in run {
             let header = &replicated.header;
-            self.producer_state.replay(header);
+            let marker = replicated_marker(&records[replicated.range.clone()], header);
+            if let Some((txn, last_stable_offset)) = self.producer_state.replay(header, marker) {
+                self.active_segment_mut()
+                    .append_aborted_txn(&txn, last_stable_offset)?;
+            }
             self.unflushed_messages += i64::from(header.records_count);
             self.leader_epoch_cache
                 .assign(header.partition_leader_epoch, header.base_offset)
@@ -181,7 +198,8 @@ impl Log {
         self.log_start_offset = self.log_start_offset.min(self.log_end_offset);
         let mut producer_state =
             ProducerStateManager::load(&dir, self.log_start_offset, self.log_end_offset)?;
-        recovery::replay_producer_state(&mut producer_state, &self.segments, self.log_end_offset)
+        let end = self.log_end_offset;
+        recovery::replay_producer_state(&mut producer_state, &mut self.segments, end, None)
             .map_err(io)?;
         self.producer_state = producer_state;
         self.clamp_to_log_end();
@@ -217,6 +235,8 @@ impl Log {
     fn clamp_to_log_end(&mut self) {
         let end = self.log_end_offset;
         self.high_watermark = self.high_watermark.min(end);
+        self.producer_state
+            .on_high_watermark_updated(self.high_watermark);
         self.recovery_point.fetch_min(end, Ordering::AcqRel);
     }
 }

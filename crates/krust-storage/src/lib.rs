@@ -8,7 +8,9 @@
 //! - [`offset_index`], [`time_index`]: the mmap'd sparse `.index` / `.timeindex` files.
 //! - [`segment`]: `LogSegment`, one `.log` file with its indexes; [`file_records`]: positional
 //!   reads of it.
-//! - [`producer_state`], [`producer_snapshot`]: idempotent-producer state and its snapshots.
+//! - [`producer_state`], [`producer_snapshot`]: idempotent-producer state, ongoing
+//!   transactions (KIP-98) and its snapshots; [`control_batch`]: transaction markers;
+//!   [`txn_index`]: a segment's `.txnindex` of aborted transactions.
 //! - [`leader_epoch`], [`checkpoint`], [`partition_metadata`]: the small text files Kafka keeps.
 //! - [`log`]: `Log`, one partition; [`fetch`]: reading it; [`recovery`]: loading it after a
 //!   clean or unclean stop.
@@ -35,6 +37,7 @@ pub mod cleaner;
 mod compression;
 pub mod config;
 pub mod config_keys;
+pub mod control_batch;
 pub mod error;
 pub mod fetch;
 mod file_records;
@@ -58,6 +61,7 @@ pub mod scheduler;
 pub mod segment;
 pub mod time_index;
 pub mod topic_partition;
+pub mod txn_index;
 mod validate;
 
 /// What the cargo-fuzz targets in `fuzz/` drive; not part of the crate's API.
@@ -92,11 +96,14 @@ mod log_tests;
 mod recovery_tests;
 #[cfg(test)]
 mod retention_tests;
+#[cfg(test)]
+mod txn_tests;
 
 pub use append_origin::AppendOrigin;
 pub use batch_builder::{build_batch, records_area, Codec, MAX_DECOMPRESSED_BYTES};
 pub use cleaner::{CleanStats, CleanerConfig, CleanerStatus};
 pub use config::{CleanupPolicy, CompressionType, LogConfig, TimestampType};
+pub use control_batch::{end_txn_marker, transactional_coordinator_batch, EndTxnMarker};
 pub use error::{AppendError, BatchError, ReadError, RecordError, StorageError};
 pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
@@ -108,3 +115,4 @@ pub use recovery::RecoveryStats;
 pub use retention::{DeletableSegment, DeleteRecordsError, DeletionReason, SegmentDeletion};
 pub use segment::TimestampAndOffset;
 pub use topic_partition::TopicPartition;
+pub use txn_index::AbortedTxn;

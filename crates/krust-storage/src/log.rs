@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::append_origin::AppendOrigin;
 use crate::batch::{self, NO_TIMESTAMP};
 use crate::config::{LogConfig, TimestampType};
+use crate::control_batch::read_end_txn_marker;
 use crate::error::{AppendError, StorageError};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::partition_metadata::PartitionMetadataFile;
@@ -156,13 +157,26 @@ impl Log {
         for entry in &loaded.recovered_epochs {
             leader_epoch_cache.assign(entry.epoch, entry.start_offset)?;
         }
+        let mut segments = loaded.segments;
+        let rebuild_from = loaded.txn_index_rebuild_from;
         let mut producer_state = if fresh {
             ProducerStateManager::empty(dir, log_start_offset)
         } else {
-            ProducerStateManager::load(dir, log_start_offset, log_end_offset)?
+            let replay_from = rebuild_from.unwrap_or(log_end_offset);
+            ProducerStateManager::load_at_or_below(
+                dir,
+                log_start_offset,
+                log_end_offset,
+                replay_from,
+            )?
         };
-        recovery::replay_producer_state(&mut producer_state, &loaded.segments, log_end_offset)
-            .map_err(StorageError::io(dir))?;
+        recovery::replay_producer_state(
+            &mut producer_state,
+            &mut segments,
+            log_end_offset,
+            rebuild_from,
+        )
+        .map_err(StorageError::io(dir))?;
         if params.high_watermark > log_end_offset {
             warn!(
                 partition = %topic_partition,
@@ -174,6 +188,7 @@ impl Log {
         let high_watermark = params
             .high_watermark
             .clamp(log_start_offset, log_end_offset);
+        producer_state.on_high_watermark_updated(high_watermark);
         let recovery_point = if params.had_clean_shutdown {
             log_end_offset
         } else {
@@ -186,7 +201,7 @@ impl Log {
             topic_partition,
             topic_id,
             config,
-            segments: loaded.segments,
+            segments,
             log_start_offset,
             log_end_offset,
             high_watermark,
@@ -257,12 +272,18 @@ impl Log {
             return false;
         }
         self.high_watermark = offset;
+        self.producer_state.on_high_watermark_updated(offset);
         true
     }
 
-    /// The last stable offset: the high watermark until transactions can hold records back.
+    /// The last stable offset (KIP-98): below it every transaction is decided and its marker
+    /// replicated, what read_committed consumers may read. The high watermark, or the first
+    /// offset of the oldest unstable transaction if lower, never below the log start.
     pub fn last_stable_offset(&self) -> i64 {
-        self.high_watermark
+        match self.producer_state.first_unstable_offset() {
+            Some(first) => first.max(self.log_start_offset).min(self.high_watermark),
+            None => self.high_watermark,
+        }
     }
 
     /// Offsets below this are fsynced.
@@ -370,20 +391,29 @@ impl Log {
         };
         let batches = validate_records(records, &target, origin, now_ms)?;
         let (mut buffer, batches) = recompress::to_topic_codec(records, batches, &self.config)?;
-        // Like Kafka, the first retried batch answers the whole request.
-        for validated in batches.iter().filter(|b| b.header.has_producer_id()) {
-            if let Some(duplicate) = self.producer_state.find_duplicate(&validated.header) {
-                return Ok(self.duplicate_info(duplicate));
+        // Like Kafka, the first retried batch answers the whole request; coordinators write
+        // no sequence numbers to compare.
+        if origin == AppendOrigin::Client {
+            for validated in batches.iter().filter(|b| b.header.has_producer_id()) {
+                if let Some(duplicate) = self.producer_state.find_duplicate(&validated.header) {
+                    return Ok(self.duplicate_info(duplicate));
+                }
             }
         }
         let mut staged = ProducerAppend::default();
         let mut next_offset = self.log_end_offset;
         for validated in &batches {
-            if validated.header.has_producer_id() {
+            let header = &validated.header;
+            if header.has_producer_id() {
+                let marker = if header.is_control() {
+                    read_end_txn_marker(&buffer[validated.range.clone()], header)?
+                } else {
+                    None
+                };
                 self.producer_state
-                    .validate(&mut staged, &validated.header, next_offset)?;
+                    .validate(&mut staged, header, next_offset, origin, marker)?;
             }
-            next_offset += i64::from(validated.header.last_offset_delta) + 1;
+            next_offset += i64::from(header.last_offset_delta) + 1;
         }
 
         let log_append_time = match self.config.message_timestamp_type {
@@ -435,7 +465,10 @@ impl Log {
         self.active_segment_mut().append(&buffer, &appended)?;
 
         self.log_end_offset = offset;
-        self.producer_state.commit(staged, offset);
+        for (txn, last_stable_offset) in self.producer_state.commit(staged, offset) {
+            self.active_segment_mut()
+                .append_aborted_txn(&txn, last_stable_offset)?;
+        }
         let record_count = offset - first_offset;
         self.unflushed_messages += record_count;
         self.leader_epoch_cache

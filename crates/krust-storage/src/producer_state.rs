@@ -1,19 +1,24 @@
-//! `ProducerStateManager`: idempotent-producer state of one partition (KIP-98).
+//! `ProducerStateManager`: idempotent-producer and transaction state of one partition (KIP-98).
 //!
 //! Per producer id it keeps the epoch and the last five batches' sequence and offset ranges,
 //! so a retried batch is recognised and answered with its original offsets, a gap in
-//! sequences is refused, and a fenced (older) epoch is refused. The state is snapshotted to
-//! `<offset>.snapshot` files so a restart replays only the log after the latest snapshot.
+//! sequences is refused, and a fenced (older) epoch is refused. A producer's first
+//! transactional batch starts its transaction; a COMMIT or ABORT marker ends it. The
+//! transactions still open, and those ended but whose marker the high watermark has not
+//! passed, bound the last stable offset. The state is snapshotted to `<offset>.snapshot` files
+//! so a restart replays only the log after the latest snapshot.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
+use crate::append_origin::AppendOrigin;
 use crate::batch::{increment_sequence, BatchHeader};
 use crate::checkpoint::write_atomically;
+use crate::control_batch::EndTxnMarker;
 use crate::error::{AppendError, StorageError};
 use crate::producer_snapshot::{self, SnapshotEntry, SNAPSHOT_FILE_SUFFIX};
 use crate::segment::{deleted_path, offset_file_path, parse_offset_file_name};
@@ -64,6 +69,30 @@ impl ProducerStateEntry {
         self.batches.back().map_or(-1, |b| b.timestamp)
     }
 
+    /// A marker at `offset` ends the producer's transaction (Kafka's `appendEndTxnMarker`):
+    /// the transaction it ended, if one was open.
+    fn end_txn(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        marker: EndTxnMarker,
+        offset: i64,
+    ) -> Option<CompletedTxn> {
+        let completed = (self.current_txn_first_offset >= 0).then_some(CompletedTxn {
+            producer_id,
+            first_offset: self.current_txn_first_offset,
+            last_offset: offset,
+            aborted: !marker.commit,
+        });
+        if epoch != self.producer_epoch {
+            self.batches.clear();
+            self.producer_epoch = epoch;
+        }
+        self.coordinator_epoch = marker.coordinator_epoch;
+        self.current_txn_first_offset = -1;
+        completed
+    }
+
     fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
         if epoch != self.producer_epoch {
             self.batches.clear();
@@ -76,16 +105,57 @@ impl ProducerStateEntry {
     }
 }
 
+/// A transaction a marker ended (Kafka's `CompletedTxn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub aborted: bool,
+}
+
 /// Producer updates of one append, applied only after its batches are on disk.
 #[derive(Default)]
 pub(crate) struct ProducerAppend {
     updates: HashMap<i64, ProducerStateEntry>,
+    /// Transactions begun: (first offset, producer id).
+    started: Vec<(i64, i64)>,
+    completed: Vec<CompletedTxn>,
 }
 
 pub struct ProducerStateManager {
     dir: PathBuf,
     producers: HashMap<i64, ProducerStateEntry>,
     map_end_offset: i64,
+    /// Open transactions: first offset -> producer id.
+    ongoing_txns: BTreeMap<i64, i64>,
+    /// Ended transactions whose marker is not below the high watermark yet (Kafka's
+    /// `unreplicatedTxns`): first offset -> marker offset. They stay unstable until then, so
+    /// the last stable offset never passes a marker a new leader might not have.
+    unreplicated_txns: BTreeMap<i64, i64>,
+}
+
+/// Kafka's `checkSequence`: a new epoch starts at 0, a known one continues its sequence.
+fn check_sequence(entry: &ProducerStateEntry, header: &BatchHeader) -> Result<(), AppendError> {
+    let first_seq = header.base_sequence;
+    let in_order = if header.producer_epoch != entry.producer_epoch {
+        // A new epoch starts at sequence 0; an unknown producer may start anywhere (its
+        // earlier batches may have been removed from the log), as in Kafka.
+        first_seq == 0 || entry.producer_epoch == NO_PRODUCER_EPOCH
+    } else {
+        let last_seq = entry.last_seq();
+        first_seq == increment_sequence(last_seq, 1) || (last_seq == NO_SEQUENCE && first_seq == 0)
+    };
+    if in_order {
+        return Ok(());
+    }
+    Err(AppendError::OutOfOrderSequence {
+        producer_id: header.producer_id,
+        epoch: header.producer_epoch,
+        expected_after: entry.last_seq(),
+        found: first_seq,
+    })
 }
 
 fn metadata(header: &BatchHeader, first_offset: i64) -> BatchMetadata {
@@ -108,6 +178,8 @@ impl ProducerStateManager {
             dir: dir.to_path_buf(),
             producers: HashMap::new(),
             map_end_offset: log_start_offset,
+            ongoing_txns: BTreeMap::new(),
+            unreplicated_txns: BTreeMap::new(),
         }
     }
 
@@ -116,6 +188,17 @@ impl ProducerStateManager {
         log_start_offset: i64,
         log_end_offset: i64,
     ) -> Result<Self, StorageError> {
+        Self::load_at_or_below(dir, log_start_offset, log_end_offset, log_end_offset)
+    }
+
+    /// `load`, starting from a snapshot at or below `max_offset` (newer ones are kept): the
+    /// log is replayed from there, rebuilding the transaction indexes of the segments above.
+    pub(crate) fn load_at_or_below(
+        dir: &Path,
+        log_start_offset: i64,
+        log_end_offset: i64,
+        max_offset: i64,
+    ) -> Result<Self, StorageError> {
         let mut manager = Self::empty(dir, log_start_offset);
         let mut snapshots = manager.snapshot_offsets()?;
         snapshots.sort_unstable();
@@ -123,6 +206,9 @@ impl ProducerStateManager {
             let path = offset_file_path(dir, offset, SNAPSHOT_FILE_SUFFIX);
             if offset > log_end_offset || offset < log_start_offset {
                 remove_file(&path)?;
+                continue;
+            }
+            if offset > max_offset {
                 continue;
             }
             let bytes = fs::read(&path).map_err(StorageError::io(&path))?;
@@ -147,6 +233,10 @@ impl ProducerStateManager {
             entry.producer_epoch = e.epoch;
             entry.coordinator_epoch = e.coordinator_epoch;
             entry.current_txn_first_offset = e.current_txn_first_offset;
+            if e.current_txn_first_offset >= 0 {
+                self.ongoing_txns
+                    .insert(e.current_txn_first_offset, e.producer_id);
+            }
             if e.last_offset >= 0 {
                 entry.batches.push_back(BatchMetadata {
                     first_seq: increment_sequence(e.last_sequence, -e.offset_delta),
@@ -200,12 +290,16 @@ impl ProducerStateManager {
             .copied()
     }
 
-    /// Kafka's epoch and sequence checks for a client batch, staging the update in `staged`.
+    /// Kafka's `ProducerAppendInfo` checks for a batch appended as leader by `origin`,
+    /// staging the update in `staged`: the epoch, the sequence (client batches only, as
+    /// coordinators write none), the transaction state, and for a control batch its `marker`.
     pub(crate) fn validate(
         &self,
         staged: &mut ProducerAppend,
         header: &BatchHeader,
         first_offset: i64,
+        origin: AppendOrigin,
+        marker: Option<EndTxnMarker>,
     ) -> Result<(), AppendError> {
         let producer_id = header.producer_id;
         let entry = staged.updates.entry(producer_id).or_insert_with(|| {
@@ -222,51 +316,123 @@ impl ProducerStateManager {
                 found: epoch,
             });
         }
-        let first_seq = header.base_sequence;
-        let in_order = if epoch != entry.producer_epoch {
-            // A new epoch starts at sequence 0; an unknown producer may start anywhere (its
-            // earlier batches may have been removed from the log), as in Kafka.
-            first_seq == 0 || entry.producer_epoch == NO_PRODUCER_EPOCH
-        } else {
-            let last_seq = entry.last_seq();
-            first_seq == increment_sequence(last_seq, 1)
-                || (last_seq == NO_SEQUENCE && first_seq == 0)
-        };
-        if !in_order {
-            return Err(AppendError::OutOfOrderSequence {
+        if header.is_control() {
+            if let Some(marker) = marker {
+                if entry.coordinator_epoch > marker.coordinator_epoch {
+                    return Err(AppendError::TransactionCoordinatorFenced {
+                        producer_id,
+                        current: entry.coordinator_epoch,
+                        found: marker.coordinator_epoch,
+                    });
+                }
+                let completed = entry.end_txn(producer_id, epoch, marker, first_offset);
+                staged.completed.extend(completed);
+            }
+            return Ok(());
+        }
+        if origin == AppendOrigin::Client {
+            check_sequence(entry, header)?;
+        }
+        if entry.current_txn_first_offset >= 0 && !header.is_transactional() {
+            return Err(AppendError::InvalidTxnState {
                 producer_id,
-                epoch,
-                expected_after: entry.last_seq(),
-                found: first_seq,
+                offset: first_offset,
             });
         }
         entry.add_batch(epoch, metadata(header, first_offset));
+        if entry.current_txn_first_offset < 0 && header.is_transactional() {
+            entry.current_txn_first_offset = first_offset;
+            staged.started.push((first_offset, producer_id));
+        }
         Ok(())
     }
 
-    /// Applies the staged updates of an append that reached the log.
-    pub(crate) fn commit(&mut self, staged: ProducerAppend, end_offset: i64) {
+    /// Applies the staged updates of an append that reached the log; returns the
+    /// transactions it ended, each with the last stable offset right after its marker (what
+    /// Kafka's transaction index records).
+    pub(crate) fn commit(
+        &mut self,
+        staged: ProducerAppend,
+        end_offset: i64,
+    ) -> Vec<(CompletedTxn, i64)> {
         self.producers.extend(staged.updates);
+        self.ongoing_txns.extend(staged.started);
         self.map_end_offset = end_offset;
+        staged
+            .completed
+            .into_iter()
+            .map(|txn| {
+                let last_stable_offset = self.last_stable_offset_after(&txn);
+                self.ongoing_txns.remove(&txn.first_offset);
+                self.unreplicated_txns
+                    .insert(txn.first_offset, txn.last_offset);
+                (txn, last_stable_offset)
+            })
+            .collect()
     }
 
-    /// Applies a batch read back from the log (no validation: it was accepted once).
-    pub(crate) fn replay(&mut self, header: &BatchHeader) {
-        if header.has_producer_id() {
-            let entry = self
-                .producers
-                .entry(header.producer_id)
-                .or_insert_with(ProducerStateEntry::empty);
-            if header.is_control() {
-                if header.producer_epoch != entry.producer_epoch {
-                    entry.batches.clear();
-                    entry.producer_epoch = header.producer_epoch;
-                }
-            } else {
-                entry.add_batch(header.producer_epoch, metadata(header, header.base_offset));
+    /// Kafka's `lastStableOffset(completedTxn)`: the first offset of the oldest other open
+    /// transaction, or the offset after the marker.
+    fn last_stable_offset_after(&self, txn: &CompletedTxn) -> i64 {
+        self.ongoing_txns
+            .iter()
+            .find(|(_, producer_id)| **producer_id != txn.producer_id)
+            .map_or(txn.last_offset + 1, |(first_offset, _)| *first_offset)
+    }
+
+    /// Applies a batch read back from the log or copied from the leader: no check refuses it
+    /// (it was accepted once), as Kafka's replication origin. Returns the transaction its
+    /// marker ended, with the last stable offset after it.
+    pub(crate) fn replay(
+        &mut self,
+        header: &BatchHeader,
+        marker: Option<EndTxnMarker>,
+    ) -> Option<(CompletedTxn, i64)> {
+        let end_offset = header.last_offset() + 1;
+        if !header.has_producer_id() {
+            self.map_end_offset = end_offset;
+            return None;
+        }
+        let producer_id = header.producer_id;
+        let mut staged = ProducerAppend::default();
+        let entry = staged.updates.entry(producer_id).or_insert_with(|| {
+            self.producers
+                .get(&producer_id)
+                .cloned()
+                .unwrap_or_else(ProducerStateEntry::empty)
+        });
+        let epoch = header.producer_epoch;
+        if header.is_control() {
+            if let Some(marker) = marker {
+                let completed = entry.end_txn(producer_id, epoch, marker, header.base_offset);
+                staged.completed.extend(completed);
+            } else if epoch != entry.producer_epoch {
+                entry.batches.clear();
+                entry.producer_epoch = epoch;
+            }
+        } else {
+            entry.add_batch(epoch, metadata(header, header.base_offset));
+            if entry.current_txn_first_offset < 0 && header.is_transactional() {
+                entry.current_txn_first_offset = header.base_offset;
+                staged.started.push((header.base_offset, producer_id));
             }
         }
-        self.map_end_offset = header.last_offset() + 1;
+        self.commit(staged, end_offset).into_iter().next()
+    }
+
+    /// The first offset of the oldest transaction that is open, or ended above the high
+    /// watermark (Kafka's `firstUnstableOffset`).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let ongoing = self.ongoing_txns.keys().next();
+        let unreplicated = self.unreplicated_txns.keys().next();
+        ongoing.into_iter().chain(unreplicated).min().copied()
+    }
+
+    /// The high watermark moved to `high_watermark`: transactions whose marker is below it
+    /// are stable now.
+    pub(crate) fn on_high_watermark_updated(&mut self, high_watermark: i64) {
+        self.unreplicated_txns
+            .retain(|_, marker_offset| *marker_offset >= high_watermark);
     }
 
     /// Marks the log as applied up to `offset` (batches before it were all replayed).
@@ -298,6 +464,8 @@ impl ProducerStateManager {
             remove_file(&offset_file_path(&self.dir, snapshot, SNAPSHOT_FILE_SUFFIX))?;
         }
         self.producers.clear();
+        self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
         self.map_end_offset = offset;
         Ok(())
     }
@@ -355,7 +523,7 @@ mod tests {
         first_offset: i64,
     ) -> Result<(), AppendError> {
         let mut staged = ProducerAppend::default();
-        m.validate(&mut staged, h, first_offset)?;
+        m.validate(&mut staged, h, first_offset, AppendOrigin::Client, None)?;
         m.commit(staged, first_offset + i64::from(h.last_offset_delta) + 1);
         Ok(())
     }

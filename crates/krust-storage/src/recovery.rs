@@ -14,9 +14,12 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
-use crate::batch::{check_integrity, declared_size, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
+use crate::batch::{
+    check_integrity, declared_size, BatchHeader, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
+};
 use crate::cleaner::swap;
 use crate::config::LogConfig;
+use crate::control_batch::{read_end_txn_marker, EndTxnMarker};
 use crate::error::StorageError;
 use crate::file_records::{read_at, BatchScanner};
 use crate::leader_epoch::EpochEntry;
@@ -26,6 +29,7 @@ use crate::segment::{
     parse_offset_file_name, AppendedBatch, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
+use crate::txn_index::TXN_INDEX_FILE_SUFFIX;
 
 pub(crate) struct LoadedSegments {
     pub segments: BTreeMap<i64, LogSegment>,
@@ -33,6 +37,9 @@ pub(crate) struct LoadedSegments {
     /// Where each leader epoch starts in the recovered segments, oldest first.
     pub recovered_epochs: Vec<EpochEntry>,
     pub recovered: RecoveryStats,
+    /// The first recovered segment: its transaction index and those after it are rebuilt
+    /// as the producer state is replayed over them.
+    pub txn_index_rebuild_from: Option<i64>,
 }
 
 impl LoadedSegments {
@@ -50,6 +57,7 @@ impl LoadedSegments {
             log_end_offset: base,
             recovered_epochs: Vec::new(),
             recovered: RecoveryStats::default(),
+            txn_index_rebuild_from: None,
         })
     }
 }
@@ -85,6 +93,7 @@ pub(crate) fn load_segments(
     let mut recovered_epochs = Vec::new();
     let mut damaged = false;
     let mut recovered = RecoveryStats::default();
+    let mut txn_index_rebuild_from = None;
     for &base in &bases {
         if damaged {
             warn!(dir = %dir.display(), base, "deleting segment after a damaged one");
@@ -95,10 +104,14 @@ pub(crate) fn load_segments(
         }
         let mut segment = LogSegment::open(dir, base, config, base == last_base, now_ms)
             .map_err(StorageError::io(dir))?;
+        if let Some(reason) = segment.txn_index.corruption() {
+            warn!(dir = %dir.display(), base, reason, "rebuilding a corrupt transaction index");
+        }
         let must_recover = recover_from.is_some_and(|from| base >= from);
         if must_recover || segment.needs_index_rebuild() {
             recovered.segments += 1;
             recovered.bytes += segment.size();
+            txn_index_rebuild_from.get_or_insert(base);
             let truncated = recover_segment(&mut segment, config, &mut recovered_epochs)
                 .map_err(StorageError::io(dir))?;
             if truncated > 0 {
@@ -126,6 +139,7 @@ pub(crate) fn load_segments(
         log_end_offset,
         recovered_epochs,
         recovered,
+        txn_index_rebuild_from,
     })
 }
 
@@ -180,6 +194,7 @@ fn list_segment_files(dir: &Path) -> Result<SegmentFiles, StorageError> {
             listing.bases.push(base);
         } else if let Some(base) = parse_offset_file_name(name, INDEX_FILE_SUFFIX)
             .or_else(|| parse_offset_file_name(name, TIME_INDEX_FILE_SUFFIX))
+            .or_else(|| parse_offset_file_name(name, TXN_INDEX_FILE_SUFFIX))
         {
             listing.index_files.push((base, entry.path()));
         }
@@ -196,6 +211,8 @@ pub(crate) fn recover_segment(
     epochs: &mut Vec<EpochEntry>,
 ) -> io::Result<u64> {
     segment.reset_for_rebuild();
+    // Rebuilt from the markers as the producer state is replayed over the segment.
+    segment.txn_index.reset()?;
     segment.prepare_for_appends(config)?;
     let file = std::sync::Arc::clone(segment.log_file());
     let file_size = file.metadata()?.len();
@@ -245,11 +262,14 @@ pub(crate) fn recover_segment(
     Ok(file_size - position)
 }
 
-/// Applies the batches between the producer state's snapshot offset and the log end.
+/// Applies the batches between the producer state's snapshot offset and the log end. The
+/// segments from `rebuild_txn_index_from` on get the aborted transactions their markers end
+/// appended to their (emptied) transaction indexes, as Kafka's segment recovery does.
 pub(crate) fn replay_producer_state(
     state: &mut ProducerStateManager,
-    segments: &BTreeMap<i64, LogSegment>,
+    segments: &mut BTreeMap<i64, LogSegment>,
     log_end_offset: i64,
+    rebuild_txn_index_from: Option<i64>,
 ) -> io::Result<()> {
     let from = state.map_end_offset();
     if from >= log_end_offset {
@@ -259,15 +279,43 @@ pub(crate) fn replay_producer_state(
         .range(..=from)
         .next_back()
         .map_or(i64::MIN, |(base, _)| *base);
-    for segment in segments.range(first_base..).map(|(_, s)| s) {
+    for (base, segment) in segments.range_mut(first_base..) {
+        let rebuild = rebuild_txn_index_from.is_some_and(|first| *base >= first);
         let start = segment.index_position(from);
-        let mut scanner = BatchScanner::new(segment.log_file(), start, segment.size());
-        while let Some((_, header)) = scanner.next_header()? {
-            if header.last_offset() >= from {
-                state.replay(&header);
+        let file = std::sync::Arc::clone(segment.log_file());
+        let mut scanner = BatchScanner::new(&file, start, segment.size());
+        while let Some((position, header)) = scanner.next_header()? {
+            if header.last_offset() < from {
+                continue;
+            }
+            let marker = stored_marker(segment, position, &header)?;
+            let completed = state.replay(&header, marker);
+            if let Some((txn, last_stable_offset)) = completed.filter(|_| rebuild) {
+                segment.append_aborted_txn(&txn, last_stable_offset)?;
             }
         }
     }
     state.advance_to(log_end_offset);
     Ok(())
+}
+
+/// The transaction marker of a stored control batch; a garbled one is logged and skipped.
+fn stored_marker(
+    segment: &LogSegment,
+    position: u64,
+    header: &BatchHeader,
+) -> io::Result<Option<EndTxnMarker>> {
+    if !header.is_control() || !header.has_producer_id() {
+        return Ok(None);
+    }
+    let bytes = read_at(segment.log_file(), position, header.size_in_bytes())?;
+    Ok(read_end_txn_marker(&bytes, header).unwrap_or_else(|error| {
+        warn!(
+            segment = %segment.log_path().display(),
+            offset = header.base_offset,
+            %error,
+            "ignoring a control batch that is not a transaction marker"
+        );
+        None
+    }))
 }

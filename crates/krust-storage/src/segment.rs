@@ -1,4 +1,5 @@
-//! `LogSegment`: one `.log` file of record batches plus its `.index` and `.timeindex`.
+//! `LogSegment`: one `.log` file of record batches plus its `.index`, `.timeindex` and
+//! `.txnindex` (the aborted transactions whose markers it holds).
 //!
 //! Files are named by the segment's base offset, zero-padded to 20 digits, like Kafka's.
 
@@ -12,8 +13,10 @@ use crate::batch::{BatchHeader, NO_TIMESTAMP};
 use crate::config::{LogConfig, TimestampType};
 use crate::file_records::{read_at, BatchScanner};
 use crate::offset_index::OffsetIndex;
+use crate::producer_state::CompletedTxn;
 use crate::records;
 use crate::time_index::TimeIndex;
+use crate::txn_index::{AbortedTxnEntry, TransactionIndex, TXN_INDEX_FILE_SUFFIX};
 
 pub const LOG_FILE_SUFFIX: &str = ".log";
 pub const INDEX_FILE_SUFFIX: &str = ".index";
@@ -90,6 +93,7 @@ pub struct LogSegment {
     size: u64,
     pub(crate) offset_index: OffsetIndex,
     pub(crate) time_index: TimeIndex,
+    pub(crate) txn_index: TransactionIndex,
     indexes_were_missing: bool,
     index_interval_bytes: u64,
     pub(crate) bytes_since_last_index_entry: u64,
@@ -117,10 +121,10 @@ impl LogSegment {
             Self::open(dir, base_offset, config, true, now_ms)?
         } else {
             let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+            let txn_index_path = offset_file_path(dir, base_offset, TXN_INDEX_FILE_SUFFIX);
             Self::fresh(
                 log_path,
-                &index_path,
-                &time_index_path,
+                [&index_path, &time_index_path, &txn_index_path],
                 base_offset,
                 config,
                 now_ms,
@@ -132,6 +136,9 @@ impl LogSegment {
                 format!("segment {} already holds data", segment.log_path.display()),
             ));
         }
+        // An empty segment has no marker: entries left by an earlier segment are stale.
+        let mut segment = segment;
+        segment.txn_index.reset()?;
         Ok(segment)
     }
 
@@ -149,11 +156,13 @@ impl LogSegment {
         let max_index = active.then(|| config.max_index_bytes());
         let offset_index = OffsetIndex::open(&index_path, base_offset, max_index)?;
         let time_index = TimeIndex::open(&time_index_path, base_offset, max_index)?;
+        let txn_index =
+            TransactionIndex::open(offset_file_path(dir, base_offset, TXN_INDEX_FILE_SUFFIX))?;
         Self::assemble(
             offset_file_path(dir, base_offset, LOG_FILE_SUFFIX),
             base_offset,
-            offset_index,
-            time_index,
+            (offset_index, time_index),
+            txn_index,
             indexes_were_missing,
             config,
             now_ms,
@@ -164,8 +173,8 @@ impl LogSegment {
     fn assemble(
         log_path: PathBuf,
         base_offset: i64,
-        offset_index: OffsetIndex,
-        time_index: TimeIndex,
+        (offset_index, time_index): (OffsetIndex, TimeIndex),
+        txn_index: TransactionIndex,
         indexes_were_missing: bool,
         config: &LogConfig,
         now_ms: i64,
@@ -185,6 +194,7 @@ impl LogSegment {
             size,
             offset_index,
             time_index,
+            txn_index,
             indexes_were_missing,
             index_interval_bytes: config.index_interval_bytes(),
             bytes_since_last_index_entry: 0,
@@ -215,15 +225,15 @@ impl LogSegment {
             path(LOG_FILE_SUFFIX),
             path(INDEX_FILE_SUFFIX),
             path(TIME_INDEX_FILE_SUFFIX),
+            path(TXN_INDEX_FILE_SUFFIX),
         ];
         for leftover in &paths {
             remove_if_present(leftover)?;
         }
-        let [log_path, index_path, time_index_path] = paths;
+        let [log_path, index_path, time_index_path, txn_index_path] = paths;
         Self::fresh(
             log_path,
-            &index_path,
-            &time_index_path,
+            [&index_path, &time_index_path, &txn_index_path],
             base_offset,
             config,
             now_ms,
@@ -233,8 +243,7 @@ impl LogSegment {
     /// An empty segment at `log_path` whose indexes are created when their first entry is due.
     fn fresh(
         log_path: PathBuf,
-        index_path: &Path,
-        time_index_path: &Path,
+        [index_path, time_index_path, txn_index_path]: [&Path; 3],
         base_offset: i64,
         config: &LogConfig,
         now_ms: i64,
@@ -243,8 +252,11 @@ impl LogSegment {
         Self::assemble(
             log_path,
             base_offset,
-            OffsetIndex::deferred(index_path, base_offset, max_index),
-            TimeIndex::deferred(time_index_path, base_offset, max_index),
+            (
+                OffsetIndex::deferred(index_path, base_offset, max_index),
+                TimeIndex::deferred(time_index_path, base_offset, max_index),
+            ),
+            TransactionIndex::open(txn_index_path.to_path_buf())?,
             false,
             config,
             now_ms,
@@ -267,7 +279,9 @@ impl LogSegment {
         let index_path = renamed(self.offset_index.path())?;
         self.offset_index.file().rename_to(&index_path)?;
         let time_index_path = renamed(self.time_index.path())?;
-        self.time_index.file().rename_to(&time_index_path)
+        self.time_index.file().rename_to(&time_index_path)?;
+        let txn_index_path = renamed(self.txn_index.path())?;
+        self.txn_index.rename_to(txn_index_path)
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -307,6 +321,7 @@ impl LogSegment {
     /// True when an index is absent or fails Kafka's sanity check and must be rebuilt.
     pub(crate) fn needs_index_rebuild(&self) -> bool {
         self.indexes_were_missing
+            || self.txn_index.corruption().is_some()
             || !self.offset_index.sanity_check()
             || !self.time_index.sanity_check()
     }
@@ -483,6 +498,7 @@ impl LogSegment {
         }
         self.offset_index.truncate_to(offset);
         self.time_index.truncate_to(offset);
+        self.txn_index.truncate_to(offset)?;
         let removed = self.size - cut;
         if removed > 0 {
             self.log.set_len(cut)?;
@@ -525,24 +541,25 @@ impl LogSegment {
         Arc::clone(&self.log)
     }
 
-    /// The index files, to fsync by path (a mapped index keeps no descriptor).
-    pub(crate) fn index_paths(&self) -> [PathBuf; 2] {
-        [
+    /// The index files, to fsync by path (a mapped index keeps no descriptor); the
+    /// `.txnindex` only once it has an entry (its file is created with the first).
+    pub(crate) fn index_paths(&self) -> Vec<PathBuf> {
+        let mut paths = vec![
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
-        ]
+        ];
+        if !self.txn_index.entries().is_empty() {
+            paths.push(self.txn_index.path().to_path_buf());
+        }
+        paths
     }
 
     /// Kafka's `changeFileSuffixes("", ".deleted")`: renames the segment's files (those that
     /// exist) to `<name>.deleted` and returns their new paths. Readers holding the `.log`
     /// descriptor keep reading it; the mapped indexes are released with the segment.
     pub(crate) fn rename_for_deletion(self) -> io::Result<Vec<PathBuf>> {
-        let mut renamed = Vec::with_capacity(3);
-        for path in [
-            self.log_path.clone(),
-            self.offset_index.path().to_path_buf(),
-            self.time_index.path().to_path_buf(),
-        ] {
+        let mut renamed = Vec::with_capacity(4);
+        for path in self.file_paths() {
             let target = deleted_path(&path);
             match std::fs::rename(&path, &target) {
                 Ok(()) => renamed.push(target),
@@ -553,16 +570,40 @@ impl LogSegment {
         Ok(renamed)
     }
 
+    /// Records an aborted transaction whose marker this segment holds (Kafka's
+    /// `updateTxnIndex`); committed ones need no entry.
+    pub(crate) fn append_aborted_txn(
+        &mut self,
+        txn: &CompletedTxn,
+        last_stable_offset: i64,
+    ) -> io::Result<()> {
+        if !txn.aborted {
+            return Ok(());
+        }
+        self.txn_index.append(AbortedTxnEntry {
+            producer_id: txn.producer_id,
+            first_offset: txn.first_offset,
+            last_offset: txn.last_offset,
+            last_stable_offset,
+        })
+    }
+
     /// Removes the segment's files.
     pub(crate) fn delete_files(self) -> io::Result<()> {
-        for path in [
-            self.log_path.clone(),
-            self.offset_index.path().to_path_buf(),
-            self.time_index.path().to_path_buf(),
-        ] {
+        for path in self.file_paths() {
             remove_if_present(&path)?;
         }
         Ok(())
+    }
+
+    /// Every file of the segment, present or not.
+    fn file_paths(&self) -> [PathBuf; 4] {
+        [
+            self.log_path.clone(),
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+            self.txn_index.path().to_path_buf(),
+        ]
     }
 }
 

@@ -105,8 +105,9 @@ fn check_header_fields(header: &BatchHeader, origin: AppendOrigin) -> Result<(),
     if header.is_control() && !origin.may_write_control_batches() {
         return Err(invalid("clients may not write control batches"));
     }
-    // A transaction marker (a control batch) carries no sequence (KIP-98).
-    if header.has_producer_id() && header.base_sequence < 0 && !header.is_control() {
+    // Only clients number their batches: markers and a coordinator's transactional batches
+    // (TxnOffsetCommit's offsets) carry no sequence (KIP-98), as Kafka's LogValidator allows.
+    if origin == AppendOrigin::Client && header.has_producer_id() && header.base_sequence < 0 {
         return Err(invalid("an idempotent batch needs a base sequence >= 0"));
     }
     if header.is_transactional() && !header.has_producer_id() {

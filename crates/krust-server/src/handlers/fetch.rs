@@ -7,18 +7,20 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName,
+};
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use krust_storage::FileSlice;
+use krust_storage::{AbortedTxn, FileSlice};
 use uuid::Uuid;
 
 use crate::authorizer::{AclOperation, Action, ResourceType};
 use crate::clock::now_ms;
 use crate::fetch_session::{SessionContext, SessionPartition};
 use crate::metadata_cache::MetadataImage;
-use crate::partition::{check_current_leader_epoch, FollowerFetch, Partition};
+use crate::partition::{check_current_leader_epoch, FetchIsolation, FollowerFetch, Partition};
 use crate::purgatory::NewDataWatch;
 use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
@@ -116,8 +118,14 @@ pub async fn handle(
     } else {
         throttling::max_fetch_bytes(context, ctx)
     };
-    let follower = from_follower.then_some(follower_id);
-    let results = read_with_wait(context, ctx, &request, &wanted, max_bytes, follower).await;
+    let reader = if from_follower {
+        Reader::Follower(follower_id)
+    } else {
+        Reader::Consumer(FetchIsolation::from_isolation_level(
+            request.isolation_level,
+        ))
+    };
+    let results = read_with_wait(context, ctx, &request, &wanted, max_bytes, reader).await;
     record_reads(context, &wanted, &results);
     if from_follower {
         record_leader_replication(context, &wanted, &results);
@@ -242,11 +250,20 @@ fn locate(
         .leader_partition(&request.topic, request.partition)
 }
 
+/// Who reads: a follower (to the log end) or a consumer at its isolation level.
+#[derive(Clone, Copy)]
+enum Reader {
+    Follower(i32),
+    Consumer(FetchIsolation),
+}
+
 /// What one read of one partition produced.
 #[derive(Default)]
 struct ReadResult {
     error_code: i16,
     records: Option<FileSlice>,
+    /// A read_committed consumer's: the aborted transactions its records overlap.
+    aborted_transactions: Option<Vec<AbortedTxn>>,
     /// A follower's read: the leader's high watermark and log start offset, and where the
     /// follower's log diverged.
     follower: Option<FollowerAnswer>,
@@ -274,7 +291,7 @@ async fn read_with_wait(
     request: &FetchRequest,
     wanted: &[Wanted],
     quota_max_bytes: usize,
-    follower: Option<i32>,
+    reader: Reader,
 ) -> Vec<ReadResult> {
     let min_bytes = (request.min_bytes.max(0) as usize).min(quota_max_bytes);
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
@@ -282,9 +299,13 @@ async fn read_with_wait(
         .iter()
         .filter_map(|w| w.partition.as_ref().ok().cloned())
         .collect();
-    let mut new_data = NewDataWatch::new(&watched, follower.is_some());
+    // A read_committed consumer waits on the high watermark too: the last stable offset
+    // only moves when it does (a marker counts once replicated).
+    let mut new_data = NewDataWatch::new(&watched, matches!(reader, Reader::Follower(_)));
     loop {
-        let results = read_once(context, request, wanted, quota_max_bytes, follower);
+        // What a read_committed read returns is already cut at the last stable offset, so
+        // min_bytes counts only what it may see.
+        let results = read_once(context, request, wanted, quota_max_bytes, reader);
         let bytes: usize = results
             .iter()
             .map(|r| r.records.as_ref().map_or(0, FileSlice::len))
@@ -310,7 +331,7 @@ fn read_once(
     request: &FetchRequest,
     wanted: &[Wanted],
     quota_max_bytes: usize,
-    follower: Option<i32>,
+    reader: Reader,
 ) -> Vec<ReadResult> {
     let mut remaining = if request.max_bytes > 0 {
         request.max_bytes as usize
@@ -328,11 +349,13 @@ fn read_once(
             };
             let max_bytes = (w.request.max_bytes.max(0) as usize).min(remaining);
             // KIP-74: the first batch of the response is sent whole even if over the limits.
-            let result = match follower {
-                Some(replica_id) => read_for_follower(
+            let result = match reader {
+                Reader::Follower(replica_id) => read_for_follower(
                     context, partition, &w.request, replica_id, max_bytes, !any_data,
                 ),
-                None => read_for_consumer(partition, &w.request, max_bytes, !any_data),
+                Reader::Consumer(isolation) => {
+                    read_for_consumer(partition, &w.request, max_bytes, !any_data, isolation)
+                }
             };
             let read = result.records.as_ref().map_or(0, FileSlice::len);
             remaining = remaining.saturating_sub(read);
@@ -347,6 +370,7 @@ fn read_for_consumer(
     request: &SessionPartition,
     max_bytes: usize,
     min_one_batch: bool,
+    isolation: FetchIsolation,
 ) -> ReadResult {
     // A partition that stopped leading while the fetch waited is refused, as Kafka's
     // DelayedFetch does.
@@ -356,9 +380,10 @@ fn read_for_consumer(
     if let Err(error) = checked {
         return ReadResult::error(error.kafka_error_code());
     }
-    match partition.read(request.fetch_offset, max_bytes, min_one_batch) {
-        Ok(data) => ReadResult {
-            records: Some(data.records),
+    match partition.read(request.fetch_offset, max_bytes, min_one_batch, isolation) {
+        Ok(read) => ReadResult {
+            records: Some(read.data.records),
+            aborted_transactions: read.aborted_transactions,
             ..ReadResult::default()
         },
         Err(error) => ReadResult::error(error.kafka_error_code()),
@@ -407,6 +432,7 @@ fn read_for_follower(
                 } else {
                     read.records
                 }),
+                aborted_transactions: None,
                 follower: Some(FollowerAnswer {
                     high_watermark: read.high_watermark,
                     log_start_offset: read.log_start_offset,
@@ -467,6 +493,11 @@ fn build_response(
             (None, Ok(p)) => (p.high_watermark(), p.log_start_offset()),
             (None, Err(_)) => (-1, -1),
         };
+        // Read after the high watermark: never report it past the one answered.
+        let last_stable_offset = match &w.partition {
+            Ok(p) => p.last_stable_offset().min(hw),
+            Err(_) => -1,
+        };
         let has_records = result.records.as_ref().is_some_and(|r| !r.is_empty());
         let changed = w.request.last_sent != Some((hw, log_start));
         if incremental && result.error_code == 0 && !has_records && !changed {
@@ -476,7 +507,17 @@ fn build_response(
             .with_partition_index(w.request.partition)
             .with_error_code(result.error_code)
             .with_high_watermark(hw)
-            .with_last_stable_offset(hw)
+            .with_last_stable_offset(last_stable_offset)
+            .with_aborted_transactions(result.aborted_transactions.map(|aborted| {
+                aborted
+                    .into_iter()
+                    .map(|txn| {
+                        AbortedTransaction::default()
+                            .with_producer_id(ProducerId(txn.producer_id))
+                            .with_first_offset(txn.first_offset)
+                    })
+                    .collect()
+            }))
             .with_log_start_offset(if version >= 5 { log_start } else { -1 })
             .with_preferred_read_replica(BrokerId(-1));
         let diverging = result.follower.as_ref().and_then(|a| a.diverging_epoch);

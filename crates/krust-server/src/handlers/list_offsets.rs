@@ -11,6 +11,7 @@ use std::collections::HashSet;
 
 use kafka_protocol::error::ResponseError;
 
+use crate::partition::{FetchIsolation, LastFetchable};
 use crate::server_context::ServerContext;
 
 const LATEST: i64 = -1;
@@ -46,8 +47,15 @@ pub fn handle(
     version: i16,
     denied: &HashSet<String>,
 ) -> ListOffsetsResponse {
-    // Kafka's CONSUMER_REPLICA_ID is -1; a follower or a debugging tool gives another id.
-    let from_replica = request.replica_id.0 != -1;
+    // Kafka's CONSUMER_REPLICA_ID is -1; a follower or a debugging tool gives another id and
+    // may see up to the log end, a consumer up to what its isolation level allows.
+    let last_fetchable = if request.replica_id.0 != -1 {
+        LastFetchable::LogEnd
+    } else {
+        LastFetchable::Consumer(FetchIsolation::from_isolation_level(
+            request.isolation_level,
+        ))
+    };
     let topics = request
         .topics
         .into_iter()
@@ -70,7 +78,7 @@ pub fn handle(
                         p.partition_index,
                         p.timestamp,
                         version,
-                        from_replica,
+                        last_fetchable,
                     )
                 })
                 .collect();
@@ -88,7 +96,7 @@ fn lookup(
     index: i32,
     timestamp: i64,
     version: i16,
-    from_replica: bool,
+    last_fetchable: LastFetchable,
 ) -> ListOffsetsPartitionResponse {
     let response = ListOffsetsPartitionResponse::default().with_partition_index(index);
     if min_version_for(timestamp).is_none_or(|min| version < min) {
@@ -102,19 +110,19 @@ fn lookup(
         Err(code) => return response.with_error_code(code),
     };
     let found = match timestamp {
-        // As Kafka: a follower (a replica id) is answered without isolation, the log end.
-        LATEST if from_replica => Ok(Some((partition.log_end_offset(), -1))),
-        LATEST => Ok(Some((partition.high_watermark(), -1))),
+        // As Kafka: the high watermark, the last stable offset under read_committed, the log
+        // end for a replica.
+        LATEST => Ok(Some((partition.last_fetchable_offset(last_fetchable), -1))),
         // Without remote storage the local log starts where the log does.
         EARLIEST | EARLIEST_LOCAL => Ok(Some((partition.log_start_offset(), -1))),
         // Nothing is tiered: Kafka answers offset -1.
         LATEST_TIERED | EARLIEST_PENDING_UPLOAD => Ok(Some((-1, -1))),
         MAX_TIMESTAMP => partition
-            .offset_of_max_timestamp()
+            .offset_of_max_timestamp(last_fetchable)
             .map(|found| found.map(|f| (f.offset, f.timestamp))),
         // The storage walks the records (decompressing with bounded memory) to the exact one.
         timestamp => partition
-            .offset_for_timestamp(timestamp)
+            .offset_for_timestamp(timestamp, last_fetchable)
             .map(|found| found.map(|f| (f.offset, f.timestamp))),
     };
     match found {

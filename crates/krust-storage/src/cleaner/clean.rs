@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use thiserror::Error;
 
 use crate::batch::NO_TIMESTAMP;
-use crate::cleaner::filter::{filter_batch, put_keys, FilterContext, Filtered};
+use crate::cleaner::filter::{filter_batch, is_aborted, put_keys, FilterContext, Filtered};
 use crate::cleaner::offset_map::OffsetMap;
 use crate::cleaner::swap::{replace_segments, CLEANED_FILE_SUFFIX};
 use crate::config::LogConfig;
@@ -24,6 +24,7 @@ use crate::log::Log;
 use crate::log_manager::SharedLog;
 use crate::segment::{AppendedBatch, LogSegment};
 use crate::topic_partition::TopicPartition;
+use crate::txn_index::AbortedTxnEntry;
 
 /// Why a clean stopped; the log is left as it was (a rewritten group is swapped in whole or
 /// not at all).
@@ -66,6 +67,8 @@ pub(crate) struct LogToClean {
     pub segments: Vec<SegmentRef>,
     pub first_dirty_offset: i64,
     last_offset_of_producer: HashMap<i64, i64>,
+    /// Every aborted transaction the log's `.txnindex` files hold (KIP-98).
+    aborted_txns: Vec<AbortedTxnEntry>,
 }
 
 impl LogToClean {
@@ -119,6 +122,11 @@ impl LogToClean {
             segments,
             first_dirty_offset: first_dirty_offset.min(first_uncleanable_offset.max(log_start)),
             last_offset_of_producer,
+            aborted_txns: log
+                .segments
+                .values()
+                .flat_map(|segment| segment.txn_index.entries().iter().copied())
+                .collect(),
         }
     }
 
@@ -268,6 +276,7 @@ pub(crate) fn clean_log(
         now_ms,
         config: &to_clean.config,
         last_offset_of_producer: &to_clean.last_offset_of_producer,
+        aborted_txns: &to_clean.aborted_txns,
     };
     let to_rewrite: Vec<&SegmentRef> = to_clean
         .segments
@@ -332,7 +341,8 @@ fn build_offset_map(
             let bytes = read_at(&segment.file, position, header.size_in_bytes()).map_err(&io)?;
             throttler.account(bytes.len() as u64)?;
             stats.bytes_read += bytes.len() as u64;
-            if !header.is_control() {
+            // An aborted record must never displace a committed one of its key.
+            if !header.is_control() && !is_aborted(&to_clean.aborted_txns, &header) {
                 put_keys(&bytes, &header, map)?;
             }
             end_offset = header.last_offset() + 1;
@@ -379,7 +389,11 @@ fn write_cleaned_group(
         context.now_ms,
     )
     .map_err(&io)?;
-    let written = fill_cleaned(&mut cleaned, group, context, throttler, stats);
+    let written = fill_cleaned(&mut cleaned, group, context, throttler, stats)
+        .and_then(|horizon| {
+            keep_aborted_txns(&mut cleaned, group, &to_clean.aborted_txns).map_err(&io)?;
+            Ok(horizon)
+        });
     let finished = written.and_then(|horizon| {
         cleaned.on_become_inactive().map_err(&io)?;
         cleaned.log_handle().sync_all().map_err(&io)?;
@@ -395,6 +409,25 @@ fn write_cleaned_group(
             Err(error)
         }
     }
+}
+
+/// The cleaned segment keeps the index entries of the markers it keeps (every marker: the
+/// cleaner never removes one), so aborted records left in the log stay hidden from
+/// read_committed consumers.
+fn keep_aborted_txns(
+    cleaned: &mut LogSegment,
+    group: &[&SegmentRef],
+    aborted_txns: &[AbortedTxnEntry],
+) -> io::Result<()> {
+    let start = group[0].base_offset;
+    let end = group[group.len() - 1].end_offset;
+    for entry in aborted_txns
+        .iter()
+        .filter(|e| (start..end).contains(&e.last_offset))
+    {
+        cleaned.txn_index.append(*entry)?;
+    }
+    Ok(())
 }
 
 fn fill_cleaned(

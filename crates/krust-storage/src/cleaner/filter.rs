@@ -16,6 +16,7 @@ use crate::cleaner::offset_map::OffsetMap;
 use crate::config::{LogConfig, TimestampType};
 use crate::error::BatchError;
 use crate::records::{put_varlong, record_views, RecordView};
+use crate::txn_index::AbortedTxnEntry;
 
 /// `RecordBatch`'s delete-horizon attribute (KIP-534).
 pub(crate) const DELETE_HORIZON_FLAG: i16 = 0x40;
@@ -32,6 +33,20 @@ pub(crate) struct FilterContext<'a> {
     pub config: &'a LogConfig,
     /// Each producer's last data offset (the producer state's).
     pub last_offset_of_producer: &'a HashMap<i64, i64>,
+    /// The log's aborted transactions: their records are discarded.
+    pub aborted_txns: &'a [AbortedTxnEntry],
+}
+
+/// A transactional data batch of an aborted transaction: one of its producer's that lies
+/// between the transaction's first offset and its ABORT marker (Kafka's cleaner discards it).
+pub(crate) fn is_aborted(aborted_txns: &[AbortedTxnEntry], header: &BatchHeader) -> bool {
+    header.is_transactional()
+        && !header.is_control()
+        && aborted_txns.iter().any(|txn| {
+            txn.producer_id == header.producer_id
+                && txn.first_offset <= header.base_offset
+                && header.last_offset() < txn.last_offset
+        })
 }
 
 /// What becomes of a batch.
@@ -76,10 +91,19 @@ pub(crate) fn filter_batch(
     context: &FilterContext<'_>,
 ) -> Result<FilterResult, BatchError> {
     if header.is_control() {
-        // Transaction markers stay: krust has no transactions whose end could retire them.
+        // Transaction markers stay, with their `.txnindex` entries, so aborted records the
+        // cleaner has not removed yet stay hidden.
         return Ok(FilterResult {
             filtered: Filtered::Keep,
             records_read: 0,
+            records_retained: 0,
+            tombstone_horizon: None,
+        });
+    }
+    if is_aborted(context.aborted_txns, header) {
+        return Ok(FilterResult {
+            filtered: discard(header, context)?,
+            records_read: usize::try_from(header.records_count).unwrap_or(0),
             records_retained: 0,
             tombstone_horizon: None,
         });
@@ -120,16 +144,20 @@ pub(crate) fn filter_batch(
         return Ok(result(Filtered::Keep));
     }
     if retained.is_empty() {
-        let producers_last = header.has_producer_id()
-            && context.last_offset_of_producer.get(&header.producer_id)
-                == Some(&header.last_offset());
-        if !producers_last {
-            return Ok(result(Filtered::Drop));
-        }
-        return Ok(result(Filtered::Rewrite(empty_batch(header)?)));
+        return Ok(result(discard(header, context)?));
     }
     let rebuilt = rebuild(header, &retained, new_horizon, context.config)?;
     Ok(result(Filtered::Rewrite(rebuilt)))
+}
+
+/// A batch that keeps no record goes, unless it is its producer's last one.
+fn discard(header: &BatchHeader, context: &FilterContext<'_>) -> Result<Filtered, BatchError> {
+    let producers_last = header.has_producer_id()
+        && context.last_offset_of_producer.get(&header.producer_id) == Some(&header.last_offset());
+    if producers_last {
+        return Ok(Filtered::Rewrite(empty_batch(header)?));
+    }
+    Ok(Filtered::Drop)
 }
 
 /// The batch's header with no records: offsets, producer id, epoch and sequence kept.

@@ -18,12 +18,17 @@ use crate::segment::{
     offset_file_path, parse_offset_file_name, remove_if_present, LogSegment, INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
+use crate::txn_index::TXN_INDEX_FILE_SUFFIX;
 
 pub(crate) const CLEANED_FILE_SUFFIX: &str = ".cleaned";
 pub(crate) const SWAP_FILE_SUFFIX: &str = ".swap";
 
-const SEGMENT_FILE_SUFFIXES: [&str; 3] =
-    [LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX];
+const SEGMENT_FILE_SUFFIXES: [&str; 4] = [
+    LOG_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+];
 
 /// Replaces the segments `old` (base offsets and the files the cleaner read) with `cleaned`;
 /// false, with `cleaned` deleted, if the log closed or any of them is no longer in the log.
