@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use krust_storage::control_batch::{transactional_coordinator_batch, KeyValue};
 use krust_storage::scheduler::Scheduler;
 use krust_storage::{LogManager, StorageError, TopicPartition};
 use tokio::sync::watch;
@@ -360,8 +361,23 @@ impl Broker {
         producer: Option<TransactionalProducer>,
     ) -> Result<i64, InternalRecordsError> {
         let now = now_ms();
-        let batch = encode_batch(records, now, producer)
-            .map_err(|e| InternalRecordsError::Codec(e.to_string()))?;
+        let batch = match producer {
+            None => encode_batch(records, now)
+                .map_err(|e| InternalRecordsError::Codec(e.to_string()))?
+                .to_vec(),
+            Some(producer) => {
+                let records: Vec<KeyValue<'_>> = records
+                    .iter()
+                    .map(|(key, value)| (key.as_deref(), value.as_deref()))
+                    .collect();
+                transactional_coordinator_batch(
+                    producer.producer_id,
+                    producer.producer_epoch,
+                    &records,
+                    now,
+                )
+            }
+        };
         let tp = TopicPartition::new(topic, partition);
         let info = self.replicas.append_internal(&tp, &batch, now)?;
         self.replicas.await_internal_replication(
@@ -568,24 +584,22 @@ fn control_type(key: Option<&[u8]>) -> i16 {
     }
 }
 
-/// Encodes `(key, value)` records as one uncompressed v2 batch the way a client would send it
-/// (base offset 0): without a producer id, or in `producer`'s transaction without sequence
-/// numbers (as Kafka's coordinators write them).
+/// Encodes `(key, value)` records as one uncompressed v2 batch without a producer id, the way
+/// a client would send it (base offset 0).
 pub fn encode_batch(
     records: &[(Option<Bytes>, Option<Bytes>)],
     timestamp: i64,
-    producer: Option<TransactionalProducer>,
 ) -> anyhow::Result<BytesMut> {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, (key, value))| Record {
-            transactional: producer.is_some(),
+            transactional: false,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: producer.map_or(-1, |p| p.producer_id),
-            producer_epoch: producer.map_or(-1, |p| p.producer_epoch),
+            producer_id: -1,
+            producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder starts a new batch unless offset - sequence stays constant; this

@@ -1,12 +1,9 @@
 //! What the transaction coordinator (Python, `krust.transaction`) asks of the core: producer
 //! ids, requests to other brokers, and the partition leader's side of WriteTxnMarkers.
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::error::ResponseError;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
 use krust_storage::append_origin::AppendOrigin;
+use krust_storage::control_batch::end_txn_marker;
 
 use crate::broker::{Broker, INTERNAL_REPLICATION_TIMEOUT};
 use crate::broker_channels::BrokerRequestError;
@@ -69,12 +66,17 @@ impl Broker {
         let mut codes = vec![0; markers.len()];
         let mut appended = Vec::new();
         for (index, marker) in markers.iter().enumerate() {
-            let written = end_txn_marker(marker, now)
-                .map_err(|_| ResponseError::UnknownServerError.code())
-                .and_then(|batch| {
-                    let partition = self
-                        .replicas
-                        .leader_partition(&marker.topic, marker.partition)?;
+            let batch = end_txn_marker(
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.coordinator_epoch,
+                marker.commit,
+                now,
+            );
+            let written = self
+                .replicas
+                .leader_partition(&marker.topic, marker.partition)
+                .and_then(|partition| {
                     partition
                         .append_records_to_leader(AppendOrigin::Coordinator, &batch, -1, now)
                         .map(|info| (partition, info.last_offset + 1))
@@ -96,40 +98,4 @@ impl Broker {
         }
         codes
     }
-}
-
-/// A marker as a v2 control batch (KIP-98's EndTransactionMarker): key = version 0 and the
-/// type (0 ABORT, 1 COMMIT), value = version 0 and the coordinator epoch.
-fn end_txn_marker(marker: &TxnMarker, timestamp: i64) -> anyhow::Result<BytesMut> {
-    let mut key = Vec::with_capacity(4);
-    key.extend_from_slice(&0i16.to_be_bytes());
-    key.extend_from_slice(&i16::from(marker.commit).to_be_bytes());
-    let mut value = Vec::with_capacity(6);
-    value.extend_from_slice(&0i16.to_be_bytes());
-    value.extend_from_slice(&marker.coordinator_epoch.to_be_bytes());
-    let record = Record {
-        transactional: true,
-        control: true,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: marker.producer_id,
-        producer_epoch: marker.producer_epoch,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp,
-        key: Some(Bytes::from(key)),
-        value: Some(Bytes::from(value)),
-        headers: Default::default(),
-    };
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        [&record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )?;
-    Ok(batch)
 }

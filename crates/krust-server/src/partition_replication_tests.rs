@@ -68,7 +68,7 @@ fn produce(partition: &Partition, values: &[&str]) {
         .iter()
         .map(|v| (None, Some(bytes::Bytes::from(v.to_string()))))
         .collect();
-    let batch = crate::broker::encode_batch(&records, NOW, None).unwrap();
+    let batch = crate::broker::encode_batch(&records, NOW).unwrap();
     partition.append_as_leader(&batch, 1, NOW).unwrap();
 }
 

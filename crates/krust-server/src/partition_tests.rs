@@ -49,9 +49,7 @@ fn batch(count: usize) -> Vec<u8> {
     let records: Vec<(Option<bytes::Bytes>, Option<bytes::Bytes>)> = (0..count)
         .map(|i| (None, Some(bytes::Bytes::from(format!("v{i}")))))
         .collect();
-    crate::broker::encode_batch(&records, NOW, None)
-        .unwrap()
-        .to_vec()
+    crate::broker::encode_batch(&records, NOW).unwrap().to_vec()
 }
 
 fn append(partition: &Partition, count: usize) -> Result<LogAppendInfo, PartitionError> {

@@ -179,9 +179,7 @@ fn batch(values: &[&str]) -> Bytes {
             )
         })
         .collect();
-    encode_batch(&records, 1_700_000_000_000, None)
-        .unwrap()
-        .freeze()
+    encode_batch(&records, 1_700_000_000_000).unwrap().freeze()
 }
 
 fn produce(topic: &str, partitions: Vec<(i32, Bytes)>, acks: i16) -> ProduceRequest {

@@ -153,9 +153,7 @@ fn produce_with_acks(node: &Node, values: &[&str], acks: i16) -> (i16, i64) {
         .iter()
         .map(|v| (None, Some(bytes::Bytes::from(v.to_string()))))
         .collect();
-    let batch = encode_batch(&records, 1_700_000_000_000, None)
-        .unwrap()
-        .freeze();
+    let batch = encode_batch(&records, 1_700_000_000_000).unwrap().freeze();
     let request = ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(15_000)
