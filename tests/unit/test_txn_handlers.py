@@ -98,6 +98,22 @@ async def test_a_java_producers_transaction_on_current_versions() -> None:
 
 
 @async_test
+async def test_add_offsets_uses_the_partition_count_of_the_existing_offsets_topic() -> None:
+    controller = TxnController()
+    controller.add_topic(OFFSETS_TOPIC, 7, internal=True)
+    coordinator = await start_coordinator(controller=controller, clock=FakeClock())
+    client = Client(TransactionApis(coordinator))
+    await client.send(22, 5, init(5))
+    request = {"transactional_id": "tx", "producer_id": 1000, "producer_epoch": 0}
+    for group in ("g", "orders-app", "other"):
+        assert (await client.send(25, 1, {**request, "group_id": group})).error_code is E.none
+    assert coordinator.describe("tx").partitions == tuple(
+        sorted({(OFFSETS_TOPIC, partition_for(g, 7)) for g in ("g", "orders-app", "other")})
+    )
+    await coordinator.close()
+
+
+@async_test
 async def test_old_clients_get_invalid_producer_epoch_instead_of_producer_fenced() -> None:
     coordinator, client, _ = await served()
     await client.send(22, 0, init(0))
