@@ -178,6 +178,8 @@ async def test_brokers_verify_and_add_in_batches() -> None:
     # KIP-890 part 2: a broker adds the partition for a transaction-version-2 producer.
     await broker.send(24, 5, {"transactions": [transaction("tx", 0, False)]})
     assert len(coordinator.describe("tx").partitions) == 2
+    _, entry = coordinator.state.lookup("tx")
+    assert entry is not None and entry.metadata.client_transaction_version == 2
     await coordinator.close()
 
 

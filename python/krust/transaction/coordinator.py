@@ -272,7 +272,10 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: frozenset[TopicPartition],
+        client_version: int = 0,
     ) -> ErrorCode:
+        """`client_version`: 2 for AddPartitionsToTxn v4+ (brokers on behalf of transaction
+        version 2 producers), 0 for producers' own requests and AddOffsetsToTxn, as Kafka."""
         if not transactional_id:
             return ErrorCode.invalid_request
         error, entry = self.state.lookup(transactional_id)
@@ -287,7 +290,7 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions
         if metadata.state is S.ONGOING and partitions <= metadata.partitions:
             return ErrorCode.none
-        transit = metadata.prepare_add_partitions(partitions, self._clock.now_ms())
+        transit = metadata.prepare_add_partitions(partitions, self._clock.now_ms(), client_version)
         return await self.state.append_transition(
             transactional_id, entry.coordinator_epoch, transit
         )
