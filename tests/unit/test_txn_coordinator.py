@@ -358,3 +358,26 @@ async def test_transaction_version_2_aborts_without_a_transaction_with_an_epoch_
     await coordinator.idle()
     assert (await coordinator.end_transaction("tx", 1000, 0, False, 2)).error is E.producer_fenced
     await coordinator.close()
+
+
+@async_test
+async def test_a_failed_write_changes_nothing_and_a_failed_fence_is_not_bumped_twice() -> None:
+    coordinator, core, _, _ = await served()
+    core.fail_appends = True
+    assert (await coordinator.init_producer_id("tx", 60_000)).error is E.coordinator_not_available
+    core.fail_appends = False
+    assert (await coordinator.init_producer_id("tx", 60_000)).producer_epoch == 0
+    await coordinator.add_partitions("tx", 1000, 0, BOTH)
+    core.fail_appends = True
+    more = frozenset({TopicPartition("x", 0)})
+    assert await coordinator.add_partitions("tx", 1000, 0, more) is E.coordinator_not_available
+    fence = await coordinator.init_producer_id("tx", 60_000)
+    assert fence.error is E.coordinator_not_available
+    core.fail_appends = False
+    assert coordinator.describe("tx").partitions == tuple(sorted(BOTH))
+    # The fence's epoch (1) was never written: the next fence uses it again, not 2.
+    assert (await coordinator.init_producer_id("tx", 60_000)).error is E.concurrent_transactions
+    await coordinator.idle()
+    assert [m.producer_epoch for r in core.sent for m in r.markers] == [1]
+    assert (await coordinator.init_producer_id("tx", 60_000)).producer_epoch == 2
+    await coordinator.close()

@@ -99,6 +99,22 @@ async def test_a_java_producers_transaction_on_current_versions() -> None:
 
 
 @async_test
+async def test_add_offsets_uses_the_partition_count_of_the_existing_offsets_topic() -> None:
+    controller = TxnController()
+    controller.add_topic(OFFSETS_TOPIC, 7, internal=True)
+    coordinator = await start_coordinator(controller=controller, clock=FakeClock())
+    client = Client(TransactionApis(coordinator))
+    await client.send(22, 5, init(5))
+    request = {"transactional_id": "tx", "producer_id": 1000, "producer_epoch": 0}
+    for group in ("g", "orders-app", "other"):
+        assert (await client.send(25, 1, {**request, "group_id": group})).error_code is E.none
+    assert coordinator.describe("tx").partitions == tuple(
+        sorted({(OFFSETS_TOPIC, partition_for(g, 7)) for g in ("g", "orders-app", "other")})
+    )
+    await coordinator.close()
+
+
+@async_test
 async def test_old_clients_get_invalid_producer_epoch_instead_of_producer_fenced() -> None:
     coordinator, client, _ = await served()
     await client.send(22, 0, init(0))
@@ -163,6 +179,8 @@ async def test_brokers_verify_and_add_in_batches() -> None:
     # KIP-890 part 2: a broker adds the partition for a transaction-version-2 producer.
     await broker.send(24, 5, {"transactions": [transaction("tx", 0, False)]})
     assert len(coordinator.describe("tx").partitions) == 2
+    _, entry = coordinator.state.lookup("tx")
+    assert entry is not None and entry.metadata.client_transaction_version == 2
     await coordinator.close()
 
 

@@ -60,6 +60,11 @@ async def test_markers_go_to_each_leader_one_request_in_flight_per_broker() -> N
     await coordinator.end_transaction("third", third, 0, True, 0)
     core.hold.set()
     await coordinator.idle()
+    # Each destination has its own sender thread, never the loop's default executor.
+    assert {(r.node_id, r.thread.rsplit("_", 1)[0]) for r in core.sent} == {
+        (2, "txn-markers-2"),
+        (3, "txn-markers-3"),
+    }
     to_broker_2 = [r.markers for r in core.sent if r.node_id == 2]
     to_broker_3 = [r.markers for r in core.sent if r.node_id == 3]
     assert [[m.partitions for m in ms] for ms in to_broker_3] == [[frozenset({A1})]]

@@ -55,8 +55,9 @@ def test_value_version_0_matches_kafkas_bytes() -> None:
     assert codec.decode(key, bytes.fromhex(expected)) == ("tx", ongoing())
 
 
-def test_value_version_1_carries_the_tagged_fields() -> None:
-    transit = ongoing(prev_producer_id=999, client_transaction_version=2)
+def test_value_version_1_carries_the_client_transaction_version_tag() -> None:
+    # Kafka sets ClientTransactionVersion only; the producer id tags keep their defaults.
+    transit = ongoing(prev_producer_id=999, next_producer_id=1001, client_transaction_version=2)
     expected = (
         "0001"
         "00000000000003e8"
@@ -71,18 +72,38 @@ def test_value_version_1_carries_the_tagged_fields() -> None:
         "00"  # compact [{t: [0, 1]}], no tags
         + LAST_UPDATE
         + START
-        + "02"  # two tagged fields, by tag: PreviousProducerId, ClientTransactionVersion
-        + "00"
-        + "08"
-        + "00000000000003e7"
+        + "01"
         + "02"
         + "02"
-        + "0002"
+        + "0002"  # one tagged field: tag 2, 2 bytes, version 2
     )
     codec = TransactionRecordCodec(value_version=1)
     _, value = codec.encode(("tx", transit))
     assert value is not None and value.hex() == expected
-    assert decode_value(bytes.fromhex(expected)) == transit
+    assert decode_value(bytes.fromhex(expected)) == ongoing(client_transaction_version=2)
+
+
+def test_the_producer_id_tags_are_read() -> None:
+    tagged = (
+        "0001"
+        "00000000000003e8"
+        "0005"
+        "0000ea60"
+        "01"
+        "00"  # no partitions (null)
+        + LAST_UPDATE
+        + START
+        + "02"
+        + "00"
+        + "08"
+        + "00000000000003e7"
+        + "01"
+        + "08"
+        + "00000000000003e9"
+    )
+    decoded = decode_value(bytes.fromhex(tagged))
+    assert (decoded.prev_producer_id, decoded.next_producer_id) == (999, 1001)
+    assert decoded.client_transaction_version == 0
 
 
 @pytest.mark.parametrize(("version", "null_array"), [(0, "ffffffff"), (1, "00")])

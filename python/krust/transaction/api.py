@@ -195,7 +195,7 @@ class TransactionApis:
         if verify_only:
             return self._coordinator.verify(transactional_id, producer_id, producer_epoch, wanted)
         error = await self._coordinator.add_partitions(
-            transactional_id, producer_id, producer_epoch, wanted
+            transactional_id, producer_id, producer_epoch, wanted, 2 if version >= 4 else 0
         )
         return dict.fromkeys(partitions, _kip588(error, version, 2))
 

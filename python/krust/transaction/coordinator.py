@@ -26,20 +26,22 @@ from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import CoordinatorLocation
 from krust.transaction.markers import MarkerTransport, TransactionMarkerChannelManager
 from krust.transaction.metadata import (
-    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    IllegalTransition,
     TopicPartition,
     TransactionMetadata,
     TransactionState,
     TxnTransit,
-    is_epoch_exhausted,
     supports_epoch_bump,
-    with_fence_epoch,
 )
 from krust.transaction.settings import TransactionCoordinatorConfig
 from krust.transaction.state import ControllerView, TransactionStateManager
+from krust.transaction.transitions import (
+    NEED_PRODUCER_ID,
+    NeedProducerId,
+    prepare_end,
+    prepare_init,
+)
 
 log = logging.getLogger(__name__)
 S = TransactionState
@@ -75,14 +77,6 @@ class ListedTransaction:
     transactional_id: str
     producer_id: int
     state: str
-
-
-class _NeedProducerId:
-    """The transition needs a new producer id first (an exhausted epoch)."""
-
-
-_NEED_PRODUCER_ID = _NeedProducerId()
-_Prepared = tuple[TxnTransit, bool] | ErrorCode | _NeedProducerId
 
 
 class TransactionCoordinator:
@@ -225,11 +219,11 @@ class TransactionCoordinator:
             if error is not ErrorCode.none:
                 return ProducerIdResult(error)
             prepared = (
-                _NEED_PRODUCER_ID
+                NEED_PRODUCER_ID
                 if entry is None
-                else self._prepare_init(entry.metadata, timeout_ms, expected, fresh)
+                else prepare_init(entry.metadata, timeout_ms, expected, fresh, self._clock.now_ms())
             )
-            if not isinstance(prepared, _NeedProducerId):
+            if not isinstance(prepared, NeedProducerId):
                 break
             generated = await self._new_producer_id()
             if isinstance(generated, ErrorCode):
@@ -263,47 +257,6 @@ class TransactionCoordinator:
             return ProducerIdResult(error)
         return ProducerIdResult(ErrorCode.none, transit.producer_id, transit.producer_epoch)
 
-    def _prepare_init(
-        self,
-        metadata: TransactionMetadata,
-        timeout_ms: int,
-        expected: tuple[int, int] | None,
-        fresh: int | None,
-    ) -> _Prepared:
-        if metadata.pending_transition:
-            return ErrorCode.concurrent_transactions
-        if expected is not None:
-            producer_id, epoch = expected
-            # A just-created id, its current producer id, or a retry after a rotation.
-            valid = (
-                metadata.producer_epoch == NO_PRODUCER_EPOCH
-                or producer_id == metadata.producer_id
-                or (producer_id == metadata.previous_producer_id and is_epoch_exhausted(epoch))
-            )
-            if not valid:
-                return ErrorCode.producer_fenced
-        state = metadata.state
-        if state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
-            return ErrorCode.concurrent_transactions
-        if state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
-            now = self._clock.now_ms()
-            if metadata.epoch_exhausted and (
-                expected is None or expected[1] == metadata.producer_epoch
-            ):
-                if fresh is None:
-                    return _NEED_PRODUCER_ID
-                rotation = metadata.prepare_producer_id_rotation(
-                    fresh, timeout_ms, now, expected is not None
-                )
-                return rotation, False
-            transit = metadata.prepare_increment_producer_epoch(
-                timeout_ms, expected[1] if expected else None, now
-            )
-            return ErrorCode.producer_fenced if transit is None else (transit, False)
-        if state is S.ONGOING:
-            return metadata.prepare_fence_producer_epoch(), True
-        raise IllegalTransition(f"{metadata.transactional_id} is {state.kafka_name}")
-
     # -- AddPartitionsToTxn, AddOffsetsToTxn ---------------------------------------------------
 
     async def add_partitions(
@@ -312,7 +265,10 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: frozenset[TopicPartition],
+        client_version: int = 0,
     ) -> ErrorCode:
+        """`client_version`: 2 for AddPartitionsToTxn v4+ (brokers on behalf of transaction
+        version 2 producers), 0 for producers' own requests and AddOffsetsToTxn, as Kafka."""
         if not transactional_id:
             return ErrorCode.invalid_request
         error, entry = self.state.lookup(transactional_id)
@@ -327,7 +283,7 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions
         if metadata.state is S.ONGOING and partitions <= metadata.partitions:
             return ErrorCode.none
-        transit = metadata.prepare_add_partitions(partitions, self._clock.now_ms())
+        transit = metadata.prepare_add_partitions(partitions, self._clock.now_ms(), client_version)
         return await self.state.append_transition(
             transactional_id, entry.coordinator_epoch, transit
         )
@@ -396,7 +352,7 @@ class TransactionCoordinator:
                 return ProducerIdResult(error)
             if entry is None:
                 return ProducerIdResult(ErrorCode.invalid_producer_id_mapping)
-            prepared = self._prepare_end(
+            prepared = prepare_end(
                 entry.metadata,
                 producer_id,
                 producer_epoch,
@@ -404,8 +360,9 @@ class TransactionCoordinator:
                 from_client,
                 client_version,
                 next_producer_id,
+                self._clock.now_ms(),
             )
-            if not isinstance(prepared, _NeedProducerId):
+            if not isinstance(prepared, NeedProducerId):
                 break
             generated = await self._new_producer_id()
             if isinstance(generated, ErrorCode):
@@ -470,129 +427,6 @@ class TransactionCoordinator:
         complete = metadata.prepare_complete(self._clock.now_ms())
         self.markers.add_markers_to_send(coordinator_epoch, commit, metadata, complete)
         return ProducerIdResult(ErrorCode.none, metadata.producer_id, metadata.producer_epoch)
-
-    def _prepare_end(
-        self,
-        metadata: TransactionMetadata,
-        producer_id: int,
-        epoch: int,
-        commit: bool,
-        from_client: bool,
-        client_version: int,
-        next_producer_id: int | None,
-    ) -> _Prepared:
-        if not supports_epoch_bump(client_version):
-            return self._prepare_end_v1(metadata, producer_id, epoch, commit, from_client)
-        fencing = metadata.pending_state is S.PREPARE_EPOCH_FENCE
-        # KIP-890: a retry of an EndTxn whose answer was lost finds the epoch already bumped,
-        # or, after the epoch ran out, the new producer id at epoch 0.
-        retry_on_overflow = (
-            not fencing
-            and metadata.previous_producer_id == producer_id
-            and epoch == MAX_EPOCH - 1
-            and metadata.producer_epoch == 0
-        )
-        retry_on_bump = not fencing and metadata.producer_epoch == epoch + 1
-        retry = retry_on_bump or retry_on_overflow
-        state = metadata.state
-        if fencing:
-            valid = (not from_client or epoch == metadata.producer_epoch) and (
-                epoch >= metadata.producer_epoch
-            )
-        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            valid = retry_on_bump
-        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            valid = retry or epoch == metadata.producer_epoch
-        else:
-            valid = epoch == metadata.producer_epoch
-        if metadata.producer_id != producer_id and not retry_on_overflow:
-            return ErrorCode.invalid_producer_id_mapping
-        if not valid:
-            return ErrorCode.producer_fenced
-        if metadata.pending_transition and not fencing:
-            return ErrorCode.concurrent_transactions
-        # Kafka's table for transaction version 2 (Retry: the epoch before the bump):
-        #                  abort: retry / current     commit: retry / current
-        #  Empty            (fenced) / bump            (fenced) / INVALID_TXN_STATE
-        #  CompleteAbort    NONE / bump                INVALID_TXN_STATE
-        #  CompleteCommit   INVALID_TXN_STATE / bump   NONE / INVALID_TXN_STATE
-        if state is S.ONGOING:
-            next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            return self._prepare_completion(
-                metadata, next_state, epoch, fencing, client_version, next_producer_id, False
-            )
-        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            same = state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
-            return ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
-        done = state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
-        if retry and done:
-            return ErrorCode.none
-        if not commit and not retry and state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            return self._prepare_completion(
-                metadata, S.PREPARE_ABORT, epoch, fencing, client_version, next_producer_id, True
-            )
-        if state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            return ErrorCode.invalid_txn_state
-        raise IllegalTransition(f"{metadata.transactional_id} is {state.kafka_name}")
-
-    def _prepare_completion(
-        self,
-        metadata: TransactionMetadata,
-        next_state: TransactionState,
-        epoch: int,
-        fencing: bool,
-        client_version: int,
-        next_producer_id: int | None,
-        no_partition_added: bool,
-    ) -> _Prepared:
-        new_producer_id = NO_PRODUCER_ID
-        if supports_epoch_bump(client_version) and not fencing and metadata.epoch_exhausted:
-            # The bump would exhaust the epoch: the next transaction gets a new producer id.
-            if next_producer_id is None:
-                return _NEED_PRODUCER_ID
-            new_producer_id = next_producer_id
-        epoch_fence = next_state is S.PREPARE_ABORT and fencing
-        if epoch_fence:
-            with_fence_epoch(metadata, epoch)
-        transit = metadata.prepare_abort_or_commit(
-            next_state, client_version, new_producer_id, self._clock.now_ms(), no_partition_added
-        )
-        return transit, epoch_fence
-
-    def _prepare_end_v1(
-        self,
-        metadata: TransactionMetadata,
-        producer_id: int,
-        epoch: int,
-        commit: bool,
-        from_client: bool,
-    ) -> _Prepared:
-        """EndTxn before transaction version 2: the epoch must match exactly (a fence or a
-        timeout may end it with a newer epoch)."""
-        fencing = metadata.pending_state is S.PREPARE_EPOCH_FENCE
-        if metadata.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if (from_client and epoch != metadata.producer_epoch) or epoch < metadata.producer_epoch:
-            return ErrorCode.producer_fenced
-        if metadata.pending_transition and not fencing:
-            return ErrorCode.concurrent_transactions
-        state = metadata.state
-        if state is S.ONGOING:
-            next_state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            return self._prepare_completion(metadata, next_state, epoch, fencing, 0, None, False)
-        if state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
-            return ErrorCode.none
-        if state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions
-        if state in (
-            S.EMPTY,
-            S.COMPLETE_COMMIT,
-            S.COMPLETE_ABORT,
-            S.PREPARE_COMMIT,
-            S.PREPARE_ABORT,
-        ):
-            return ErrorCode.invalid_txn_state
-        raise IllegalTransition(f"{metadata.transactional_id} is {state.kafka_name}")
 
     # -- DescribeTransactions, ListTransactions ------------------------------------------------
 

@@ -191,7 +191,9 @@ class TransactionMetadata:
             S.EMPTY, new_producer_id, 0, last_epoch, txn_timeout_ms, frozenset(), -1, now_ms
         )
 
-    def prepare_add_partitions(self, added: frozenset[TopicPartition], now_ms: int) -> TxnTransit:
+    def prepare_add_partitions(
+        self, added: frozenset[TopicPartition], now_ms: int, client_version: int
+    ) -> TxnTransit:
         starts = self.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT)
         return self._prepare(
             S.ONGOING,
@@ -202,6 +204,7 @@ class TransactionMetadata:
             frozenset(self.partitions | added),
             now_ms if starts else self.txn_start_timestamp,
             now_ms,
+            client_version=client_version,
         )
 
     def prepare_abort_or_commit(

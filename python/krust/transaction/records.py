@@ -2,10 +2,10 @@
 
 Key: int16 version (0), then the transactional id as a string (TransactionLogKey.json).
 Value: int16 version, then TransactionLogValue.json's fields; version 1 is flexible (compact
-lengths, tagged fields: 0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion, each
-written only when it differs from its default, as Kafka's generated code does). A null value is a
-tombstone: the id expired. Kafka writes value version 1 once `transaction.version` >= 1 is
-finalized, version 0 before.
+lengths, tagged fields: 0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion). Kafka
+sets only ClientTransactionVersion, which its generated code writes when not 0; all three are
+read. A null value is a tombstone: the id expired. Kafka writes value version 1 once
+`transaction.version` >= 1 is finalized, version 0 before.
 """
 
 from __future__ import annotations
@@ -75,21 +75,11 @@ def encode_value(transit: TxnTransit, version: int) -> bytes:
     writer.int64(transit.txn_start_timestamp)
     if version >= 1:
         tagged: dict[int, bytes] = {}
-        if transit.prev_producer_id != NO_PRODUCER_ID:
-            tagged[_TAG_PREVIOUS_PRODUCER_ID] = _int64(transit.prev_producer_id)
-        if transit.next_producer_id != NO_PRODUCER_ID:
-            tagged[_TAG_NEXT_PRODUCER_ID] = _int64(transit.next_producer_id)
         if transit.client_transaction_version != 0:
             field = Writer()
             field.int16(transit.client_transaction_version)
             tagged[_TAG_CLIENT_TRANSACTION_VERSION] = field.getvalue()
         writer.tagged_fields(tagged)
-    return writer.getvalue()
-
-
-def _int64(value: int) -> bytes:
-    writer = Writer()
-    writer.int64(value)
     return writer.getvalue()
 
 

@@ -41,6 +41,7 @@ class SentMarker:
 class SentRequest:
     node_id: int
     markers: tuple[SentMarker, ...]
+    thread: str = ""  # the thread that sent it
 
 
 class FakeTxnCore(FakeCore):
@@ -80,7 +81,7 @@ class FakeTxnCore(FakeCore):
             for m in request.markers
         )
         with self._lock:
-            self.sent.append(SentRequest(node_id, markers))
+            self.sent.append(SentRequest(node_id, markers, threading.current_thread().name))
         if self.hold is not None:
             self.hold.wait(10)
         with self._lock:
