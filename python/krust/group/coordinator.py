@@ -20,6 +20,7 @@ from krust.coordinator.clock import Cancellable, Clock
 from krust.coordinator.log import CoordinatorLog, CoreLog
 from krust.coordinator.partitioner import partition_for
 from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
+from krust.coordinator.topic_creation import TopicCreation
 from krust.group.cluster import ControllerView, TopicView
 from krust.group.group import GroupState
 from krust.group.group_manager import (
@@ -80,7 +81,21 @@ class GroupCoordinator:
         self.offsets = OffsetManager(config, clock, self.groups, self._append, self._has_partition)
         self._partitions = CoordinatorPartitions(loop, OFFSETS_TOPIC, self._load, self._unload)
         self._background: set[asyncio.Task[Any]] = set()
-        self._topic_creation: asyncio.Task[Any] | None = None
+        self._topic_creation = TopicCreation(
+            loop,
+            OFFSETS_TOPIC,
+            lambda: controller.ensure_topic(
+                OFFSETS_TOPIC,
+                config.offsets_topic_num_partitions,
+                config.offsets_topic_replication_factor,
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(config.offsets_topic_segment_bytes),
+                },
+                internal=True,
+            ),
+        )
         self._expiry_timer: Cancellable | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -228,27 +243,7 @@ class GroupCoordinator:
         return CoordinatorLocation(ErrorCode.none, broker.node_id, host, port)
 
     async def _create_offsets_topic(self) -> bool:
-        if self._topic_creation is None:
-            self._topic_creation = self._loop.create_task(
-                self._controller.ensure_topic(
-                    OFFSETS_TOPIC,
-                    self.config.offsets_topic_num_partitions,
-                    self.config.offsets_topic_replication_factor,
-                    {
-                        "cleanup.policy": "compact",
-                        "compression.type": "producer",
-                        "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-                    },
-                    internal=True,
-                )
-            )
-        creation = self._topic_creation
-        try:
-            await asyncio.shield(creation)
-        except Exception:
-            log.exception("creating %s failed", OFFSETS_TOPIC)
-            if self._topic_creation is creation:
-                self._topic_creation = None
+        if not await self._topic_creation.run():
             return False
         self.sync_partitions()
         return True

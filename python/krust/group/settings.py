@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Self
+
+from krust.coordinator.settings import int_settings
 
 # Kafka's classic coordinator times out a new member's parked JoinGroup after 5 minutes: such a
 # member has no member id to heartbeat with, so this is the only way a vanished one goes away.
@@ -28,11 +30,7 @@ class GroupCoordinatorConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
         """Read the Kafka-named keys present in `config`; absent keys keep Kafka's defaults."""
-        values: dict[str, int] = {}
-        for field in fields(cls):
-            name = field.name.replace("_", ".")
-            if name in config:
-                values[field.name] = int(config[name])
+        values = int_settings(cls, config)
         if "offsets.retention.minutes" in config:
             values["offsets_retention_ms"] = int(config["offsets.retention.minutes"]) * 60_000
         return cls(**values)

@@ -4,8 +4,10 @@ defaults (TransactionLogConfig, TransactionStateManagerConfig)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Self
+
+from krust.coordinator.settings import int_settings
 
 # Kafka's transaction.state.log.load.buffer.size default; not a setting krust accepts.
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024
@@ -30,11 +32,7 @@ class TransactionCoordinatorConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
         """Read the Kafka-named keys present in `config`; absent keys keep Kafka's defaults."""
-        values: dict[str, int] = {}
-        for field in fields(cls):
-            name = field.name.replace("_", ".")
-            if name in config:
-                values[field.name] = int(config[name])
+        values = int_settings(cls, config)
         return cls(**values)
 
     def topic_configs(self) -> dict[str, str]:

@@ -24,6 +24,7 @@ from krust.coordinator.loader import replay
 from krust.coordinator.log import CoordinatorLog, CoreLog
 from krust.coordinator.partitioner import partition_for
 from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
+from krust.coordinator.topic_creation import TopicCreation
 from krust.transaction.metadata import (
     TopicPartition,
     TransactionMetadata,
@@ -136,7 +137,17 @@ class TransactionStateManager:
         self._loading_epochs: dict[int, int] = {}
         self.on_loaded: OnLoaded = lambda _epoch, _pending: None
         self.on_unloaded: Callable[[int], None] = lambda _partition: None
-        self._topic_creation: asyncio.Task[Any] | None = None
+        self._topic_creation = TopicCreation(
+            loop,
+            TRANSACTION_STATE_TOPIC,
+            lambda: controller.ensure_topic(
+                TRANSACTION_STATE_TOPIC,
+                config.transaction_state_log_num_partitions,
+                config.transaction_state_log_replication_factor,
+                config.topic_configs(),
+                internal=True,
+            ),
+        )
 
     # -- ownership -----------------------------------------------------------------------------
 
@@ -277,23 +288,7 @@ class TransactionStateManager:
         """Create `__transaction_state` on first use, as Kafka does; False if that failed."""
         if self.topic() is not None:
             return True
-        if self._topic_creation is None:
-            self._topic_creation = self._loop.create_task(
-                self._controller.ensure_topic(
-                    TRANSACTION_STATE_TOPIC,
-                    self.config.transaction_state_log_num_partitions,
-                    self.config.transaction_state_log_replication_factor,
-                    self.config.topic_configs(),
-                    internal=True,
-                )
-            )
-        creation = self._topic_creation
-        try:
-            await asyncio.shield(creation)
-        except Exception:
-            log.exception("creating %s failed", TRANSACTION_STATE_TOPIC)
-            if self._topic_creation is creation:
-                self._topic_creation = None
+        if not await self._topic_creation.run():
             return False
         self.sync_partitions()
         return self.topic() is not None
