@@ -348,7 +348,11 @@ fn the_cleaner_discards_aborted_records_and_keeps_markers_with_their_index_entri
     let log = log.lock();
     let (records, markers) = records_and_markers(&log);
     let committed = (0, b"a".to_vec(), b"committed".to_vec());
-    assert_eq!(records, vec![committed], "the aborted value displaced nothing");
+    assert_eq!(
+        records,
+        vec![committed],
+        "the aborted value displaced nothing"
+    );
     assert_eq!(markers, vec![1, 3]);
     assert_eq!(log.collect_aborted_transactions(0, 4), vec![aborted(2, 2)]);
 }

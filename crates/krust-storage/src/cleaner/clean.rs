@@ -389,8 +389,8 @@ fn write_cleaned_group(
         context.now_ms,
     )
     .map_err(&io)?;
-    let written = fill_cleaned(&mut cleaned, group, context, throttler, stats)
-        .and_then(|horizon| {
+    let written =
+        fill_cleaned(&mut cleaned, group, context, throttler, stats).and_then(|horizon| {
             keep_aborted_txns(&mut cleaned, group, &to_clean.aborted_txns).map_err(&io)?;
             Ok(horizon)
         });
