@@ -290,8 +290,11 @@ fn a_follower_applies_transactions_and_markers_from_its_leader() {
     assert_eq!(follower.producer_state().first_unstable_offset(), None);
 }
 
-/// (offset, key, value) of every data record, and the offsets of the control batches.
-fn records_and_markers(log: &Log) -> (Vec<(i64, Vec<u8>, Vec<u8>)>, Vec<i64>) {
+/// A data record: offset, key, value.
+type Stored = (i64, Vec<u8>, Vec<u8>);
+
+/// Every data record, and the offsets of the control batches.
+fn records_and_markers(log: &Log) -> (Vec<Stored>, Vec<i64>) {
     let fetched = log.read(0, usize::MAX, i64::MAX, true).unwrap();
     let bytes = fetched.records.read_bytes().unwrap();
     let (mut records, mut markers) = (Vec::new(), Vec::new());
