@@ -435,11 +435,7 @@ impl Partition {
         // Plan under the lock, read the files without it.
         let plan = {
             let log = self.log.lock();
-            let upper_bound = match isolation {
-                FetchIsolation::HighWatermark => log.high_watermark(),
-                FetchIsolation::TxnCommitted => log.last_stable_offset(),
-            };
-            log.read_plan(offset, upper_bound)?
+            log.read_plan(offset, LastFetchable::Consumer(isolation).offset_in(&log))?
         };
         let data = plan
             .read(max_bytes, min_one_batch)

@@ -7,13 +7,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, TopicName,
+    ApiKey, BrokerId, DescribeProducersRequest, DescribeProducersResponse, FetchRequest,
+    FetchResponse, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use krust_server::bridge::Bridge;
@@ -195,6 +197,21 @@ fn aborted(partition: &PartitionData) -> Option<Vec<(i64, i64)>> {
     })
 }
 
+/// DescribeProducers: each producer's id and the first offset of its open transaction.
+async fn open_transactions(b: &TestBroker) -> Vec<(i64, i64)> {
+    let request = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_static_str("t")))
+        .with_partition_indexes(vec![0])]);
+    let response: DescribeProducersResponse = call(b, ApiKey::DescribeProducers, 0, &request).await;
+    let mut producers: Vec<(i64, i64)> = response.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.current_txn_start_offset))
+        .collect();
+    producers.sort_unstable();
+    producers
+}
+
 async fn latest(b: &TestBroker, isolation_level: i8) -> i64 {
     let request = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
@@ -239,6 +256,7 @@ async fn read_committed_reads_below_the_last_stable_offset_and_lists_aborted_tra
         ),
         (0, 3)
     );
+    assert_eq!(open_transactions(&b).await, vec![(1, 0), (2, 2)]);
 
     assert_eq!(end_txn(&b, 1, false), 3);
     let committed = fetch(&b, 0, READ_COMMITTED).await;
@@ -249,6 +267,7 @@ async fn read_committed_reads_below_the_last_stable_offset_and_lists_aborted_tra
     assert_eq!(batch_offsets(&committed), vec![0]);
     assert_eq!(aborted(&committed), Some(vec![(1, 0)]));
     assert_eq!(latest(&b, READ_COMMITTED).await, 2);
+    assert_eq!(open_transactions(&b).await, vec![(1, -1), (2, 2)]);
 
     assert_eq!(end_txn(&b, 2, true), 4);
     let committed = fetch(&b, 2, READ_COMMITTED).await;

@@ -302,12 +302,7 @@ impl ProducerStateManager {
         marker: Option<EndTxnMarker>,
     ) -> Result<(), AppendError> {
         let producer_id = header.producer_id;
-        let entry = staged.updates.entry(producer_id).or_insert_with(|| {
-            self.producers
-                .get(&producer_id)
-                .cloned()
-                .unwrap_or_else(ProducerStateEntry::empty)
-        });
+        let entry = self.staged_entry(staged, producer_id);
         let epoch = header.producer_epoch;
         if entry.producer_epoch != NO_PRODUCER_EPOCH && epoch < entry.producer_epoch {
             return Err(AppendError::InvalidProducerEpoch {
@@ -345,6 +340,20 @@ impl ProducerStateManager {
             staged.started.push((first_offset, producer_id));
         }
         Ok(())
+    }
+
+    /// The producer's entry as `staged` has it so far, starting from the applied state.
+    fn staged_entry<'a>(
+        &self,
+        staged: &'a mut ProducerAppend,
+        producer_id: i64,
+    ) -> &'a mut ProducerStateEntry {
+        staged.updates.entry(producer_id).or_insert_with(|| {
+            self.producers
+                .get(&producer_id)
+                .cloned()
+                .unwrap_or_else(ProducerStateEntry::empty)
+        })
     }
 
     /// Applies the staged updates of an append that reached the log; returns the
@@ -395,12 +404,7 @@ impl ProducerStateManager {
         }
         let producer_id = header.producer_id;
         let mut staged = ProducerAppend::default();
-        let entry = staged.updates.entry(producer_id).or_insert_with(|| {
-            self.producers
-                .get(&producer_id)
-                .cloned()
-                .unwrap_or_else(ProducerStateEntry::empty)
-        });
+        let entry = self.staged_entry(&mut staged, producer_id);
         let epoch = header.producer_epoch;
         if header.is_control() {
             if let Some(marker) = marker {

@@ -290,8 +290,11 @@ fn a_follower_applies_transactions_and_markers_from_its_leader() {
     assert_eq!(follower.producer_state().first_unstable_offset(), None);
 }
 
-/// (offset, key, value) of every data record, and the offsets of the control batches.
-fn records_and_markers(log: &Log) -> (Vec<(i64, Vec<u8>, Vec<u8>)>, Vec<i64>) {
+/// A data record: offset, key, value.
+type Stored = (i64, Vec<u8>, Vec<u8>);
+
+/// Every data record, and the offsets of the control batches.
+fn records_and_markers(log: &Log) -> (Vec<Stored>, Vec<i64>) {
     let fetched = log.read(0, usize::MAX, i64::MAX, true).unwrap();
     let bytes = fetched.records.read_bytes().unwrap();
     let (mut records, mut markers) = (Vec::new(), Vec::new());
@@ -355,4 +358,27 @@ fn the_cleaner_discards_aborted_records_and_keeps_markers_with_their_index_entri
     );
     assert_eq!(markers, vec![1, 3]);
     assert_eq!(log.collect_aborted_transactions(0, 4), vec![aborted(2, 2)]);
+}
+
+#[test]
+fn a_replicated_control_batch_that_is_no_marker_is_stored_without_ending_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut follower = open_log(dir.path(), LogConfig::default());
+    follower
+        .append_as_follower(&txn_batch(1, 0, 0, 1), NOW)
+        .unwrap();
+    // A control batch of the producer whose record is a plain key/value, not a marker.
+    let mut forged = TestBatch::simple(1, NOW).transactional(1, 0, -1);
+    forged.attributes |= 0x20;
+    let mut bytes = forged.encode();
+    bytes[..8].copy_from_slice(&1i64.to_be_bytes());
+    follower.append_as_follower(&bytes, NOW).unwrap();
+    follower.maybe_increment_high_watermark(2);
+    assert_eq!(follower.log_end_offset(), 2);
+    assert_eq!(
+        follower.last_stable_offset(),
+        0,
+        "the transaction is still open"
+    );
+    assert!(follower.collect_aborted_transactions(0, 2).is_empty());
 }
