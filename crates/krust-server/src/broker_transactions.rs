@@ -77,6 +77,7 @@ impl Broker {
                 .replicas
                 .leader_partition(&marker.topic, marker.partition)
                 .and_then(|partition| {
+                    partition.end_transaction_verification(marker.producer_id);
                     partition
                         .append_records_to_leader(AppendOrigin::Coordinator, &batch, -1, now)
                         .map(|info| (partition, info.last_offset + 1))

@@ -22,6 +22,7 @@ pub mod metadata_cache;
 pub mod metadata_log;
 pub mod metrics;
 pub mod partition;
+pub mod partition_verification;
 pub mod producer_ids;
 pub mod purgatory;
 pub mod replica;

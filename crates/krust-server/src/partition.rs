@@ -23,6 +23,7 @@ use crate::alter_partition::PendingIsrChange;
 use crate::clock::now_ms;
 use crate::metadata_cache::PartitionMetadata;
 use crate::metrics::{BrokerTopicMetrics, TopicMetrics};
+use crate::partition_verification::VerificationGuards;
 use crate::replica::ReplicaState;
 
 #[path = "partition_replication.rs"]
@@ -65,6 +66,10 @@ pub enum PartitionError {
         min_isr: i32,
         topic_partition: TopicPartition,
     },
+    #[error(
+        "producer {producer_id}: its transaction ended while its first batch here was verified"
+    )]
+    TransactionEnded { producer_id: i64 },
     #[error(transparent)]
     Append(#[from] AppendError),
     #[error(transparent)]
@@ -85,6 +90,7 @@ impl PartitionError {
             Self::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
             Self::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch.code(),
             Self::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas.code(),
+            Self::TransactionEnded { .. } => ResponseError::InvalidTxnState.code(),
             Self::Append(error) => error.kafka_error_code(),
             Self::DeleteRecords(error) => error.kafka_error_code(),
             Self::Read(error) => error.kafka_error_code(),
@@ -142,6 +148,8 @@ pub struct Partition {
     log_end_changes: watch::Sender<i64>,
     /// Its topic's BrokerTopicMetrics handles, looked up on first use.
     topic_metrics: OnceLock<TopicMetrics>,
+    /// KIP-890: the transactional producers whose first batch here is being verified.
+    pub(crate) verification: VerificationGuards,
 }
 
 impl Partition {
@@ -181,6 +189,7 @@ impl Partition {
             high_watermark_changes: watch::Sender::new(high_watermark),
             log_end_changes: watch::Sender::new(log_end_offset),
             topic_metrics: OnceLock::new(),
+            verification: VerificationGuards::default(),
         }
     }
 

@@ -193,3 +193,37 @@ fn delete_records_moves_the_leaders_low_watermark_and_a_follower_refuses() {
     let follower = f.partition.delete_records_on_leader(5).unwrap_err();
     assert_eq!(follower.kafka_error_code(), 6);
 }
+
+/// A transactional producer's first batch (sequence 0) at epoch 0.
+fn transactional_batch(producer_id: i64) -> Vec<u8> {
+    let records = [(None, Some(&b"v"[..]))];
+    let mut batch = krust_storage::transactional_coordinator_batch(producer_id, 0, &records, NOW);
+    batch[53..57].copy_from_slice(&0i32.to_be_bytes());
+    let crc = krust_storage::batch::compute_crc(&batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+#[test]
+fn a_batch_verified_before_its_transaction_ended_is_refused() {
+    let f = fixture();
+    f.partition.apply(&placement(LOCAL, 0, &[LOCAL], &[LOCAL]));
+    // Verified, then the transaction's marker arrives before the batch is appended.
+    let guard = f.partition.start_transaction_verification(7, 0).unwrap();
+    f.partition.end_transaction_verification(7);
+    let late = f
+        .partition
+        .append_verified(&transactional_batch(7), -1, NOW, guard)
+        .unwrap_err();
+    assert_eq!(
+        late.kafka_error_code(),
+        ResponseError::InvalidTxnState.code()
+    );
+    assert_eq!(f.partition.log_end_offset(), 0);
+    // Verified and appended in time: the transaction is open, nothing more to verify.
+    let guard = f.partition.start_transaction_verification(7, 0).unwrap();
+    f.partition
+        .append_verified(&transactional_batch(7), -1, NOW, guard)
+        .unwrap();
+    assert!(f.partition.start_transaction_verification(7, 0).is_none());
+}

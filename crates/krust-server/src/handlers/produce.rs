@@ -18,6 +18,7 @@ use crate::authorizer::{AclOperation, Action, ResourceType};
 use crate::clock::now_ms;
 use crate::metadata_cache::MetadataImage;
 use crate::partition::{Partition, PartitionError};
+use crate::partition_verification::VerificationGuard;
 use crate::purgatory::await_produce_acks;
 use crate::quota::ClientQuotaType;
 use crate::request_context::{respond, Outcome, RequestContext};
@@ -42,8 +43,8 @@ pub async fn handle(
     // Kafka's ReplicaManager answers any other acks with INVALID_REQUIRED_ACKS, writing nothing.
     let valid_acks = matches!(request.acks, -1..=1);
     let (transaction_denied, denied) = authorize(context, &request, ctx, &image).await;
-    let unverified = if transaction_denied {
-        HashMap::new()
+    let verification = if transaction_denied {
+        Verification::default()
     } else {
         verify_transaction(context, &request, ctx, &image).await
     };
@@ -94,7 +95,8 @@ pub async fn handle(
                         return error_code_response(data.index, code);
                     }
                 };
-                if let Some(code) = unverified.get(&(name.clone(), data.index)) {
+                let key = (name.clone(), data.index);
+                if let Some(code) = verification.refused.get(&key) {
                     context.metrics.topics.record_refused_produce();
                     return error_code_response(data.index, *code);
                 }
@@ -104,7 +106,11 @@ pub async fn handle(
                     topic_metrics.record_produce(error, 0, 0);
                     return error_code_response(data.index, error);
                 };
-                match partition.append_as_leader(records, request.acks, now_ms) {
+                let appended = match verification.guards.get(&key) {
+                    Some(guard) => partition.append_verified(records, request.acks, now_ms, *guard),
+                    None => partition.append_as_leader(records, request.acks, now_ms),
+                };
+                match appended {
                     Ok(info) => {
                         let messages = u64::try_from(info.record_count).unwrap_or(0);
                         topic_metrics.record_produce(0, records.len() as u64, messages);
@@ -187,19 +193,29 @@ fn topic_name(topic: &TopicProduceData, version: i16, image: &MetadataImage) -> 
     }
 }
 
+/// The outcome of KIP-890's verification of a produce, by (topic, partition).
+#[derive(Default)]
+struct Verification {
+    /// Partitions the coordinator did not confirm, with the error to answer.
+    refused: HashMap<(String, i32), i16>,
+    /// Confirmed partitions, appended only if their guard still holds.
+    guards: HashMap<(String, i32), VerificationGuard>,
+}
+
 /// KIP-890: the partitions where a transactional batch would start a transaction are checked
-/// with the transaction coordinator first; returns the refused ones with their errors.
+/// with the transaction coordinator first.
 async fn verify_transaction(
     context: &ServerContext,
     request: &ProduceRequest,
     ctx: &RequestContext<'_>,
     image: &MetadataImage,
-) -> HashMap<(String, i32), i16> {
+) -> Verification {
     let Some(transactional_id) = &request.transactional_id else {
-        return HashMap::new();
+        return Verification::default();
     };
     let mut producer = None;
     let mut starting = Vec::new();
+    let mut guards = HashMap::new();
     for topic in &request.topic_data {
         let (name, _) = topic_name(topic, ctx.version(), image);
         for data in &topic.partition_data {
@@ -210,14 +226,17 @@ async fn verify_transaction(
             let Ok(partition) = context.replicas.leader_partition(&name, data.index) else {
                 continue;
             };
-            if !partition.has_ongoing_transaction(header.producer_id, header.producer_epoch) {
+            let guard =
+                partition.start_transaction_verification(header.producer_id, header.producer_epoch);
+            if let Some(guard) = guard {
                 producer.get_or_insert((header.producer_id, header.producer_epoch));
                 starting.push((name.clone(), data.index));
+                guards.insert((name.clone(), data.index), guard);
             }
         }
     }
     let Some((producer_id, producer_epoch)) = producer else {
-        return HashMap::new();
+        return Verification::default();
     };
     ctx.park();
     let producer = Unverified {
@@ -225,7 +244,9 @@ async fn verify_transaction(
         producer_id,
         producer_epoch,
     };
-    verify(context, &producer, &starting, ctx.version()).await
+    let refused = verify(context, &producer, &starting, ctx.version()).await;
+    guards.retain(|key, _| !refused.contains_key(key));
+    Verification { refused, guards }
 }
 
 /// As Kafka: a transactional produce needs WRITE on its transactional id (else every partition
