@@ -127,3 +127,24 @@ impl BrokerChannels {
         R::Response::decode(&mut response, version).map_err(|e| codec(e.to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_the_metadata_does_not_know_is_an_error_naming_it() {
+        let channels = BrokerChannels::new(1, "PLAINTEXT".to_string(), Arc::default());
+        let error = channels
+            .send_blocking(7, ApiKey::ApiVersions as i16, 0, Bytes::new())
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("broker 7 is not registered"),
+            "{error}"
+        );
+        let unknown_api = channels
+            .send_blocking(7, 9999, 0, Bytes::new())
+            .unwrap_err();
+        assert!(matches!(unknown_api, BrokerRequestError::UnknownApi(9999)));
+    }
+}
