@@ -67,3 +67,34 @@ def test_kafkas_dump_log_segments_verifies_krusts_segments_and_indexes(broker_fa
     verified = dump(indexes, "--verify-index-only")
     assert "Mismatches" not in verified
     assert "not found" not in verified
+
+
+def test_kafkas_dump_log_segments_reads_markers_and_the_aborted_transaction_index(
+    broker_factory,
+) -> None:
+    """An aborted and a committed transaction: DumpLogSegments shows both markers as control
+    records and reads the `.txnindex` entry of the aborted one."""
+    broker = broker_factory()
+    topic = "dumped-transactions"
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "dumped"})
+    producer.init_transactions(30)
+    for commit in (False, True):
+        producer.begin_transaction()
+        for number in range(3):
+            producer.produce(topic, value=b"%d" % number, partition=0)
+        # On the broker before the transaction ends (an abort drops what is still queued).
+        assert producer.flush(30) == 0
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    (segment,) = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+    records = dump([segment], "--print-data-log")
+    markers = re.findall(r"endTxnMarker: (\w+) coordinatorEpoch: \d+", records)
+    assert markers == ["ABORT", "COMMIT"], records
+    # Offsets 0-2 aborted, their marker at 3, then 4-6 committed and their marker at 7.
+    entries = dump([segment.with_suffix(".txnindex")])
+    assert re.search(
+        r"producerId: \d+ firstOffset: 0 lastOffset: 3 lastStableOffset: 4", entries
+    ), entries

@@ -1,6 +1,6 @@
-"""Exactly-once with real clients (KIP-98, KIP-447, KIP-890) on one broker: a transaction's
-records become visible to read_committed consumers all at once on commit and never on abort;
-consume-transform-produce moves the input group's offsets only with the output's commit; a
+"""Exactly-once with real clients (confluent-kafka, kafka-python, the Java client; KIP-98,
+KIP-447, KIP-890) on one broker: a transaction's records become visible to read_committed
+consumers all at once on commit and never on abort; consume-transform-produce moves the input group's offsets only with the output's commit; a
 second producer with the same transactional.id fences the first; a silent transaction is
 aborted by the broker; bad transactional requests get Kafka's error codes."""
 
@@ -25,6 +25,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from . import kafka_api
 from .broker_process import BrokerProcess
+from .clients import java
 from .clients.confluent import create_topic
 from .records import now_ms
 
@@ -173,6 +174,18 @@ def test_kafka_python_transactions_commit_and_abort(broker: BrokerProcess) -> No
     committed = reader(broker, topic, 1, True)
     try:
         assert read_values(committed, until=end) == [b"committed", end]
+    finally:
+        committed.close()
+
+
+def test_java_client_transactions_commit_and_abort(broker: BrokerProcess) -> None:
+    topic = new_topic(broker, partitions=1)
+    java.transact(broker.bootstrap, topic, f"java-{topic}", [b"dropped"], commit=False)
+    java.transact(broker.bootstrap, topic, f"java-{topic}", [b"j0", b"j1"], commit=True)
+    end = sentinel(broker, topic, 1)
+    committed = reader(broker, topic, 1, True)
+    try:
+        assert read_values(committed, until=end) == [b"j0", b"j1", end]
     finally:
         committed.close()
 

@@ -98,3 +98,17 @@ class JavaClient:
             record = Record(_bytes(key), _bytes(value), _parse_headers(headers), int(timestamp))
             consumed.append(Consumed(int(offset), record))
         return consumed
+
+
+def transact(
+    bootstrap: str, topic: str, transactional_id: str, values: list[bytes], commit: bool
+) -> None:
+    """One transaction of the Java client's transactional producer, to partition 0."""
+    run_java(
+        "transact",
+        bootstrap,
+        topic,
+        transactional_id,
+        "commit" if commit else "abort",
+        stdin="".join(f"{value.hex()}\n" for value in values),
+    )

@@ -62,6 +62,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *                                        lastTimestamp coordinatorEpoch txnStartOffset")
  * validate-position   BOOTSTRAP TOPIC PARTITION OFFSET EPOCH (seeks to OFFSET as written in leader
  *                                        EPOCH, polls; prints "position N" or "truncated N")
+ * transact       BOOTSTRAP TOPIC TRANSACTIONAL_ID commit|abort (values on stdin, one hex value
+ *                                        per line, to partition 0 in one transaction)
  * </pre>
  *
  * A failure prints "error: ExceptionName: message" on stderr and exits 1.
@@ -88,6 +90,7 @@ public final class KrustJavaClient {
                 case "describe-log-dirs" -> describeLogDirs(args[1]);
                 case "describe-producers" -> describeProducers(args[1], args[2],
                         Integer.parseInt(args[3]));
+                case "transact" -> transact(args[1], args[2], args[3], args[4]);
                 case "validate-position" -> validatePosition(args[1], args[2],
                         Integer.parseInt(args[3]), Long.parseLong(args[4]),
                         Integer.parseInt(args[5]));
@@ -130,6 +133,30 @@ public final class KrustJavaClient {
             for (Future<RecordMetadata> future : sent) {
                 RecordMetadata metadata = future.get(30, TimeUnit.SECONDS);
                 System.out.println(metadata.partition() + " " + metadata.offset());
+            }
+        }
+    }
+
+    private static void transact(String bootstrap, String topic, String transactionalId,
+            String outcome) throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(
+                props, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            BufferedReader in = new BufferedReader(
+                    new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            for (String line = in.readLine(); line != null; line = in.readLine()) {
+                producer.send(new ProducerRecord<>(topic, 0, null, bytes(line)));
+            }
+            producer.flush();
+            if ("commit".equals(outcome)) {
+                producer.commitTransaction();
+            } else {
+                producer.abortTransaction();
             }
         }
     }
