@@ -195,10 +195,12 @@ class BrokerProcess:
         return self.start()
 
 
-def shared_broker(workdir: Path) -> Iterator[BrokerProcess]:
+def shared_broker(
+    workdir: Path, overrides: Mapping[str, str | None] | None = None
+) -> Iterator[BrokerProcess]:
     """A broker for a fixture wider than one test: a crash fails the run, and it is killed at
     teardown whatever happened."""
-    broker = BrokerProcess(workdir)
+    broker = BrokerProcess(workdir, overrides)
     try:
         yield broker.start()
         crash = broker.unexpected_exit()

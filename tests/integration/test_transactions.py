@@ -1,15 +1,15 @@
 """Exactly-once with real clients (confluent-kafka, kafka-python, the Java client; KIP-98,
 KIP-447, KIP-890) on one broker: a transaction's records become visible to read_committed
-consumers all at once on commit and never on abort; consume-transform-produce moves the input group's offsets only with the output's commit; a
-second producer with the same transactional.id fences the first; a silent transaction is
-aborted by the broker; bad transactional requests get Kafka's error codes."""
+consumers all at once on commit and never on abort; consume-transform-produce moves the input
+group's offsets only with the output's commit; a second producer with the same
+transactional.id fences the first; a silent transaction is aborted by the broker; bad
+transactional requests get Kafka's error codes."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -24,7 +24,7 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, In
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from . import kafka_api
-from .broker_process import BrokerProcess
+from .broker_process import BrokerProcess, shared_broker
 from .clients import java
 from .clients.confluent import create_topic
 from .records import now_ms
@@ -42,14 +42,7 @@ READ_S = 20.0
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(Path(tmp_path_factory.mktemp("transactions")), OVERRIDES)
-    try:
-        yield process.start()
-        crash = process.unexpected_exit()
-        if crash:
-            pytest.fail(crash)
-    finally:
-        process.kill9()
+    yield from shared_broker(tmp_path_factory.mktemp("transactions"), OVERRIDES)
 
 
 def new_topic(broker: BrokerProcess, partitions: int = 2) -> str:
@@ -106,6 +99,18 @@ def sentinel(broker: BrokerProcess, topic: str, partitions: int) -> bytes:
         plain.produce(topic, value, partition=partition)
     assert plain.flush(30) == 0
     return value
+
+
+def committed_values(broker: BrokerProcess, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed reader gets before a sentinel written now on each
+    partition: what is committed, once every earlier transaction has ended."""
+    end = sentinel(broker, topic, partitions)
+    committed = reader(broker, topic, partitions, True)
+    try:
+        values = read_values(committed, until=end, times=partitions)
+    finally:
+        committed.close()
+    return [value for value in values if value != end]
 
 
 def test_a_commit_shows_every_record_of_the_transaction_at_once(broker: BrokerProcess) -> None:
@@ -170,24 +175,14 @@ def test_kafka_python_transactions_commit_and_abort(broker: BrokerProcess) -> No
         producer.commit_transaction()
     finally:
         producer.close(timeout=10)
-    end = sentinel(broker, topic, 1)
-    committed = reader(broker, topic, 1, True)
-    try:
-        assert read_values(committed, until=end) == [b"committed", end]
-    finally:
-        committed.close()
+    assert committed_values(broker, topic, 1) == [b"committed"]
 
 
 def test_java_client_transactions_commit_and_abort(broker: BrokerProcess) -> None:
     topic = new_topic(broker, partitions=1)
     java.transact(broker.bootstrap, topic, f"java-{topic}", [b"dropped"], commit=False)
     java.transact(broker.bootstrap, topic, f"java-{topic}", [b"j0", b"j1"], commit=True)
-    end = sentinel(broker, topic, 1)
-    committed = reader(broker, topic, 1, True)
-    try:
-        assert read_values(committed, until=end) == [b"j0", b"j1", end]
-    finally:
-        committed.close()
+    assert committed_values(broker, topic, 1) == [b"j0", b"j1"]
 
 
 def committed_offset(broker: BrokerProcess, group: str, topic: str) -> int:
@@ -249,12 +244,7 @@ def test_consumed_offsets_move_only_when_the_output_transaction_commits(
             assert committed_offset(broker, group, source) == 10
     finally:
         consumer.close()
-    end = sentinel(broker, sink, 1)
-    output = reader(broker, sink, 1, True)
-    try:
-        assert read_values(output, until=end) == [f"in-{i}".encode() for i in range(10)] + [end]
-    finally:
-        output.close()
+    assert committed_values(broker, sink, 1) == [f"in-{i}".encode() for i in range(10)]
 
 
 def test_a_second_producer_with_the_same_id_fences_the_first(broker: BrokerProcess) -> None:
@@ -270,12 +260,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker: BrokerProce
     successor.begin_transaction()
     successor.produce(topic, b"successor", partition=0)
     successor.commit_transaction(30)
-    end = sentinel(broker, topic, 1)
-    committed = reader(broker, topic, 1, True)
-    try:
-        assert read_values(committed, until=end) == [b"successor", end]
-    finally:
-        committed.close()
+    assert committed_values(broker, topic, 1) == [b"successor"]
 
 
 def test_a_transaction_past_its_timeout_is_aborted_by_the_broker(broker: BrokerProcess) -> None:
@@ -285,12 +270,7 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_broker(broker: BrokerP
     silent.produce(topic, b"never", partition=0)
     assert silent.flush(30) == 0
     # No commit: the broker aborts it; the last stable offset then passes its records.
-    end = sentinel(broker, topic, 1)
-    committed = reader(broker, topic, 1, True)
-    try:
-        assert read_values(committed, until=end) == [end]
-    finally:
-        committed.close()
+    assert committed_values(broker, topic, 1) == []
     with pytest.raises(KafkaException):
         silent.commit_transaction(10)
 
@@ -385,9 +365,4 @@ def test_a_transactional_produce_without_add_partitions_is_refused(broker: Broke
     (partition,) = answer.responses[0].partition_responses
     assert partition.error_code == INVALID_TXN_STATE
     # Nothing was written: the log is empty and no transaction holds the partition back.
-    end = sentinel(broker, topic, 1)
-    committed = reader(broker, topic, 1, True)
-    try:
-        assert read_values(committed, until=end) == [end]
-    finally:
-        committed.close()
+    assert committed_values(broker, topic, 1) == []
