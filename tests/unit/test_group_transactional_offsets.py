@@ -141,3 +141,22 @@ async def test_a_commit_for_a_member_of_an_old_generation_is_refused() -> None:
     refused = await txn_commit(client, 5, generation_id=1, member_id="zombie")
     assert refused.topics[0].partitions[0].error_code.value == 25  # UNKNOWN_MEMBER_ID
     assert await fetch(client) == (-1, 0)
+
+
+@async_test
+async def test_a_control_record_that_is_no_marker_ends_no_transaction_on_reload() -> None:
+    core, client, coordinator = await setup()
+    partition = coordinator.partition_for("g")
+    await txn_commit(client, 10)
+    core.write_marker(OFFSETS_TOPIC, partition, PRODUCER_ID, commit=False)
+    core.logs[(OFFSETS_TOPIC, partition)][-1]["control"] = 5  # neither ABORT nor COMMIT
+    await coordinator.close()
+
+    controller = FakeController()
+    controller.add_topic("in", 2)
+    reloaded = await start_coordinator(core=core, controller=controller, clock=FakeClock())
+    again = Client(reloaded, core=core)
+    # Still pending: the unknown control record was skipped, not taken for an abort.
+    assert await fetch(again, require_stable=True) == (-1, 88)
+    await marker(again, partition, commit=True)
+    assert await fetch(again, require_stable=True) == (10, 0)

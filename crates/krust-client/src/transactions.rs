@@ -5,11 +5,9 @@
 use std::collections::HashSet;
 
 use krust_storage::batch::BatchHeader;
+use krust_storage::control_batch::{control_record_type, ABORT};
 use krust_storage::records::record_views;
 use krust_storage::{records_area, BatchError, MAX_DECOMPRESSED_BYTES};
-
-/// `ControlRecordType.ABORT`: the type field of an abort marker's key.
-const ABORT_MARKER: i16 = 0;
 
 /// The aborted transactions of one Fetch response, consumed in offset order.
 #[derive(Debug, Default)]
@@ -64,8 +62,5 @@ fn is_abort_marker(header: &BatchHeader, batch: &[u8]) -> Result<bool, BatchErro
     let Some(marker) = record_views(&area).next().transpose()? else {
         return Ok(false);
     };
-    Ok(match marker.key {
-        Some([_, _, high, low, ..]) => i16::from_be_bytes([*high, *low]) == ABORT_MARKER,
-        _ => false,
-    })
+    Ok(marker.key.and_then(control_record_type) == Some(ABORT))
 }

@@ -10,7 +10,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use krust_storage::control_batch::{transactional_coordinator_batch, KeyValue};
+use krust_storage::control_batch::{
+    control_record_type, transactional_coordinator_batch, KeyValue,
+};
 use krust_storage::scheduler::Scheduler;
 use krust_storage::{LogManager, StorageError, TopicPartition};
 use tokio::sync::watch;
@@ -407,7 +409,10 @@ impl Broker {
             .map(|r| StoredRecord {
                 offset: r.offset,
                 timestamp: r.timestamp,
-                control: r.control.then(|| control_type(r.key.as_deref())),
+                // A control record too short to name a type (-1) is no marker: Python skips it.
+                control: r
+                    .control
+                    .then(|| r.key.as_deref().and_then(control_record_type).unwrap_or(-1)),
                 producer_id: r.producer_id,
                 key: r.key,
                 value: r.value,
@@ -573,14 +578,6 @@ fn raise_open_file_limit() {
         if let Err(error) = setrlimit(Resource::Nofile, raised) {
             tracing::warn!(%error, "cannot raise the open file limit");
         }
-    }
-}
-
-/// A control record's type from its key (version i16, type i16); -1 when the key is malformed.
-fn control_type(key: Option<&[u8]>) -> i16 {
-    match key {
-        Some([_, _, high, low, ..]) => i16::from_be_bytes([*high, *low]),
-        _ => -1,
     }
 }
 

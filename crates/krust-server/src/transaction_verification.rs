@@ -66,15 +66,14 @@ pub async fn verify(
     produce_version: i16,
 ) -> HashMap<(String, i32), i16> {
     let all = |error: ResponseError| {
-        partitions
-            .iter()
-            .map(|tp| (tp.clone(), error.code()))
-            .collect()
+        let code = for_producer(error.code(), produce_version);
+        partitions.iter().map(|tp| (tp.clone(), code)).collect()
     };
     let image = context.metadata.image();
     let Some(node) = coordinator_node(&image, producer.transactional_id) else {
-        // No coordinator knows this transaction: it was never begun with AddPartitionsToTxn.
-        return all(ResponseError::InvalidTxnState);
+        // As Kafka: no live coordinator (its topic missing, or no leader during a failover)
+        // is COORDINATOR_NOT_AVAILABLE, which the producer retries.
+        return all(ResponseError::CoordinatorNotAvailable);
     };
     let request = verify_request(producer, partitions);
     let answer = if node == context.settings.node_id {
@@ -191,6 +190,11 @@ mod tests {
     #[test]
     fn coordinator_errors_become_what_producers_retry_or_understand() {
         assert_eq!(for_producer(ResponseError::NotCoordinator.code(), 11), 19);
+        // What `verify` answers when no broker leads the id's `__transaction_state` partition.
+        assert_eq!(
+            for_producer(ResponseError::CoordinatorNotAvailable.code(), 12),
+            19
+        );
         assert_eq!(for_producer(ResponseError::ProducerFenced.code(), 11), 47);
         assert_eq!(
             for_producer(ResponseError::TransactionAbortable.code(), 11),

@@ -12,8 +12,9 @@ use crate::records::{put_varlong, record_views};
 
 const TRANSACTIONAL_FLAG: i16 = 0x10;
 const CONTROL_FLAG: i16 = 0x20;
-const ABORT: i16 = 0;
-const COMMIT: i16 = 1;
+/// `ControlRecordType.ABORT` and `COMMIT`, a marker's type.
+pub const ABORT: i16 = 0;
+pub const COMMIT: i16 = 1;
 const MARKER_VERSION: i16 = 0;
 /// A marker's records area is a few bytes; more is not a marker.
 const MAX_MARKER_AREA: usize = 1 << 16;
@@ -28,6 +29,15 @@ pub struct EndTxnMarker {
     pub commit: bool,
     /// The epoch of the transaction coordinator that wrote it.
     pub coordinator_epoch: i32,
+}
+
+/// A control record's type from its key (`ControlRecordType`: version i16, type i16); `None`
+/// for a key too short to hold one.
+pub fn control_record_type(key: &[u8]) -> Option<i16> {
+    match key {
+        [_, _, high, low, ..] => Some(i16::from_be_bytes([*high, *low])),
+        _ => None,
+    }
 }
 
 /// The marker a control batch with a producer id holds; `Ok(None)` for an empty batch (one the
@@ -50,7 +60,7 @@ pub fn read_end_txn_marker(
         ));
     }
     let key_version = i16::from_be_bytes([key[0], key[1]]);
-    let kind = i16::from_be_bytes([key[2], key[3]]);
+    let kind = control_record_type(key).unwrap_or_default();
     let value_version = i16::from_be_bytes([value[0], value[1]]);
     if key_version < 0 || value_version < 0 {
         return Err(invalid("a transaction marker has a negative version"));

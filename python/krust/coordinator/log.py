@@ -71,8 +71,9 @@ class _Pending:
     future: asyncio.Future[None]
 
 
-# A control record's type in its key: ControlRecordType.COMMIT.
-_COMMIT_MARKER = 1
+# A control record's type in its key: ControlRecordType.ABORT and COMMIT.
+_ABORT, _COMMIT = 0, 1
+_MARKER_TYPES = (_ABORT, _COMMIT)
 
 
 class CoordinatorLog(Generic[R]):
@@ -180,12 +181,10 @@ class CoordinatorLog(Generic[R]):
                     return
                 producer_id = stored["producer_id"]
                 control = stored["control"]
-                if control is not None:
-                    yield (
-                        offset,
-                        producer_id,
-                        EndTransaction(producer_id, control == _COMMIT_MARKER),
-                    )
+                if control in _MARKER_TYPES:
+                    yield offset, producer_id, EndTransaction(producer_id, control == _COMMIT)
+                elif control is not None:
+                    yield offset, producer_id, ValueError(f"control record of type {control}")
                 else:
                     try:
                         record = self._codec.decode(stored["key"], stored["value"])

@@ -236,17 +236,7 @@ class TransactionCoordinator:
         metadata = entry.metadata
         if transit.state is S.PREPARE_EPOCH_FENCE:
             # Abort the ongoing transaction with the bumped epoch; the producer retries.
-            ended = await self._end_transaction(
-                transactional_id,
-                transit.producer_id,
-                transit.producer_epoch,
-                commit=False,
-                from_client=False,
-                client_version=self.state.transaction_version(),
-            )
-            if metadata.pending_state is S.PREPARE_EPOCH_FENCE:
-                metadata.pending_state = None
-            error = ended.error
+            error = (await self._abort_fenced(metadata, transit)).error
             return ProducerIdResult(
                 ErrorCode.concurrent_transactions if error is ErrorCode.none else error
             )
@@ -495,7 +485,11 @@ class TransactionCoordinator:
                 transit = metadata.prepare_fence_producer_epoch()
                 self._spawn(self._abort_timed_out(metadata, transit))
 
-    async def _abort_timed_out(self, metadata: TransactionMetadata, fence: TxnTransit) -> None:
+    async def _abort_fenced(
+        self, metadata: TransactionMetadata, fence: TxnTransit
+    ) -> ProducerIdResult:
+        """Abort the ongoing transaction at the epoch PrepareEpochFence bumped (a new
+        InitProducerId's fencing, or a timeout)."""
         result = await self._end_transaction(
             metadata.transactional_id,
             fence.producer_id,
@@ -506,6 +500,10 @@ class TransactionCoordinator:
         )
         if metadata.pending_state is S.PREPARE_EPOCH_FENCE:
             metadata.pending_state = None
+        return result
+
+    async def _abort_timed_out(self, metadata: TransactionMetadata, fence: TxnTransit) -> None:
+        result = await self._abort_fenced(metadata, fence)
         if result.error is not ErrorCode.none:
             log.info("%s: timeout abort not done: %s", metadata.transactional_id, result.error.name)
 

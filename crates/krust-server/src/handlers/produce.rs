@@ -95,10 +95,10 @@ pub async fn handle(
                         return error_code_response(data.index, code);
                     }
                 };
-                let key = (name.clone(), data.index);
-                if let Some(code) = verification.refused.get(&key) {
+                let verified = verification.of(&name, data.index);
+                if let Some(Verified::Refused(code)) = verified {
                     context.metrics.topics.record_refused_produce();
-                    return error_code_response(data.index, *code);
+                    return error_code_response(data.index, code);
                 }
                 let topic_metrics = partition.topic_metrics(&context.metrics.topics);
                 let Some(records) = &data.records else {
@@ -106,9 +106,11 @@ pub async fn handle(
                     topic_metrics.record_produce(error, 0, 0);
                     return error_code_response(data.index, error);
                 };
-                let appended = match verification.guards.get(&key) {
-                    Some(guard) => partition.append_verified(records, request.acks, now_ms, *guard),
-                    None => partition.append_as_leader(records, request.acks, now_ms),
+                let appended = match verified {
+                    Some(Verified::Guarded(guard)) => {
+                        partition.append_verified(records, request.acks, now_ms, guard)
+                    }
+                    _ => partition.append_as_leader(records, request.acks, now_ms),
                 };
                 match appended {
                     Ok(info) => {
@@ -193,13 +195,26 @@ fn topic_name(topic: &TopicProduceData, version: i16, image: &MetadataImage) -> 
     }
 }
 
-/// The outcome of KIP-890's verification of a produce, by (topic, partition).
+/// The outcome of KIP-890's verification of one partition.
+#[derive(Clone, Copy)]
+enum Verified {
+    /// The coordinator did not confirm it: the error to answer.
+    Refused(i16),
+    /// Confirmed: appended only if the guard still holds.
+    Guarded(VerificationGuard),
+}
+
+/// The partitions of a produce that were verified (none for most produces).
 #[derive(Default)]
-struct Verification {
-    /// Partitions the coordinator did not confirm, with the error to answer.
-    refused: HashMap<(String, i32), i16>,
-    /// Confirmed partitions, appended only if their guard still holds.
-    guards: HashMap<(String, i32), VerificationGuard>,
+struct Verification(HashMap<(String, i32), Verified>);
+
+impl Verification {
+    fn of(&self, topic: &str, partition: i32) -> Option<Verified> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.get(&(topic.to_string(), partition)).copied()
+    }
 }
 
 /// KIP-890: the partitions where a transactional batch would start a transaction are checked
@@ -245,8 +260,14 @@ async fn verify_transaction(
         producer_epoch,
     };
     let refused = verify(context, &producer, &starting, ctx.version()).await;
-    guards.retain(|key, _| !refused.contains_key(key));
-    Verification { refused, guards }
+    let verified = guards.into_iter().map(|(key, guard)| {
+        let outcome = match refused.get(&key) {
+            Some(code) => Verified::Refused(*code),
+            None => Verified::Guarded(guard),
+        };
+        (key, outcome)
+    });
+    Verification(verified.collect())
 }
 
 /// As Kafka: a transactional produce needs WRITE on its transactional id (else every partition
