@@ -47,10 +47,11 @@ def test_group_metadata_key_layout_is_kafkas() -> None:
     assert decode_key(data) == GroupMetadataKey("my-group")
 
 
-def test_keys_of_newer_group_types_are_not_ours() -> None:
-    # Type 3+ are KIP-848 consumer group records: skipped, not an error.
-    assert decode_key(struct.pack(">h", 3) + kafka_string("g")) is None
-    assert decode_record(struct.pack(">h", 5) + b"whatever", b"value") is None
+def test_keys_of_share_and_streams_groups_are_not_ours() -> None:
+    # Type 10 is a share group's member metadata, 17 a streams group's metadata: skipped, not an
+    # error (KIP-848 consumer groups' types are tested in test_consumer_group_records.py).
+    assert decode_key(struct.pack(">h", 10) + kafka_string("g")) is None
+    assert decode_record(struct.pack(">h", 17) + b"whatever", b"value") is None
 
 
 def test_offset_commit_value_v3_layout_is_kafkas() -> None:

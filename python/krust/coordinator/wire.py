@@ -8,6 +8,7 @@ job.
 from __future__ import annotations
 
 import struct
+from uuid import UUID
 
 
 class RecordFormatError(ValueError):
@@ -75,6 +76,9 @@ class Writer:
     def bytes_field(self, value: bytes) -> None:
         self._length(len(value))
         self._buffer += value
+
+    def uuid(self, value: UUID) -> None:
+        self._buffer += value.bytes
 
     def array_length(self, length: int | None) -> None:
         """An array's length; None writes a null array."""
@@ -158,6 +162,9 @@ class Reader:
         if length is None:
             raise RecordFormatError("null where bytes are required")
         return bytes(self._take(length))
+
+    def uuid(self) -> UUID:
+        return UUID(bytes=bytes(self._take(16)))
 
     def array_length(self) -> int:
         length = self._length()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from krust.coordinator.loader import ReplayStats, replay
 from krust.coordinator.log import CoordinatorLog
+from krust.group.consumer.records import ConsumerGroupKey
 from krust.group.group import ClassicGroup
 from krust.group.offsets import OffsetStore
 from krust.group.records import (
@@ -46,9 +47,13 @@ async def load_partition(
 
     def apply(record: CoordinatorRecord) -> None:
         key, value = record
-        if isinstance(key, OffsetCommitKey) and not isinstance(value, GroupMetadataValue):
+        if isinstance(key, ConsumerGroupKey):
+            # KIP-848 consumer groups' records are skipped here, as they were before the codec
+            # decoded them: this loader rebuilds classic groups and offsets only.
+            return
+        if isinstance(key, OffsetCommitKey) and isinstance(value, OffsetCommitValue | None):
             loaded.offsets.apply(key, value)
-        elif isinstance(key, GroupMetadataKey) and not isinstance(value, OffsetCommitValue):
+        elif isinstance(key, GroupMetadataKey) and isinstance(value, GroupMetadataValue | None):
             group_values[key.group] = value
         else:
             raise ValueError(f"{type(key).__name__} with a {type(value).__name__}")

@@ -1,7 +1,8 @@
 """The record schemas of `__consumer_offsets`, byte-compatible with Kafka's own.
 
 Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey (same
-layout), 2 is GroupMetadataKey; higher values belong to Kafka's newer group types and are skipped.
+layout), 2 is GroupMetadataKey, 3-8 and 16 are KIP-848 consumer groups' (krust.group.consumer
+.records); the other types belong to Kafka's share and streams groups and are skipped.
 Every value starts with an int16 schema version. A null value is a tombstone (deletion).
 Field order follows Kafka's OffsetCommitValue.json / GroupMetadataValue.json; version 4 of both
 values is the first flexible (compact, tagged-field) version.
@@ -12,6 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from krust.coordinator.wire import Reader, RecordFormatError, Writer
+from krust.group.consumer.records import (
+    ConsumerGroupKey,
+    ConsumerGroupRecord,
+    decode_consumer_group_record,
+    encode_consumer_group_key,
+    encode_consumer_group_value,
+    read_consumer_group_key,
+)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -90,15 +99,18 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
-CoordinatorKey = OffsetCommitKey | GroupMetadataKey
+CoordinatorKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
 CoordinatorRecord = (
     tuple[OffsetCommitKey, OffsetCommitValue | None]
     | tuple[GroupMetadataKey, GroupMetadataValue | None]
+    | ConsumerGroupRecord
 )
 """A key with its value; a None value is a tombstone."""
 
 
 def encode_key(key: CoordinatorKey) -> bytes:
+    if isinstance(key, ConsumerGroupKey):
+        return encode_consumer_group_key(key)
     writer = Writer()
     if isinstance(key, OffsetCommitKey):
         writer.int16(OFFSET_COMMIT_KEY_VERSION)
@@ -112,7 +124,7 @@ def encode_key(key: CoordinatorKey) -> bytes:
 
 
 def decode_key(data: bytes) -> CoordinatorKey | None:
-    """The key, or None for record types this coordinator does not own (KIP-848 and later)."""
+    """The key, or None for record types this coordinator does not own (share, streams)."""
     reader = Reader(data)
     version = reader.int16()
     if version in (0, 1):
@@ -121,7 +133,7 @@ def decode_key(data: bytes) -> CoordinatorKey | None:
         return GroupMetadataKey(reader.string())
     if version < 0:
         raise RecordFormatError(f"negative key version {version}")
-    return None
+    return read_consumer_group_key(version, reader)
 
 
 def _value_reader(data: bytes, name: str) -> tuple[Reader, int]:
@@ -239,7 +251,9 @@ def encode_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
         return encode_key(key), None
     if isinstance(value, OffsetCommitValue):
         return encode_key(key), encode_offset_commit_value(value)
-    return encode_key(key), encode_group_metadata_value(value)
+    if isinstance(value, GroupMetadataValue):
+        return encode_key(key), encode_group_metadata_value(value)
+    return encode_key(key), encode_consumer_group_value(value)
 
 
 def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord | None:
@@ -251,7 +265,9 @@ def decode_record(key: bytes | None, value: bytes | None) -> CoordinatorRecord |
         return decoded, None if value is None else decode_offset_commit_value(value)
     if isinstance(decoded, GroupMetadataKey):
         return decoded, None if value is None else decode_group_metadata_value(value)
-    return None
+    if decoded is None:
+        return None
+    return decode_consumer_group_record(decoded, value)
 
 
 class GroupRecordCodec:
