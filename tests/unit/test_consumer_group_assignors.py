@@ -374,17 +374,10 @@ def test_range_static_member_rejoining_under_a_new_id_gets_its_ranges_back() -> 
 
 
 def test_range_is_recomputed_from_member_order_not_from_the_current_assignment() -> None:
-    # Kafka 4.x's server-side range assignor ignores the current assignment (KAFKA-16944).
-    joined = {
-        "A": member("t1 t2", {"t1": [0, 1], "t2": [0, 1]}),
-        "B": member("t1 t2", {"t1": [2], "t2": [2]}),
-        "C": member("t1 t2"),
-    }
-    assert run(range_assignor, {"t1": 3, "t2": 3}, joined) == {
-        "A": {"t1": [0], "t2": [0]},
-        "B": {"t1": [1], "t2": [1]},
-        "C": {"t1": [2], "t2": [2]},
-    }
+    # Kafka 4.x's server-side range assignor ignores the current assignment (KAFKA-16944); a
+    # member joining is test_docs_example_member_joins.
+    swapped = {"A": member("t1", {"t1": [1]}), "B": member("t1", {"t1": [0]})}
+    assert run(range_assignor, {"t1": 2}, swapped) == {"A": {"t1": [0]}, "B": {"t1": [1]}}
     more_members = {
         "A": member("t1 t2", {"t1": [0], "t2": [0]}),
         "B": member("t1 t2", {"t1": [1], "t2": [1]}),
@@ -552,3 +545,22 @@ def test_randomized_uniform_keeps_a_balanced_assignment() -> None:
             for m, s in members.items()
         }
         assert run(uniform, partitions, rerun) == first
+
+
+def test_docs_example_member_joins() -> None:
+    # docs/consumer-group-assignors.md: uniform moves A's surplus, range recomputes the ranges.
+    members = {
+        "A": member("t1 t2", {"t1": [0, 1], "t2": [0, 1]}),
+        "B": member("t1 t2", {"t1": [2], "t2": [2]}),
+        "C": member("t1 t2"),
+    }
+    assert run(uniform, {"t1": 3, "t2": 3}, members) == {
+        "A": {"t1": [0, 1]},
+        "B": {"t1": [2], "t2": [2]},
+        "C": {"t2": [0, 1]},
+    }
+    assert run(range_assignor, {"t1": 3, "t2": 3}, members) == {
+        "A": {"t1": [0], "t2": [0]},
+        "B": {"t1": [1], "t2": [1]},
+        "C": {"t1": [2], "t2": [2]},
+    }
