@@ -530,6 +530,11 @@ def _resolve(values: dict[str, Any]) -> None:
         values["log.flush.interval.ms"] = values["log.flush.scheduler.interval.ms"]
 
     from krust.connection_limits import limits_problem
+    from krust.group.settings import consumer_group_problem
+
+    bad = consumer_group_problem(values)
+    if bad:
+        raise ConfigError(*bad)
 
     problem = limits_problem(values)
     if problem:

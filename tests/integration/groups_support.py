@@ -99,8 +99,12 @@ class GroupMember:
         *,
         assignor: str = RANGE,
         instance_id: str | None = None,
+        protocol: str = "classic",
     ) -> None:
         self.library = library
+        # "consumer": KIP-848's group protocol (confluent-kafka only here; the assignor is the
+        # broker's, `assignor` names it or is RANGE for the broker's default).
+        self.protocol = protocol
         self.bootstrap = bootstrap
         self.group = group
         self.topic = topic
@@ -158,10 +162,16 @@ class GroupMember:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
             "auto.commit.interval.ms": 500,
-            "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
-            "partition.assignment.strategy": self.assignor,
         }
+        if self.protocol == "consumer":
+            # The broker owns timeouts and assignment in KIP-848's protocol.
+            config["group.protocol"] = "consumer"
+            if self.assignor != RANGE:
+                config["group.remote.assignor"] = self.assignor
+        else:
+            config["session.timeout.ms"] = SESSION_TIMEOUT_MS
+            config["heartbeat.interval.ms"] = HEARTBEAT_INTERVAL_MS
+            config["partition.assignment.strategy"] = self.assignor
         if self.instance_id is not None:
             config["group.instance.id"] = self.instance_id
         consumer = Consumer(config)

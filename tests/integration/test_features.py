@@ -37,7 +37,7 @@ def test_kafka_features_describe_lists_every_feature_with_its_levels(broker) -> 
     assert described == {
         "metadata.version": ("3.6-IV0", "3.6-IV2", "3.6-IV2", epoch),
         "kraft.version": ("0", "0", "0", epoch),
-        "group.version": ("0", "0", "0", epoch),
+        "group.version": ("0", "1", "1", epoch),
         "transaction.version": ("0", "0", "0", epoch),
         "eligible.leader.replicas.version": ("0", "0", "0", epoch),
         "share.version": ("0", "0", "0", epoch),
@@ -77,11 +77,11 @@ def dump_metadata_log(data_dir: Path) -> str:
 
 def test_kafka_features_refusals_and_allowed_changes(broker) -> None:
     prefix = "The update failed for all features since the following feature had an error: "
-    run = features(broker, "upgrade", "--feature", "group.version=1")
+    run = features(broker, "upgrade", "--feature", "transaction.version=1")
     assert run.returncode == 1
     assert run.stdout.strip() == (
-        f"Could not upgrade group.version to 1. {prefix}Invalid update version 1 for feature "
-        "group.version. Local controller 1 does not support this feature."
+        f"Could not upgrade transaction.version to 1. {prefix}Invalid update version 1 for "
+        "feature transaction.version. Local controller 1 does not support this feature."
     )
     assert "1 out of 1 operation(s) failed." in run.stderr
     run = features(broker, "downgrade", "--feature", "metadata.version=13")
@@ -102,7 +102,10 @@ def test_kafka_features_refusals_and_allowed_changes(broker) -> None:
     assert describe(broker)["group.version"][3] == epoch  # a dry run writes nothing
     run = features(broker, "disable", "--feature", "group.version")
     assert (run.returncode, run.stdout.strip()) == (0, "group.version was disabled.")
-    assert describe(broker)["group.version"] == ("0", "0", "0", str(int(epoch) + 3))
+    assert describe(broker)["group.version"] == ("0", "1", "0", str(int(epoch) + 3))
+    run = features(broker, "upgrade", "--feature", "group.version=1")
+    assert (run.returncode, run.stdout.strip()) == (0, "group.version was upgraded to 1.")
+    assert describe(broker)["group.version"] == ("0", "1", "1", str(int(epoch) + 6))
 
 
 def test_apiversions_v3_omits_features_with_a_supported_minimum_of_zero(broker) -> None:

@@ -95,12 +95,13 @@ def test_first_start_formats_dirs_and_registers_this_broker(
     directory_ids = {line for m in metas for line in m.splitlines() if "directory.id" in line}
     assert len(directory_ids) == 2
 
-    begin, feature, registration, end = metadata_records(fake_core)
+    begin, metadata_version, group_version, registration, end = metadata_records(fake_core)
     # One metadata transaction (KIP-868): the records apply together or not at all.
     assert isinstance(begin, BeginTransactionRecord) and isinstance(end, EndTransactionRecord)
-    assert feature == FeatureLevelRecord(name="metadata.version", feature_level=14)
+    assert metadata_version == FeatureLevelRecord(name="metadata.version", feature_level=14)
+    assert group_version == FeatureLevelRecord(name="group.version", feature_level=1)
     assert isinstance(registration, RegisterBrokerRecord)
-    assert registration.broker_epoch == 2  # the offset of the registration record
+    assert registration.broker_epoch == 3  # the offset of the registration record
     assert [(e.name, e.host, e.port) for e in registration.end_points] == [
         ("PLAINTEXT", "127.0.0.1", 19092)
     ]
@@ -114,7 +115,7 @@ def test_first_start_formats_dirs_and_registers_this_broker(
         }
     ]
     assert fake_core.last_image["cluster_id"] == controller.image.cluster_id
-    assert controller.image.features == {"metadata.version": 14}
+    assert controller.image.features == {"metadata.version": 14, "group.version": 1}
 
 
 def test_create_topic_appends_records_and_applies_the_image(

@@ -215,7 +215,7 @@ def test_core_image_has_the_documented_shape() -> None:
         "supported_features": {
             "metadata.version": (12, 14),
             "kraft.version": (0, 0),
-            "group.version": (0, 0),
+            "group.version": (0, 1),
             "transaction.version": (0, 0),
             "eligible.leader.replicas.version": (0, 0),
             "share.version": (0, 0),

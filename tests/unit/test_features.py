@@ -58,7 +58,7 @@ def refusal(feature: str, level: int, kind: UpgradeType) -> str | None:
             "Can't downgrade the version of this feature without setting the upgrade type to "
             "either safe or unsafe downgrade.",
         ),
-        ("group.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
+        ("transaction.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
         ("transaction.version", 2, UPGRADE, "Local controller 1 does not support this feature."),
         ("kraft.version", 1, UPGRADE, "Local controller 1 does not support this feature."),
         ("foo.bar", 1, UPGRADE, "Local controller 1 does not support this feature."),
@@ -111,9 +111,10 @@ def test_one_refused_update_fails_the_whole_request() -> None:
 
 def test_the_core_gets_supported_and_finalized_features(controller: Controller) -> None:
     image = to_core_image(controller.image)
-    assert image["finalized_features"] == {"metadata.version": 14}
+    assert image["finalized_features"] == {"metadata.version": 14, "group.version": 1}
     assert image["supported_features"]["metadata.version"] == (12, 14)
-    assert image["supported_features"]["group.version"] == (0, 0)
+    assert image["supported_features"]["group.version"] == (0, 1)
+    assert image["supported_features"]["transaction.version"] == (0, 0)
     assert set(image["supported_features"]) == set(SUPPORTED_FEATURES)
 
 
@@ -139,14 +140,17 @@ def test_an_update_is_appended_applied_and_survives_a_restart(
     assert response.error_code is ErrorCode.none and response.error_message is None
     # One record, between the markers of its metadata transaction (KIP-868).
     assert controller.image.metadata_offset == before + 3
-    assert fake_core.deltas[-1]["finalized_features"] == {"metadata.version": 14}
+    assert fake_core.deltas[-1]["finalized_features"] == {
+        "metadata.version": 14,
+        "group.version": 1,
+    }
     assert fake_core.last_image["metadata_offset"] == before + 3
     assert metadata_records(fake_core)[-2] == FeatureLevelRecord(
         name="metadata.version", feature_level=14
     )
 
     restarted = Controller.open(config, fake_core.reopen())
-    assert restarted.image.features == {"metadata.version": 14}
+    assert restarted.image.features == {"metadata.version": 14, "group.version": 1}
 
 
 def test_validate_only_writes_nothing(
@@ -174,16 +178,16 @@ def test_a_refusal_names_the_feature_for_all_updates(
         run,
         controller,
         0,
-        {"feature": "group.version", "max_version_level": 1, "allow_downgrade": False},
+        {"feature": "transaction.version", "max_version_level": 1, "allow_downgrade": False},
     )
     assert response.error_code is ErrorCode.invalid_update_version
     assert response.error_message == (
         "The update failed for all features since the following feature had an error: "
-        "Invalid update version 1 for feature group.version. Local controller 1 does not "
-        "support this feature."
+        "Invalid update version 1 for feature transaction.version. Local controller 1 does "
+        "not support this feature."
     )
     assert response.results == ()
-    assert controller.image.features == {"metadata.version": 14}
+    assert controller.image.features == {"metadata.version": 14, "group.version": 1}
 
 
 def test_v0_allow_downgrade_is_a_safe_downgrade(run: LoopRunner, controller: Controller) -> None:
@@ -197,7 +201,7 @@ def test_v0_allow_downgrade_is_a_safe_downgrade(run: LoopRunner, controller: Con
     assert "Refusing to perform the requested downgrade" in response.error_message
 
 
-@pytest.mark.parametrize(("feature", "level"), [("metadata.version", 27), ("group.version", 1)])
+@pytest.mark.parametrize(("feature", "level"), [("metadata.version", 27), ("group.version", 2)])
 def test_a_finalized_level_this_broker_does_not_support_stops_start_up(
     controller: Controller, config: BrokerConfig, fake_core: FakeCore, feature: str, level: int
 ) -> None:

@@ -12,6 +12,7 @@ from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.coordinator.clock import FakeClock
 from krust.group.api_admin import AdminApis
+from krust.group.api_consumer_group import ConsumerGroupApis
 from krust.group.api_membership import MembershipApis
 from krust.group.api_offsets import OffsetApis
 from krust.group.api_txn_markers import TxnMarkerApis
@@ -43,6 +44,8 @@ EXPECTED_ROUTES = {
     27: (1, 1),  # WriteTxnMarkers: the partition leader side of markers
     28: (0, 4),  # TxnOffsetCommit
     47: (0, 0),
+    68: (0, 1),
+    69: (0, 1),
 }
 # What librdkafka's balanced consumer needs to see overlapping the advertised ranges.
 LIBRDKAFKA_NEEDS = {10: 0, 8: 2, 9: 1, 11: 0, 14: 0, 12: 0, 13: 0}
@@ -111,6 +114,7 @@ class Client:
             AdminApis(coordinator),
             TxnOffsetApis(coordinator),
             TxnMarkerApis(core or FakeCore(), coordinator),
+            ConsumerGroupApis(coordinator),
         ):
             for api_key, _, _, handler in apis.routes():
                 self._handlers[api_key] = handler

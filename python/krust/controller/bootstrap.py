@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from krust.config import ConfigError, PropertiesError, parse_properties
-from krust.controller.features import SUPPORTED_FEATURES
+from krust.controller.features import GROUP_VERSION, GROUP_VERSION_FEATURE, SUPPORTED_FEATURES
 from krust.controller.records import (
     METADATA_VERSION,
     METADATA_VERSION_FEATURE,
@@ -142,8 +142,12 @@ def format_log_dirs(
 
 
 def initial_records() -> list[MetadataRecord]:
-    """What an empty metadata log starts with: the metadata.version feature level."""
-    return [FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION)]
+    """What an empty metadata log starts with: the metadata.version feature level, and
+    group.version 1 (KIP-848's consumer groups on), as a Kafka 4 cluster is formatted."""
+    return [
+        FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION),
+        FeatureLevelRecord(name=GROUP_VERSION_FEATURE, feature_level=GROUP_VERSION),
+    ]
 
 
 def registration_record(config: Mapping[str, Any], broker_epoch: int) -> RegisterBrokerRecord:

@@ -2,8 +2,8 @@
 finalized ones, with the checks and messages of Kafka's FeatureControlManager for a cluster of
 one node (the local controller is the only controller and broker).
 
-A supported range is what krust implements, not what Kafka does: group.version 1 is KIP-848's
-consumer protocol, which krust does not serve, so its maximum is 0.
+A supported range is what krust implements, not what Kafka does: transaction.version 1-2 are
+KIP-890's transaction protocol versions, which krust does not serve, so their maximum is 0.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from krust.controller.records import (
 KRAFT_VERSION_FEATURE = "kraft.version"
 # krust's quorum is one static voter: kraft.version 1 (KIP-853 dynamic voters) is not served.
 KRAFT_VERSION = 0
+GROUP_VERSION_FEATURE = "group.version"
+# group.version 1 is KIP-848's consumer group protocol (ConsumerGroupHeartbeat).
+GROUP_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ SUPPORTED_FEATURES: Mapping[str, VersionRange] = MappingProxyType(
         # 3.7-IV0 (15) needs controller registration (KIP-919).
         METADATA_VERSION_FEATURE: VersionRange(12, METADATA_VERSION),
         KRAFT_VERSION_FEATURE: VersionRange(0, KRAFT_VERSION),
-        "group.version": VersionRange(0, 0),  # 1: KIP-848's consumer group protocol
+        "group.version": VersionRange(0, GROUP_VERSION),
         "transaction.version": VersionRange(0, 0),  # 1-2: KIP-890's transaction protocol
         "eligible.leader.replicas.version": VersionRange(0, 0),  # 1: KIP-966's ELR
         "share.version": VersionRange(0, 0),  # 1: KIP-932's share groups

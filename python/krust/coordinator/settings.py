@@ -14,6 +14,8 @@ def int_settings(settings_class: type, config: Mapping[str, Any]) -> dict[str, i
     the class's defaults (Kafka's)."""
     values: dict[str, int] = {}
     for field in fields(settings_class):
+        if field.type not in (int, "int"):
+            continue
         name = field.name.replace("_", ".")
         if name in config:
             values[field.name] = int(config[name])

@@ -178,7 +178,7 @@ class OffsetApis:
             result = self._fetch_by_topic_ids(group)
         else:
             error, fetched = self._coordinator.fetch_offsets(
-                group.group_id, _requested(group.topics)
+                group.group_id, _requested(group.topics), _member(group, version)
             )
             result = {"group_id": group.group_id, "error_code": error, "topics": _topics(fetched)}
         if require_stable:
@@ -228,7 +228,9 @@ class OffsetApis:
             if named is None
             else [(name, list(t.partition_indexes)) for name, t in named if name is not None]
         )
-        error, fetched = self._coordinator.fetch_offsets(group.group_id, requested)
+        error, fetched = self._coordinator.fetch_offsets(
+            group.group_id, requested, _member(group, FIRST_VERSION_WITH_TOPIC_IDS)
+        )
         topics = _topics(fetched)
         for topic in topics:
             topic["topic_id"] = self._coordinator.topic_id(topic["name"])
@@ -333,3 +335,10 @@ def _partition_errors(results: PartitionErrors) -> list[dict[str, Any]]:
         }
         for topic, outcomes in results
     ]
+
+
+def _member(group: Any, version: int) -> tuple[str | None, int]:
+    """The member id and epoch of an OffsetFetch v9+ group (KIP-848); none before."""
+    if version < 9:
+        return None, -1
+    return group.member_id, group.member_epoch

@@ -44,6 +44,10 @@ class ImageView(Protocol):
     def topics(self) -> Mapping[str, TopicView]: ...
     @property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicView]: ...
+    @property
+    def features(self) -> Mapping[str, int]:
+        """Finalized feature levels (group.version gates KIP-848's consumer groups)."""
+        ...
 
 
 class ControllerView(Protocol):

@@ -22,6 +22,9 @@ from krust.coordinator.partitioner import partition_for
 from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
 from krust.coordinator.topic_creation import TopicCreation
 from krust.group.cluster import ControllerView, TopicView
+from krust.group.consumer.group import ConsumerGroup, group_tombstones
+from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
+from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatResult, validate
 from krust.group.group import GroupState
 from krust.group.group_manager import (
     GroupManager,
@@ -36,6 +39,7 @@ from krust.group.offset_manager import (
     PartitionErrors,
     Producer,
     TxnOffsetCommitRequest,
+    validate_consumer_fetch,
 )
 from krust.group.offsets import OffsetAndMetadata
 from krust.group.records import (
@@ -46,6 +50,7 @@ from krust.group.records import (
     GroupRecordCodec,
 )
 from krust.group.results import (
+    CoordinatorError,
     CoordinatorLocation,
     DescribedGroup,
     DescribedMember,
@@ -57,6 +62,8 @@ from krust.group.results import (
 from krust.group.settings import GroupCoordinatorConfig
 
 log = logging.getLogger(__name__)
+
+GROUP_VERSION_FEATURE = "group.version"
 
 FetchedOffsets = list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]
 
@@ -78,7 +85,12 @@ class GroupCoordinator:
             core, loop, OFFSETS_TOPIC, GroupRecordCodec()
         )
         self.groups = GroupManager(config, clock, loop, self._store_group)
-        self.offsets = OffsetManager(config, clock, self.groups, self._append, self._has_partition)
+        self.consumer = ConsumerGroupHeartbeats(
+            config, clock, lambda: controller.image, self._write_consumer_records
+        )
+        self.offsets = OffsetManager(
+            config, clock, self.groups, self._append, self._has_partition, self.consumer.groups
+        )
         self._partitions = CoordinatorPartitions(loop, OFFSETS_TOPIC, self._load, self._unload)
         self._background: set[asyncio.Task[Any]] = set()
         self._topic_creation = TopicCreation(
@@ -106,6 +118,7 @@ class GroupCoordinator:
         another does) and start the periodic offset expiry."""
         self.sync_partitions()
         self._controller.on_metadata_change(self.sync_partitions)
+        self._controller.on_metadata_change(self.consumer.on_metadata_change)
         self._schedule_expiry()
 
     async def close(self) -> None:
@@ -115,6 +128,7 @@ class GroupCoordinator:
         for task in self._background:
             task.cancel()
         self.groups.close()
+        self.consumer.close()
         await self.log.idle()
 
     async def idle(self) -> None:
@@ -147,6 +161,7 @@ class GroupCoordinator:
                 self.offsets.store.put_group(group_id, loaded.offsets.group_offsets(group_id))
             self.offsets.transactional.merge(loaded.transactional)
             self.groups.on_groups_loaded(list(loaded.groups.values()))
+            self.consumer.install(list(loaded.consumer_groups.values()))
             log.log(
                 logging.INFO if loaded.stats.records else logging.DEBUG,
                 "__consumer_offsets-%d: loaded %d groups from %d records",
@@ -160,6 +175,9 @@ class GroupCoordinator:
     def _unload(self, partition: int) -> None:
         group_ids = [g for g in self.groups.groups if self.partition_for(g) == partition]
         self.groups.unload(group_ids, ErrorCode.not_coordinator)
+        self.consumer.forget(
+            [g for g in self.consumer.groups if self.partition_for(g) == partition]
+        )
         for group_id in self.offsets.store.group_ids():
             if self.partition_for(group_id) == partition:
                 self.offsets.store.take_group(group_id)
@@ -289,6 +307,90 @@ class GroupCoordinator:
             return ErrorCode.invalid_group_id
         return self.coordinator_error(group_id)
 
+    # -- KIP-848 consumer groups ---------------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        try:
+            validate(request, self.consumer.assignors)
+        except CoordinatorError as refused:
+            return HeartbeatResult(refused.error, refused.message)
+        if self._controller.image.features.get(GROUP_VERSION_FEATURE, 0) < 1:
+            return HeartbeatResult(
+                ErrorCode.unsupported_version,
+                "The new consumer group protocol (KIP-848) needs group.version 1 or above; "
+                "upgrade it with kafka-features, or use group.protocol=classic.",
+            )
+        error = self.coordinator_error(request.group_id)
+        if error is not ErrorCode.none:
+            return HeartbeatResult(error)
+        group = self.consumer.groups.get(request.group_id)
+        if group is None:
+            try:
+                group = self._new_consumer_group(request.group_id, request.member_epoch == 0)
+            except CoordinatorError as refused:
+                return HeartbeatResult(refused.error, refused.message)
+        result = await self.consumer.heartbeat(request, group)
+        if group.is_empty() and group.group_epoch == 0:
+            # Nothing was written for it: a refused first heartbeat leaves no group behind.
+            self.consumer.groups.pop(request.group_id, None)
+        return result
+
+    def _new_consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
+        """Kafka's getOrMaybeCreateConsumerGroup: an empty classic group is replaced."""
+        classic = self.groups.groups.get(group_id)
+        if classic is not None and not classic.is_in(GroupState.DEAD) and classic.members:
+            raise CoordinatorError(
+                ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+            )
+        if not create:
+            raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        if classic is not None:
+            # Its committed offsets stay: they are the new group's.
+            self.groups.unload([group_id], ErrorCode.not_coordinator)
+            if classic.protocol_type is not None:
+                self._store_group(group_id, None)
+        group = ConsumerGroup(group_id)
+        self.consumer.groups[group_id] = group
+        return group
+
+    async def _write_consumer_records(
+        self, group_id: str, records: list[CoordinatorRecord]
+    ) -> bool:
+        """Append a consumer group's records, already applied in memory. If the append fails
+        memory is ahead of the log: the partition is reloaded from the log, as Kafka reverts to
+        its last committed state."""
+        partition = self.partition_for(group_id)
+        try:
+            await self.log.append(partition, records)
+        except Exception:
+            log.exception("group %s: writing %d records failed; reloading", group_id, len(records))
+            if self._partitions.is_known(partition):
+                self._partitions.unload(partition)
+            return False
+        return True
+
+    def consumer_group(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
+        """ConsumerGroupDescribe's view: the group, or why there is none to describe."""
+        error = self._group_error(group_id)
+        if error is not ErrorCode.none:
+            return error, None, None
+        group = self.consumer.groups.get(group_id)
+        if group is None:
+            classic = self.groups.groups.get(group_id)
+            if classic is not None and not classic.is_in(GroupState.DEAD):
+                return (
+                    ErrorCode.group_id_not_found,
+                    f"Group {group_id} is not a consumer group.",
+                    None,
+                )
+            return ErrorCode.group_id_not_found, f"Group {group_id} not found.", None
+        return ErrorCode.none, None, group
+
+    def topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        return {
+            topic_id: topic.name for topic_id, topic in self._controller.image.topics_by_id.items()
+        }
+
     # -- offsets -------------------------------------------------------------------------------
 
     async def commit_offsets(self, request: OffsetCommitRequest) -> PartitionErrors:
@@ -323,11 +425,22 @@ class GroupCoordinator:
         return self.offsets.transactional.is_pending(group_id, topic, partition)
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        member: tuple[str | None, int] = (None, -1),
     ) -> tuple[ErrorCode, FetchedOffsets]:
+        """`member`: the member id and epoch an OffsetFetch v9+ names (a consumer group checks
+        them)."""
         error = self.coordinator_error(group_id)
         if error is not ErrorCode.none:
             return error, []
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            try:
+                validate_consumer_fetch(consumer_group, *member)
+            except CoordinatorError as refused:
+                return refused.error, []
         return ErrorCode.none, self.offsets.fetch_offsets(group_id, topics)
 
     async def delete_offsets(
@@ -346,6 +459,7 @@ class GroupCoordinator:
             return DescribedGroup(group_id, error)
         group = self.groups.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
+            # A KIP-848 consumer group too: DescribeGroups describes classic groups only.
             return DescribedGroup(group_id, ErrorCode.none, GroupState.DEAD.value)
         # Kafka shows member metadata and assignments only for a Stable group.
         stable = group.is_in(GroupState.STABLE)
@@ -383,6 +497,14 @@ class GroupCoordinator:
             and (not states or group.state.value.lower() in states)
             and (not types or "classic" in types)
         ]
+        listed.extend(
+            ListedGroup(group.group_id, "consumer", group.state.value, "consumer")
+            for group in self.consumer.groups.values()
+            if self._is_owned(group.group_id)
+            and not group.deleted
+            and (not states or group.state.value.lower() in states)
+            and (not types or "consumer" in types)
+        )
         loading = self._partitions.any_loading()
         return (ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none), listed
 
@@ -394,12 +516,28 @@ class GroupCoordinator:
         error = self._group_error(group_id)
         if error is not ErrorCode.none:
             return error
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                return ErrorCode.non_empty_group
+            return await self._delete_consumer_group(consumer_group)
         group = self.groups.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.group_id_not_found
         if not group.is_in(GroupState.EMPTY):
             return ErrorCode.non_empty_group
         return await self.offsets.delete_group(group)
+
+    async def _delete_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
+        """Tombstones for its offsets and its records; the group is gone at once."""
+        records: list[CoordinatorRecord] = self.offsets.offset_tombstones(group.group_id)
+        for record in group_tombstones(group):
+            group.apply(record)
+            records.append(record)
+        self.consumer.forget([group.group_id])
+        written = await self._write_consumer_records(group.group_id, records)
+        self.offsets.store.take_group(group.group_id)
+        return ErrorCode.none if written else ErrorCode.coordinator_not_available
 
     # -- writing -------------------------------------------------------------------------------
 

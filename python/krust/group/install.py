@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from krust.coordinator.clock import AsyncioClock
 from krust.group.api_admin import AdminApis
+from krust.group.api_consumer_group import ConsumerGroupApis
 from krust.group.api_membership import MembershipApis
 from krust.group.api_offsets import OffsetApis
 from krust.group.api_txn_markers import TxnMarkerApis
@@ -32,6 +33,7 @@ def install(ctx: BrokerContext) -> GroupCoordinator:
         MembershipApis(coordinator, authorization, ctx.transactions),
         OffsetApis(coordinator, authorization),
         AdminApis(coordinator, authorization),
+        ConsumerGroupApis(coordinator, authorization),
         TxnOffsetApis(coordinator, authorization),
         TxnMarkerApis(ctx.core, coordinator, authorization),
     ):

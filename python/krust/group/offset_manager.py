@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from krust.coordinator.clock import Clock
+from krust.group.consumer.group import ConsumerGroup
 from krust.group.group import ClassicGroup, GroupState
 from krust.group.group_manager import GroupManager
 from krust.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
@@ -28,6 +29,9 @@ from krust.group.settings import GroupCoordinatorConfig
 from krust.group.transactional_offsets import TransactionalOffsets
 
 log = logging.getLogger(__name__)
+
+# KIP-848: members of consumer groups commit with their member epoch from OffsetCommit v9.
+FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION = 9
 
 Producer = tuple[int, int]
 """A transactional producer's id and epoch."""
@@ -80,6 +84,7 @@ class OffsetManager:
         groups: GroupManager,
         append: AppendRecords,
         partition_exists: Callable[[str, int], bool],
+        consumer_groups: Mapping[str, ConsumerGroup] | None = None,
     ) -> None:
         self.config = config
         self.store = OffsetStore()
@@ -87,6 +92,9 @@ class OffsetManager:
         self._groups = groups
         self._append = append
         self._partition_exists = partition_exists
+        self._consumer_groups: Mapping[str, ConsumerGroup] = (
+            consumer_groups if consumer_groups is not None else {}
+        )
         # Commits written but not yet durable: retention must not tombstone them meanwhile.
         self._pending: Counter[tuple[str, str, int]] = Counter()
         self.transactional = TransactionalOffsets(self.apply)
@@ -98,7 +106,11 @@ class OffsetManager:
             return
         assert value is None or isinstance(value, OffsetCommitValue)
         self.store.apply(key, value)
-        if value is not None and key.group not in self._groups.groups:
+        if (
+            value is not None
+            and key.group not in self._groups.groups
+            and key.group not in self._consumer_groups
+        ):
             self._groups.groups[key.group] = ClassicGroup(key.group, self._clock.now_ms())
 
     # -- OffsetCommit --------------------------------------------------------------------------
@@ -201,6 +213,12 @@ class OffsetManager:
         return self.transactional.end(producer_id, commit, in_scope)
 
     def _validate_commit(self, request: OffsetCommitRequest) -> None:
+        consumer_group = self._consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            validate_consumer_commit(
+                consumer_group, request.member_id, request.generation_id, request.api_version
+            )
+            return
         group = self._groups.groups.get(request.group_id)
         if group is None:
             if request.generation_id < 0:
@@ -267,7 +285,9 @@ class OffsetManager:
     ) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
         """Committed offsets of the requested partitions (None: not committed), or all of them."""
         group = self._groups.groups.get(group_id)
-        known = group is not None and not group.is_in(GroupState.DEAD)
+        known = (group is not None and not group.is_in(GroupState.DEAD)) or (
+            group_id in self._consumer_groups
+        )
         offsets = self.store.group_offsets(group_id) if known else {}
         if topics is None:
             by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
@@ -307,6 +327,12 @@ class OffsetManager:
         return ErrorCode.none, results
 
     # -- group deletion and retention ----------------------------------------------------------
+
+    def offset_tombstones(self, group_id: str) -> list[CoordinatorRecord]:
+        return [
+            (OffsetCommitKey(group_id, topic, partition), None)
+            for topic, partition in self.store.group_offsets(group_id)
+        ]
 
     async def delete_group(self, group: ClassicGroup) -> ErrorCode:
         """Tombstone the group and all its offsets. The caller checked that it is Empty."""
@@ -396,3 +422,47 @@ def _all_partitions(request: OffsetCommitRequest, error: ErrorCode) -> Partition
     return [
         (topic, [(c.partition, error) for c in partitions]) for topic, partitions in request.topics
     ]
+
+
+def validate_consumer_commit(
+    group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int
+) -> None:
+    """Kafka's ConsumerGroup.validateOffsetCommit: a member commits at its current epoch."""
+    if member_epoch < 0 and group.is_empty():
+        return  # the admin client, or a consumer using assign()
+    member = group.members.get(member_id)
+    if member is None:
+        raise CoordinatorError(
+            ErrorCode.unknown_member_id,
+            f"Member {member_id} is not a member of group {group.group_id}.",
+        )
+    if api_version < FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION:
+        raise CoordinatorError(
+            ErrorCode.unsupported_version,
+            "OffsetCommit version 9 or above must be used by members using the modern group "
+            "protocol",
+        )
+    if member_epoch != member.member_epoch:
+        raise CoordinatorError(
+            ErrorCode.stale_member_epoch,
+            f"The received member epoch {member_epoch} does not match the expected member "
+            f"epoch {member.member_epoch}.",
+        )
+
+
+def validate_consumer_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
+    """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ names the member)."""
+    if member_id is None and member_epoch < 0:
+        return
+    member = group.members.get(member_id or "")
+    if member is None:
+        raise CoordinatorError(
+            ErrorCode.unknown_member_id,
+            f"Member {member_id} is not a member of group {group.group_id}.",
+        )
+    if member_epoch != member.member_epoch:
+        raise CoordinatorError(
+            ErrorCode.stale_member_epoch,
+            f"The received member epoch {member_epoch} does not match the expected member "
+            f"epoch {member.member_epoch}.",
+        )

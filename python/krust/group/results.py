@@ -22,9 +22,10 @@ __all__ = [
 class CoordinatorError(Exception):
     """A request the coordinator refuses with a Kafka error code."""
 
-    def __init__(self, error: ErrorCode) -> None:
-        super().__init__(error.name)
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error.name)
         self.error = error
+        self.message = message
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,56 @@ class GroupCoordinatorConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    # KIP-848 consumer groups.
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
         """Read the Kafka-named keys present in `config`; absent keys keep Kafka's defaults."""
-        values = int_settings(cls, config)
+        values: dict[str, Any] = int_settings(cls, config)
+        if "group.consumer.assignors" in config:
+            values["group_consumer_assignors"] = _names(config["group.consumer.assignors"])
         if "offsets.retention.minutes" in config:
             values["offsets_retention_ms"] = int(config["offsets.retention.minutes"]) * 60_000
         return cls(**values)
+
+
+def _names(value: object) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+def consumer_group_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Kafka's GroupCoordinatorConfig checks of the consumer group timeouts: (key, problem)."""
+    for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+        key = f"group.consumer.{name}"
+        low = values[f"group.consumer.min.{name}"]
+        high = values[f"group.consumer.max.{name}"]
+        if low > high:
+            return (
+                f"group.consumer.max.{name}",
+                f"must be at least group.consumer.min.{name} ({low})",
+            )
+        if not low <= values[key] <= high:
+            return (
+                key,
+                f"must be between {low} and {high} (group.consumer.min/max.{name})",
+            )
+    if (
+        values["group.consumer.heartbeat.interval.ms"]
+        >= values["group.consumer.session.timeout.ms"]
+    ):
+        return (
+            "group.consumer.heartbeat.interval.ms",
+            "must be less than group.consumer.session.timeout.ms",
+        )
+    if not values["group.consumer.assignors"]:
+        return "group.consumer.assignors", "at least one assignor is required"
+    return None

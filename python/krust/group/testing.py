@@ -144,6 +144,7 @@ class FakeImage:
     node_id: int
     brokers: dict[int, FakeBroker]
     topics: dict[str, FakeTopic]
+    features: dict[str, int] = field(default_factory=lambda: {"group.version": 1})
 
     @property
     def topics_by_id(self) -> Mapping[uuid.UUID, FakeTopic]:
@@ -207,7 +208,7 @@ def async_test(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None
 
 def fast_config(**overrides: int) -> GroupCoordinatorConfig:
     """Kafka's defaults with no initial rebalance delay and few partitions, plus overrides."""
-    settings: dict[str, int] = {
+    settings: dict[str, Any] = {
         "group_initial_rebalance_delay_ms": 0,
         "offsets_topic_num_partitions": 4,
     }

@@ -64,6 +64,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *                                        EPOCH, polls; prints "position N" or "truncated N")
  * transact       BOOTSTRAP TOPIC TRANSACTIONAL_ID commit|abort (values on stdin, one hex value
  *                                        per line, to partition 0 in one transaction)
+ * group-member   BOOTSTRAP TOPIC GROUP PROTOCOL [ASSIGNOR] (subscribe() in GROUP with
+ *                                        group.protocol=PROTOCOL; prints "assigned P,P,..." on
+ *                                        each assignment change and "record PARTITION OFFSET
+ *                                        HEXVALUE" per record, auto-commits; closes (committing,
+ *                                        leaving the group) when stdin closes)
  * </pre>
  *
  * A failure prints "error: ExceptionName: message" on stderr and exits 1.
@@ -91,6 +96,8 @@ public final class KrustJavaClient {
                 case "describe-producers" -> describeProducers(args[1], args[2],
                         Integer.parseInt(args[3]));
                 case "transact" -> transact(args[1], args[2], args[3], args[4]);
+                case "group-member" -> groupMember(args[1], args[2], args[3], args[4],
+                        args.length > 5 ? args[5] : null);
                 case "validate-position" -> validatePosition(args[1], args[2],
                         Integer.parseInt(args[3]), Long.parseLong(args[4]),
                         Integer.parseInt(args[5]));
@@ -187,6 +194,52 @@ public final class KrustJavaClient {
         if (received < count) {
             throw new IllegalStateException(
                     "timed out after " + received + " of " + count + " records");
+        }
+    }
+
+    private static void groupMember(String bootstrap, String topic, String group, String protocol,
+            String assignor) throws Exception {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, "500");
+        if (assignor != null) {
+            props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, assignor);
+        }
+        Thread stdinWatcher = new Thread(() -> {
+            try {
+                while (System.in.read() >= 0) {
+                    // the test closes stdin to stop the member
+                }
+            } catch (java.io.IOException ignored) {
+                // closed
+            }
+        });
+        stdinWatcher.setDaemon(true);
+        stdinWatcher.start();
+        String assigned = null;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(
+                props, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            while (stdinWatcher.isAlive()) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    System.out.println("record " + r.partition() + " " + r.offset() + " "
+                            + hex(r.value()));
+                }
+                List<String> partitions = new ArrayList<>();
+                for (TopicPartition tp : consumer.assignment()) {
+                    partitions.add(Integer.toString(tp.partition()));
+                }
+                Collections.sort(partitions);
+                String now = String.join(",", partitions);
+                if (!now.equals(assigned)) {
+                    assigned = now;
+                    System.out.println("assigned " + now);
+                }
+                System.out.flush();
+            }
         }
     }
 

@@ -1,0 +1,512 @@
+"""ConsumerGroupHeartbeat: joining, reconciling, leaving, and the timeouts that fence members.
+
+Each heartbeat runs synchronously on the coordinator's loop: it checks the request against the
+group, produces the `__consumer_offsets` records of every change (new subscription, group epoch
+bump, new target assignment, the member's next reconciliation step), applies them to the group
+at once, and answers once they are durable. Kafka's GroupMetadataManager.consumerGroupHeartbeat
+is the model, step for step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+
+from krust.coordinator.clock import Clock, KeyedTimer
+from krust.group.cluster import ImageView
+from krust.group.consumer.group import (
+    ConsumerGroup,
+    assignment_epoch_record,
+    current_assignment_record,
+    epoch_record,
+    member_records,
+    member_tombstones,
+    target_assignment_record,
+)
+from krust.group.consumer.heartbeat_request import (
+    HeartbeatRequest,
+    HeartbeatResult,
+    check_member_epoch,
+    new_member_id,
+)
+from krust.group.consumer.member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupMember,
+    MemberState,
+)
+from krust.group.consumer.reconciliation import OwnedPartitions, reconcile
+from krust.group.consumer.records import (
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+)
+from krust.group.consumer.subscription import (
+    SubscribedTopic,
+    metadata_hash,
+    resolve_regex,
+    subscribed_topics,
+)
+from krust.group.consumer.target_assignment import (
+    changed_targets,
+    member_topic_ids,
+    preferred_assignor,
+)
+from krust.group.records import CoordinatorRecord
+from krust.group.results import CoordinatorError, ErrorCode
+from krust.group.settings import GroupCoordinatorConfig
+
+log = logging.getLogger(__name__)
+
+WriteRecords = Callable[[str, list[CoordinatorRecord]], Awaitable[bool]]
+"""Append a group's records (already applied); False when the append failed."""
+
+
+class ConsumerGroupHeartbeats:
+    """The consumer groups of this coordinator and every change to their membership."""
+
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        clock: Clock,
+        image: Callable[[], ImageView],
+        write: WriteRecords,
+    ) -> None:
+        self.config = config
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._clock = clock
+        self._image = image
+        self._write = write
+        self._timers = KeyedTimer(clock)
+        # Bumped at every metadata change: regexes are resolved again at the next heartbeat.
+        self._metadata_generation = 0
+        self._resolved_at: dict[str, int] = {}
+        self._writes: set[asyncio.Future[bool]] = set()
+
+    @property
+    def assignors(self) -> tuple[str, ...]:
+        return self.config.group_consumer_assignors
+
+    def on_metadata_change(self) -> None:
+        self._metadata_generation += 1
+
+    # -- heartbeat -----------------------------------------------------------------------------
+
+    async def heartbeat(self, request: HeartbeatRequest, group: ConsumerGroup) -> HeartbeatResult:
+        """One heartbeat of a member of `group` (the caller found or created it)."""
+        records: list[CoordinatorRecord] = []
+        try:
+            result = self._heartbeat(request, group, records)
+        except CoordinatorError as refused:
+            result = HeartbeatResult(refused.error, refused.message)
+        if records and not await self._write(group.group_id, records):
+            return HeartbeatResult(ErrorCode.coordinator_not_available)
+        return result
+
+    def _heartbeat(
+        self, request: HeartbeatRequest, group: ConsumerGroup, records: list[CoordinatorRecord]
+    ) -> HeartbeatResult:
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(request, group, records)
+        member_id = request.member_id or new_member_id()
+        if (
+            member_id not in group.members
+            and request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+            and len(group.members) >= self.config.group_consumer_max_size
+            and (request.instance_id is None or group.static_member(request.instance_id) is None)
+        ):
+            raise CoordinatorError(
+                ErrorCode.group_max_size_reached,
+                "The consumer group has reached its maximum capacity of "
+                f"{self.config.group_consumer_max_size} members.",
+            )
+        member = self._member(request, group, member_id, records)
+        updated = replace(
+            member,
+            instance_id=request.instance_id
+            if request.instance_id is not None
+            else member.instance_id,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(
+                request.rebalance_timeout_ms
+                if request.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms
+            ),
+            server_assignor=(
+                request.server_assignor
+                if request.server_assignor is not None
+                else member.server_assignor
+            ),
+            subscribed_topic_names=(
+                tuple(request.subscribed_topic_names)
+                if request.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(
+                (request.subscribed_topic_regex or None)
+                if request.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
+            client_id=request.client_id,
+            client_host=request.client_host,
+        )
+        is_new = member.member_id not in group.members
+        subscription_changed = is_new or updated.subscription() != member.subscription()
+        if is_new or _metadata_of(updated) != _metadata_of(member):
+            self._emit(group, records, member_records(group.group_id, updated))
+        self._refresh_regexes(group, records)
+        topics = self._subscribed_topics(group)
+        new_hash = metadata_hash(topics)
+        if subscription_changed or new_hash != group.metadata_hash:
+            self._emit(
+                group, records, epoch_record(group.group_id, group.group_epoch + 1, new_hash)
+            )
+            log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, topics, records)
+        reconciled = self._reconcile(group, group.members[member_id], request.owned, records)
+        self._start_session(group.group_id, member_id)
+        full = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            request.rebalance_timeout_ms != -1
+            and (
+                request.subscribed_topic_names is not None
+                or request.subscribed_topic_regex is not None
+            )
+            and request.owned is not None
+        )
+        changed = reconciled.assigned_partitions != member.assigned_partitions or is_new
+        return HeartbeatResult(
+            ErrorCode.none,
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            assignment=reconciled.assigned_partitions if full or changed else None,
+        )
+
+    def _member(
+        self,
+        request: HeartbeatRequest,
+        group: ConsumerGroup,
+        member_id: str,
+        records: list[CoordinatorRecord],
+    ) -> ConsumerGroupMember:
+        """The member this heartbeat speaks for (Kafka's getOrMaybeSubscribe*Member)."""
+        joining = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        known = group.members.get(member_id)
+        if (
+            joining
+            and known is not None
+            and (request.instance_id is None or known.instance_id == request.instance_id)
+        ):
+            # A member rejoins under its id after it was fenced or lost its partitions: it owns
+            # nothing now (it must join with no partitions), so it starts again from epoch 0.
+            restarted = replace(
+                known,
+                member_epoch=0,
+                previous_member_epoch=0,
+                state=MemberState.STABLE,
+                assigned_partitions={},
+                partitions_pending_revocation={},
+            )
+            if restarted != known:
+                self._emit(group, records, current_assignment_record(group.group_id, restarted))
+            return restarted
+        if request.instance_id is None:
+            member = known
+            if member is None:
+                if not joining:
+                    raise CoordinatorError(
+                        ErrorCode.unknown_member_id,
+                        f"Member {member_id} is not a member of group {group.group_id}.",
+                    )
+                log.info(
+                    "[GroupId %s] Member %s joins the consumer group.", group.group_id, member_id
+                )
+                return ConsumerGroupMember(member_id)
+            check_member_epoch(member, request.member_epoch, request.owned)
+            return member
+        existing = group.static_member(request.instance_id)
+        if joining:
+            if existing is None:
+                return ConsumerGroupMember(member_id)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise CoordinatorError(
+                    ErrorCode.unreleased_instance_id,
+                    f"Static member {member_id} with instance id {request.instance_id} cannot "
+                    f"join the group because the instance id is owned by {existing.member_id} "
+                    "member.",
+                )
+            # The instance comes back under a new member id and takes over the old member's
+            # assignment, so its partitions do not move (KIP-345).
+            replacement = replace(
+                existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
+            )
+            target = group.target_of(existing.member_id)
+            self._remove(group, existing.member_id, records)
+            self._emit(group, records, member_records(group.group_id, replacement))
+            self._emit(group, records, target_assignment_record(group.group_id, member_id, target))
+            self._emit(group, records, current_assignment_record(group.group_id, replacement))
+            log.info(
+                "[GroupId %s] Static member with instance id %s re-joins as member %s.",
+                group.group_id,
+                request.instance_id,
+                member_id,
+            )
+            return replacement
+        if existing is None:
+            raise CoordinatorError(
+                ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
+            )
+        if existing.member_id != member_id:
+            raise CoordinatorError(
+                ErrorCode.fenced_instance_id,
+                f"Static member {member_id} with instance id {request.instance_id} was fenced "
+                f"by member {existing.member_id}.",
+            )
+        check_member_epoch(existing, request.member_epoch, request.owned)
+        return existing
+
+    def _reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        owned: OwnedPartitions | None,
+        records: list[CoordinatorRecord],
+    ) -> ConsumerGroupMember:
+        subscribed = member_topic_ids(group, member, self._image().topics)
+        if member.is_reconciled_to(group.assignment_epoch) and all(
+            topic_id in subscribed for topic_id in member.assigned_partitions
+        ):
+            return member
+        updated = reconcile(
+            member,
+            group.assignment_epoch,
+            group.target_of(member.member_id),
+            group.partition_epoch,
+            owned,
+            subscribed,
+        )
+        if updated == member:
+            return member
+        self._emit(group, records, current_assignment_record(group.group_id, updated))
+        self._follow_revocation(group.group_id, updated)
+        return updated
+
+    # -- leaving and fencing -------------------------------------------------------------------
+
+    def _leave(
+        self, request: HeartbeatRequest, group: ConsumerGroup, records: list[CoordinatorRecord]
+    ) -> HeartbeatResult:
+        if request.instance_id is None:
+            member = group.members.get(request.member_id)
+            if member is None:
+                raise CoordinatorError(
+                    ErrorCode.unknown_member_id,
+                    f"Member {request.member_id} is not a member of group {group.group_id}.",
+                )
+        else:
+            member = group.static_member(request.instance_id)
+            if member is None:
+                raise CoordinatorError(
+                    ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
+                )
+            if member.member_id != request.member_id:
+                raise CoordinatorError(
+                    ErrorCode.fenced_instance_id,
+                    f"Static member {request.member_id} with instance id {request.instance_id} "
+                    f"was fenced by member {member.member_id}.",
+                )
+            if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # It will be back: its partitions stay its own until its session expires.
+                leaving = replace(
+                    member,
+                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                    partitions_pending_revocation={},
+                )
+                self._emit(group, records, current_assignment_record(group.group_id, leaving))
+                log.info(
+                    "[GroupId %s] Static member %s with instance id %s temporarily left.",
+                    group.group_id,
+                    member.member_id,
+                    request.instance_id,
+                )
+                return HeartbeatResult(
+                    ErrorCode.none,
+                    member_id=member.member_id,
+                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                )
+        log.info(
+            "[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id
+        )
+        self._fence(group, member.member_id, records)
+        return HeartbeatResult(
+            ErrorCode.none, member_id=request.member_id, member_epoch=request.member_epoch
+        )
+
+    def _fence(
+        self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord]
+    ) -> None:
+        """Remove the member and bump the group epoch, so the others get its partitions."""
+        self._remove(group, member_id, records)
+        topics = self._subscribed_topics(group)
+        self._emit(
+            group,
+            records,
+            epoch_record(group.group_id, group.group_epoch + 1, metadata_hash(topics)),
+        )
+
+    def _remove(
+        self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord]
+    ) -> None:
+        for record in member_tombstones(group.group_id, member_id):
+            self._emit(group, records, record)
+        self._timers.cancel(("session", group.group_id, member_id))
+        self._timers.cancel(("rebalance", group.group_id, member_id))
+
+    def _expire(self, group_id: str, member_id: str, why: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return
+        log.info(
+            "[GroupId %s] Member %s fenced from the group because of %s.", group_id, member_id, why
+        )
+        records: list[CoordinatorRecord] = []
+        self._fence(group, member_id, records)
+        self._spawn_write(group_id, records)
+
+    def _expire_revocation(self, group_id: str, member_id: str, epoch: int) -> None:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if (
+            member is not None
+            and member.state is MemberState.UNREVOKED_PARTITIONS
+            and member.member_epoch == epoch
+        ):
+            self._expire(group_id, member_id, "its rebalance timeout (partitions not revoked)")
+
+    def _spawn_write(self, group_id: str, records: list[CoordinatorRecord]) -> None:
+        task = asyncio.ensure_future(self._write(group_id, records))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    # -- assignment ----------------------------------------------------------------------------
+
+    def _refresh_regexes(self, group: ConsumerGroup, records: list[CoordinatorRecord]) -> None:
+        """Resolve regexes new to the group, and all of them again after a metadata change."""
+        in_use = group.regexes_in_use()
+        stale = self._resolved_at.get(group.group_id) != self._metadata_generation
+        names = list(self._image().topics)
+        now = self._clock.now_ms()
+        for pattern in sorted(in_use):
+            known = group.resolved_regexes.get(pattern)
+            if known is not None and not stale:
+                continue
+            topics = resolve_regex(pattern, names)
+            if known is None or known.topics != topics:
+                self._emit(
+                    group,
+                    records,
+                    (
+                        ConsumerGroupRegularExpressionKey(
+                            group_id=group.group_id, regular_expression=pattern
+                        ),
+                        ConsumerGroupRegularExpressionValue(
+                            topics=tuple(sorted(topics)),
+                            version=self._metadata_generation,
+                            timestamp=now,
+                        ),
+                    ),
+                )
+        for pattern in sorted(set(group.resolved_regexes) - in_use):
+            self._emit(
+                group,
+                records,
+                (
+                    ConsumerGroupRegularExpressionKey(
+                        group_id=group.group_id, regular_expression=pattern
+                    ),
+                    None,
+                ),
+            )
+        self._resolved_at[group.group_id] = self._metadata_generation
+
+    def _subscribed_topics(self, group: ConsumerGroup) -> dict[uuid.UUID, SubscribedTopic]:
+        return subscribed_topics(group.subscribed_topic_names(), self._image().topics)
+
+    def _update_target_assignment(
+        self,
+        group: ConsumerGroup,
+        topics: Mapping[uuid.UUID, SubscribedTopic],
+        records: list[CoordinatorRecord],
+    ) -> None:
+        assignor = preferred_assignor(group, self.assignors)
+        changed = changed_targets(group, self._image().topics, topics, assignor)
+        for member_id, target in changed.items():
+            self._emit(group, records, target_assignment_record(group.group_id, member_id, target))
+        self._emit(group, records, assignment_epoch_record(group.group_id, group.group_epoch))
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _emit(
+        self, group: ConsumerGroup, records: list[CoordinatorRecord], record: CoordinatorRecord
+    ) -> None:
+        group.apply(record)
+        records.append(record)
+
+    def forget(self, group_ids: list[str]) -> None:
+        """Drop groups (their partition was unloaded) and their timers."""
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            self._resolved_at.pop(group_id, None)
+            if group is not None:
+                for member_id in group.members:
+                    self._timers.cancel(("session", group_id, member_id))
+                    self._timers.cancel(("rebalance", group_id, member_id))
+
+    def install(self, groups: list[ConsumerGroup]) -> None:
+        """Groups replayed from the log: every member gets a fresh session, as in Kafka."""
+        for group in groups:
+            self.groups[group.group_id] = group
+            for member_id, member in group.members.items():
+                self._start_session(group.group_id, member_id)
+                self._follow_revocation(group.group_id, member)
+
+    def _start_session(self, group_id: str, member_id: str) -> None:
+        """(Re)start the member's session: without a heartbeat before it ends, it is fenced."""
+        self._timers.schedule(
+            ("session", group_id, member_id),
+            self.config.group_consumer_session_timeout_ms,
+            lambda: self._expire(group_id, member_id, "session timeout"),
+        )
+
+    def _follow_revocation(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """A member asked to revoke partitions must do so within its rebalance timeout."""
+        key = ("rebalance", group_id, member.member_id)
+        if member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._timers.cancel(key)
+            return
+        member_id, epoch = member.member_id, member.member_epoch
+        self._timers.schedule(
+            key,
+            max(member.rebalance_timeout_ms, 0),
+            lambda: self._expire_revocation(group_id, member_id, epoch),
+        )
+
+    def close(self) -> None:
+        self._timers.cancel_all()
+
+
+def _metadata_of(member: ConsumerGroupMember) -> tuple[object, ...]:
+    return (
+        member.instance_id,
+        member.rack_id,
+        member.client_id,
+        member.client_host,
+        member.rebalance_timeout_ms,
+        member.subscribed_topic_names,
+        member.subscribed_topic_regex,
+        member.server_assignor,
+    )

@@ -1,0 +1,70 @@
+"""One member of a KIP-848 consumer group: its subscription and where its reconciliation stands."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+Assignment = Mapping[uuid.UUID, frozenset[int]]
+"""Partitions by topic id."""
+
+# Kafka's member epochs with a meaning of their own (ConsumerGroupHeartbeatRequest).
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+class MemberState(enum.IntEnum):
+    """Kafka's MemberState, with its byte values (they are written to __consumer_offsets)."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+    @property
+    def kafka_name(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned_partitions: Assignment = field(default_factory=dict)
+    partitions_pending_revocation: Assignment = field(default_factory=dict)
+
+    def is_reconciled_to(self, target_epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
+
+    def with_epoch(self, epoch: int) -> ConsumerGroupMember:
+        """Kafka's updateMemberEpoch: the previous epoch remembers the current one."""
+        return replace(self, member_epoch=epoch, previous_member_epoch=self.member_epoch)
+
+    def subscription(self) -> tuple[tuple[str, ...], str | None]:
+        return self.subscribed_topic_names, self.subscribed_topic_regex
+
+    def owns(self, topic_id: uuid.UUID, partition: int) -> bool:
+        return partition in self.assigned_partitions.get(topic_id, frozenset())
+
+
+def assignment_size(assignment: Assignment) -> int:
+    return sum(len(partitions) for partitions in assignment.values())
+
+
+def without_empty(
+    assignment: Mapping[uuid.UUID, frozenset[int] | set[int]],
+) -> dict[uuid.UUID, frozenset[int]]:
+    return {topic: frozenset(parts) for topic, parts in assignment.items() if parts}

@@ -1,0 +1,260 @@
+"""KIP-848's consumer group protocol (group.protocol=consumer) with real clients: the broker
+assigns, members reconcile without stopping the others, a dead member's partitions move after
+its session timeout, offsets and groups survive a restart, regexes follow new topics, and
+Kafka's kafka-consumer-groups describes the group."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from itertools import count
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from .broker_process import BrokerProcess
+from .clients.confluent import create_topic
+from .clients.java_group_member import JavaGroupMember
+from .groups_support import (
+    GroupMember,
+    assert_each_number_once,
+    produce_numbered,
+    wait_for_exact_cover,
+    wait_for_numbers,
+    wait_until,
+)
+from .kafka_cli import CONSUMER_GROUP_COMMAND, run_tool
+
+PARTITIONS = 6
+BATCH = 60
+SESSION_TIMEOUT_MS = 6000
+# Small timeouts keep the suite quick; the bounds must allow them (Kafka checks them at start).
+OVERRIDES = {
+    "group.consumer.min.session.timeout.ms": "3000",
+    "group.consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+}
+KINDS = ("confluent-kafka", "java")
+
+Member = GroupMember | JavaGroupMember
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("kip848"), OVERRIDES)
+    process.start()
+    yield process
+    crash = process.unexpected_exit()
+    process.kill9()
+    if crash:
+        pytest.fail(crash)
+
+
+def member(kind: str, broker: BrokerProcess, group: str, topic: str) -> Member:
+    if kind == "java":
+        return JavaGroupMember(broker.bootstrap, group, topic).start()
+    return GroupMember(kind, broker.bootstrap, group, topic, protocol="consumer").start()
+
+
+def close_all(members: list[Member]) -> None:
+    for m in members:
+        m.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_members_share_partitions_and_consume_each_record_once(
+    broker: BrokerProcess, kind: str
+) -> None:
+    topic, group = f"shared-848-{kind}", f"group-848-{kind}"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    members = [member(kind, broker, group, topic) for _ in range(3)]
+    try:
+        wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
+        numbers = set(range(BATCH))
+        produce_numbered(broker.bootstrap, topic, numbers, PARTITIONS)
+        wait_for_numbers(members, numbers)  # type: ignore[arg-type]
+        assert_each_number_once(members, numbers)  # type: ignore[arg-type]
+        for m in members:
+            assert {d.partition for d in m.delivered} <= m.assignment
+
+        described = run_tool(
+            CONSUMER_GROUP_COMMAND, broker.bootstrap, "--describe", "--group", group
+        )
+        assert described.returncode == 0, described.stderr
+        rows = [line.split() for line in described.stdout.splitlines() if line.startswith(group)]
+        # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+        assert sorted(int(row[2]) for row in rows) == list(range(PARTITIONS))
+        assert len({row[6] for row in rows}) == 3  # three members own them
+        state = run_tool(
+            CONSUMER_GROUP_COMMAND, broker.bootstrap, "--describe", "--state", "--group", group
+        )
+        assert state.returncode == 0, state.stderr
+        assert "Stable" in state.stdout and "uniform" in state.stdout
+    finally:
+        close_all(members)
+
+
+class SteadyProducer:
+    """Produces the next number every few milliseconds until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self._topic = topic
+        self._stop = threading.Event()
+        self.produced: list[int] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        for number in count():
+            if self._stop.is_set():
+                break
+            self._producer.produce(
+                self._topic, value=str(number).encode(), partition=number % PARTITIONS
+            )
+            self._producer.poll(0)
+            self.produced.append(number)
+            time.sleep(0.01)
+        assert self._producer.flush(30) == 0
+
+    def __enter__(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def deliveries_between(m: Member, start: int, end: int) -> int:
+    return sum(1 for d in m.delivered[start:end])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_member_joins_and_leaves_while_the_others_keep_consuming(
+    broker: BrokerProcess, kind: str
+) -> None:
+    topic, group = f"steady-848-{kind}", f"steady-group-848-{kind}"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    members = [member(kind, broker, group, topic) for _ in range(2)]
+    try:
+        wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
+        with SteadyProducer(broker.bootstrap, topic) as producer:
+            wait_until(lambda: all(m.delivered for m in members), 30, "both members consuming")
+            before = [len(m.delivered) for m in members]
+            kept = [set(m.assignment) for m in members]
+            joining = member(kind, broker, group, topic)
+            members.append(joining)
+            wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
+            # While the newcomer was brought in, the others never stopped: each received
+            # records, from partitions it kept all along.
+            for m, was, partitions in zip(members[:2], before, kept, strict=True):
+                during = m.delivered[was:]
+                assert during, f"{m} received nothing while a member joined"
+                assert {d.partition for d in during} & partitions & m.assignment
+            before = [len(m.delivered) for m in members[1:]]
+            leaving = members.pop(0)
+            leaving.close()
+            wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
+            for m, was in zip(members, before, strict=True):
+                assert m.delivered[was:], f"{m} received nothing while a member left"
+        produced = set(producer.produced)
+        wait_for_numbers([*members, leaving], produced)  # type: ignore[arg-type]
+    finally:
+        close_all(members)
+
+
+def test_a_killed_members_partitions_move_after_its_session_timeout(broker: BrokerProcess) -> None:
+    topic, group = "killed-848", "killed-group-848"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    survivor = member("confluent-kafka", broker, group, topic)
+    doomed = JavaGroupMember(broker.bootstrap, group, topic).start()
+    try:
+        wait_for_exact_cover([survivor, doomed], PARTITIONS)  # type: ignore[list-item]
+        orphaned = doomed.assignment
+        doomed.kill()
+        killed_at = time.monotonic()
+        wait_until(lambda: survivor.assignment == frozenset(range(PARTITIONS)), 30, "takeover")
+        # Not before the broker's session timeout fenced the dead member.
+        assert time.monotonic() - killed_at >= SESSION_TIMEOUT_MS / 1000 - 1
+        numbers = set(range(BATCH))
+        produce_numbered(broker.bootstrap, topic, numbers, PARTITIONS)
+        wait_for_numbers([survivor], numbers)  # type: ignore[list-item]
+        assert orphaned <= {d.partition for d in survivor.delivered}
+    finally:
+        survivor.close()
+
+
+def consume(bootstrap: str, group: str, topic: str, wanted: int, commit: bool) -> list[int]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < wanted and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(int(message.value()))
+    if commit:
+        consumer.commit(asynchronous=False)
+    consumer.close()
+    return seen
+
+
+def test_committed_offsets_and_the_group_survive_a_broker_restart(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path, OVERRIDES).start()
+    try:
+        topic, group = "restart-848", "restart-group-848"
+        create_topic(broker.bootstrap, topic, partitions=1)
+        produce_numbered(broker.bootstrap, topic, range(20), 1)
+        assert consume(broker.bootstrap, group, topic, 20, commit=True) == list(range(20))
+        broker.stop()
+        broker.restart()
+        produce_numbered(broker.bootstrap, topic, range(20, 30), 1)
+        # Only what came after the committed offset.
+        assert consume(broker.bootstrap, group, topic, 10, commit=True) == list(range(20, 30))
+        listed = run_tool(CONSUMER_GROUP_COMMAND, broker.bootstrap, "--list", "--type", "--state")
+        assert listed.returncode == 0, listed.stderr
+        rows = {line.split()[0]: set(line.split()[1:]) for line in listed.stdout.splitlines()}
+        assert rows[group] == {"Consumer", "Empty"}
+    finally:
+        broker.kill9()
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "regex-848-a", partitions=2)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "regex-group-848",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    consumer.subscribe(["^regex-848-.*"])
+    try:
+        seen: set[str] = set()
+
+        def poll_until(topic: str) -> bool:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.add(message.topic())
+            return topic in seen
+
+        produce_numbered(broker.bootstrap, "regex-848-a", range(4), 2)
+        wait_until(lambda: poll_until("regex-848-a"), 30, "records of the first topic")
+        create_topic(broker.bootstrap, "regex-848-b", partitions=2)
+        produce_numbered(broker.bootstrap, "regex-848-b", range(4), 2)
+        wait_until(lambda: poll_until("regex-848-b"), 60, "records of the topic created later")
+    finally:
+        consumer.close()
