@@ -139,8 +139,9 @@ def _error(described: DescribedGroup, version: int) -> dict[str, Any]:
         and described.error is ErrorCode.none
         and described.state == GroupState.DEAD.value
     ):
+        problem = "not found" if described.is_classic else "is not a classic group"
         return {
             "error_code": ErrorCode.group_id_not_found,
-            "error_message": f"Group {described.group_id} not found.",
+            "error_message": f"Group {described.group_id} {problem}.",
         }
     return {"error_code": described.error, "error_message": None}

@@ -186,6 +186,7 @@ class GroupCoordinator:
     def _schedule_expiry(self) -> None:
         def fire() -> None:
             self._spawn(self.offsets.expire_offsets(self._is_owned))
+            self._spawn(self._expire_consumer_groups())
             self._schedule_expiry()
 
         interval = self.config.offsets_retention_check_interval_ms
@@ -457,9 +458,11 @@ class GroupCoordinator:
         error = self.coordinator_error(group_id)
         if error is not ErrorCode.none:
             return DescribedGroup(group_id, error)
+        if group_id in self.consumer.groups:
+            # DescribeGroups describes classic groups only (ConsumerGroupDescribe the others).
+            return DescribedGroup(group_id, ErrorCode.none, GroupState.DEAD.value, is_classic=False)
         group = self.groups.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
-            # A KIP-848 consumer group too: DescribeGroups describes classic groups only.
             return DescribedGroup(group_id, ErrorCode.none, GroupState.DEAD.value)
         # Kafka shows member metadata and assignments only for a Stable group.
         stable = group.is_in(GroupState.STABLE)
@@ -527,6 +530,21 @@ class GroupCoordinator:
         if not group.is_in(GroupState.EMPTY):
             return ErrorCode.non_empty_group
         return await self.offsets.delete_group(group)
+
+    async def _expire_consumer_groups(self) -> None:
+        """Retention for consumer groups: offsets expire offsets.retention.minutes after their
+        commit unless a member subscribes to their topic; an empty group left without offsets
+        is deleted (Kafka's cleanupGroupMetadata)."""
+        writes: list[Awaitable[object]] = []
+        for group in list(self.consumer.groups.values()):
+            if not self._is_owned(group.group_id):
+                continue
+            expired, none_left = self.offsets.expired_consumer_offsets(group)
+            if group.is_empty() and none_left:
+                writes.append(self._delete_consumer_group(group))
+            elif expired:
+                writes.append(self.offsets.write_tombstones(group.group_id, expired))
+        await asyncio.gather(*writes)
 
     async def _delete_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
         """Tombstones for its offsets and its records; the group is gone at once."""

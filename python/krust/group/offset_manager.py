@@ -389,6 +389,31 @@ class OffsetManager:
         await asyncio.gather(*writes)
         return expired_count
 
+    def expired_consumer_offsets(self, group: ConsumerGroup) -> tuple[list[TopicPartition], bool]:
+        """A consumer group's offsets past retention, and whether none would be left. Kafka
+        counts retention from each commit for these groups; offsets of a topic a member
+        subscribes to, or with a commit being written, never expire."""
+        now = self._clock.now_ms()
+        offsets = self.store.group_offsets(group.group_id)
+        expired = [
+            tp
+            for tp, committed in offsets.items()
+            if not self._pending[(group.group_id, *tp)]
+            and not group.is_subscribed_to_topic(tp[0])
+            and _past_retention(committed, committed.commit_timestamp_ms, now, self.config)
+        ]
+        pending = any(key[0] == group.group_id for key in self._pending)
+        return expired, len(expired) == len(offsets) and not pending
+
+    async def write_tombstones(self, group_id: str, partitions: list[TopicPartition]) -> bool:
+        return await self._write(
+            group_id,
+            [
+                (OffsetCommitKey(group_id, topic, partition), None)
+                for topic, partition in partitions
+            ],
+        )
+
     def _is_expired(
         self,
         group: ClassicGroup,
@@ -413,9 +438,16 @@ class OffsetManager:
             base = committed.commit_timestamp_ms
         else:
             return False
-        if committed.expire_timestamp_ms >= 0:
-            return now_ms >= committed.expire_timestamp_ms
-        return now_ms - base >= self.config.offsets_retention_ms
+        return _past_retention(committed, base, now_ms, self.config)
+
+
+def _past_retention(
+    committed: OffsetAndMetadata, base_ms: int, now_ms: int, config: GroupCoordinatorConfig
+) -> bool:
+    """An explicit expiry time (OffsetCommit v2-v4) wins; else retention counts from `base_ms`."""
+    if committed.expire_timestamp_ms >= 0:
+        return now_ms >= committed.expire_timestamp_ms
+    return now_ms - base_ms >= config.offsets_retention_ms
 
 
 def _all_partitions(request: OffsetCommitRequest, error: ErrorCode) -> PartitionErrors:

@@ -83,6 +83,8 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = ()
+    # A KIP-848 consumer group is not described by DescribeGroups: it answers Dead.
+    is_classic: bool = True
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,7 @@ def async_test(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None
     return run
 
 
-def fast_config(**overrides: int) -> GroupCoordinatorConfig:
+def fast_config(**overrides: Any) -> GroupCoordinatorConfig:
     """Kafka's defaults with no initial rebalance delay and few partitions, plus overrides."""
     settings: dict[str, Any] = {
         "group_initial_rebalance_delay_ms": 0,
