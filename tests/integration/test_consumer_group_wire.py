@@ -69,7 +69,8 @@ def test_bad_heartbeats_get_kafkas_errors_and_change_nothing(
         (
             heartbeat(connection, "m2", 0),
             ErrorCode.invalid_request,
-            "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+            "(re-)joining.",
         ),
         (
             heartbeat(connection, "", 0, subscribed_topic_names=[]),

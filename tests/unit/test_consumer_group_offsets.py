@@ -92,6 +92,7 @@ async def test_delete_groups_deletes_only_an_empty_consumer_group() -> None:
     await group.heartbeat("m1", 0, topics=["t"])
     assert await commit(group, "m1", 1) is NONE
     error, listed = group.coordinator.list_groups([], ["consumer"])
+    assert error is NONE
     assert [(g.group_id, g.group_type, g.state, g.protocol_type) for g in listed] == [
         ("group", "consumer", "Stable", "consumer")
     ]
