@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import pytest
 from krust.group.consumer.member import ConsumerGroupMember, MemberState
-from krust.group.consumer.reconciliation import reconcile
+from krust.group.consumer.reconciliation import PartitionEpoch, reconcile
 from krust.group.results import CoordinatorError, ErrorCode
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -39,7 +39,7 @@ def member(
     )
 
 
-def owners(**owned: set[int]) -> object:
+def owners(**owned: set[int]) -> PartitionEpoch:
     """A partition epoch function: the listed partitions are owned by someone (epoch 9)."""
     taken = {(t, p) for t, ps in parts(**owned).items() for p in ps}
     return lambda topic, partition: 9 if (topic, partition) in taken else -1
