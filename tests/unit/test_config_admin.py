@@ -340,22 +340,51 @@ def test_broker_changes_krust_cannot_honour_are_refused_naming_the_key(
     assert incremental(run, admin, BROKER, name, (key, value, SET)) == (error, message)
 
 
-def test_group_configs_are_described_with_defaults_and_never_stored(
-    run: LoopRunner, controller: Controller, admin: ConfigAdmin
+def test_group_configs_are_described_checked_stored_and_survive_a_restart(
+    run: LoopRunner,
+    config: BrokerConfig,
+    controller: Controller,
+    admin: ConfigAdmin,
+    fake_core: FakeCore,
 ) -> None:
     configs = entries(describe(run, admin, GROUP, "g"))
     timeout = configs["consumer.session.timeout.ms"]
+    # The default is the broker's group.consumer.session.timeout.ms.
     assert (timeout.value, timeout.config_source, timeout.config_type) == ("45000", 5, 3)
-    error, message = incremental(
-        run, admin, GROUP, "g", ("consumer.session.timeout.ms", "50000", SET)
+    assert incremental(run, admin, GROUP, "g", ("consumer.session.timeout.ms", "50000", SET)) == (
+        ErrorCode.none,
+        None,
     )
+    timeout = entries(describe(run, admin, GROUP, "g"))["consumer.session.timeout.ms"]
+    assert (timeout.value, timeout.config_source) == ("50000", 8)  # GROUP_CONFIG
+    assert controller.image.group_configs == {"g": {"consumer.session.timeout.ms": "50000"}}
+    # Kafka's checks against the broker's bounds, with its messages.
+    refusals = [
+        (
+            ("consumer.session.timeout.ms", "30000", SET),
+            "consumer.session.timeout.ms must be greater than or equal to "
+            "group.consumer.min.session.timeout.ms",
+        ),
+        (
+            ("consumer.heartbeat.interval.ms", "20000", SET),
+            "consumer.heartbeat.interval.ms must be less than or equal to "
+            "group.consumer.max.heartbeat.interval.ms",
+        ),
+        (("no.such.key", "1", SET), "Unknown group config name: no.such.key"),
+    ]
+    for operation, message in refusals:
+        assert incremental(run, admin, GROUP, "g", operation) == (
+            ErrorCode.invalid_config,
+            message,
+        )
+    error, message = incremental(run, admin, GROUP, "g", ("share.session.timeout.ms", "50000", SET))
     assert error is ErrorCode.invalid_config
     assert message is not None and message.startswith(
-        "krust does not honour group config consumer.session.timeout.ms"
+        "krust does not honour group config share.session.timeout.ms"
     )
-    error, message = incremental(run, admin, GROUP, "g", ("no.such.key", "1", SET))
-    assert (error, message) == (ErrorCode.invalid_config, "Unknown group config name: no.such.key")
     assert describe(run, admin, GROUP, "").error_code is ErrorCode.invalid_request
+    restarted = Controller.open(config, fake_core.reopen())
+    assert restarted.image.group_configs == {"g": {"consumer.session.timeout.ms": "50000"}}
 
 
 def test_password_keys_are_described_as_sensitive_without_their_value(

@@ -268,3 +268,24 @@ def test_consumer_group_timeouts_outside_their_bounds_are_refused(tmp_path: obje
         ]
     )
     assert config["group.consumer.session.timeout.ms"] == 10000
+
+
+@async_test
+async def test_a_group_config_overrides_the_session_timeout_and_heartbeat_interval() -> None:
+    clock = FakeClock()
+    group = await new_group(clock)
+    group.controller.image.group_configs["group"] = {
+        "consumer.session.timeout.ms": "50000",
+        "consumer.heartbeat.interval.ms": "6000",
+    }
+    joined = await group.heartbeat("m1", 0, topics=["t"])
+    assert joined.heartbeat_interval_ms == 6000
+    other = await group.heartbeat("o1", 0, topics=["t"], group_id="other")
+    assert other.heartbeat_interval_ms == 5000  # the broker's group.consumer.heartbeat.interval.ms
+    clock.advance(46_000)  # past the broker's 45 s, within the group's 50 s
+    await asyncio.sleep(0)
+    assert "m1" in group.coordinator.consumer.groups["group"].members
+    assert "o1" not in group.coordinator.consumer.groups["other"].members
+    clock.advance(4_000)
+    await asyncio.sleep(0)
+    assert "m1" not in group.coordinator.consumer.groups["group"].members

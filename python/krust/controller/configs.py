@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from krust.bridge import Exposure, RequestContext
 from krust.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
+from krust.controller import group_configs
 from krust.controller.broker_configs import (
     LIVE_KEYS,
     BrokerConfigChangeError,
@@ -216,11 +217,29 @@ class ConfigAdmin:
         elif resource_type is ResourceType.GROUP:
             if not name:
                 raise _invalid_request("Group name must not be empty")
-            entries = [_default_entry(key) for key in GROUP_KEYS]
+            entries = self._group_entries(name)
         else:
             raise _invalid_request(f"Unsupported resource type: {resource_type.name}")
         wanted = resource.configuration_keys
         return [e for e in entries if not wanted or e.key.name in wanted]
+
+    def _group_entries(self, name: str) -> list[Entry]:
+        """Kafka's: a group's own value (GROUP_CONFIG), else the default, which for the keys
+        that act is the broker's value of the key they override."""
+        own = self._controller.image.group_configs.get(name, {})
+        broker = self._controller.broker_config()
+        entries = []
+        for key in GROUP_KEYS:
+            broker_key = group_configs.BROKER_KEYS.get(key.name)
+            default = str(broker[broker_key]) if broker_key is not None else key.default
+            synonyms = [Synonym(key.name, default, Source.DEFAULT_CONFIG)]
+            value = own.get(key.name)
+            if value is None:
+                entries.append(Entry(key, default, Source.DEFAULT_CONFIG, False, synonyms))
+            else:
+                synonyms.insert(0, Synonym(key.name, value, Source.GROUP_CONFIG))
+                entries.append(Entry(key, value, Source.GROUP_CONFIG, False, synonyms))
+        return entries
 
     def _topic_entries(self, name: str) -> list[Entry]:
         _check_topic_name(name)
@@ -349,7 +368,7 @@ class ConfigAdmin:
         elif resource_type is ResourceType.GROUP:
             if not name:
                 raise _invalid_request("Default group resources are not allowed.")
-            current = {}
+            current = image.group_configs.get(name, {})
         else:
             raise _invalid_request(f"Unknown resource type {resource.resource_type}")
         new = plan(resource, current)
@@ -363,7 +382,7 @@ class ConfigAdmin:
                 make = _invalid_config if error.invalid_config else _invalid_request
                 raise make(str(error)) from None
         else:
-            _refuse_group_configs(new)
+            _check_group_configs(new, self._controller.broker_config())
         return [
             ConfigRecord(
                 resource_type=int(resource_type), resource_name=name, name=n, value=new.get(n)
@@ -412,13 +431,18 @@ def _apply_op(configs: dict[str, str], config: Any, key: ConfigKey | None) -> No
         configs[name] = ",".join(items)
 
 
-def _refuse_group_configs(configs: Mapping[str, str]) -> None:
+def _check_group_configs(configs: Mapping[str, str], broker: Mapping[str, Any]) -> None:
     keys = _KEYS[ResourceType.GROUP]
     for name in sorted(configs):
         key = keys.get(name)
         if key is None:
             raise _invalid_config(f"Unknown group config name: {name}")
-        raise _invalid_config(f"krust does not honour group config {name}: {key.refused}")
+        if key.refused:
+            raise _invalid_config(f"krust does not honour group config {name}: {key.refused}")
+    try:
+        group_configs.validate(configs, broker)
+    except group_configs.GroupConfigError as refused:
+        raise _invalid_config(str(refused)) from None
 
 
 def install(controller: Controller, register: Register) -> ConfigAdmin:

@@ -19,6 +19,7 @@ from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
     BROKER_RESOURCE,
     FENCE,
+    GROUP_RESOURCE,
     IN_CONTROLLED_SHUTDOWN,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
@@ -137,6 +138,8 @@ class MetadataImage:
     next_producer_id: int = 0
     # Dynamic broker configs by resource name: a broker id, or "" for the cluster-wide default.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # Dynamic group configs (kafka-configs --entity-type groups) by group id.
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     # ACLs by id (AccessControlEntryRecords), for the built-in authorizer.
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY)
     client_quotas: ClientQuotas = field(default_factory=lambda: EMPTY)
@@ -191,6 +194,7 @@ class ImageBuilder:
         self._ids_by_name = {topic.name: topic.topic_id for topic in image.topics.values()}
         self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
         self._broker_configs = {name: dict(c) for name, c in image.broker_configs.items()}
+        self._group_configs = {name: dict(c) for name, c in image.group_configs.items()}
         self.broker_configs_changed = False
         self._acls = dict(image.acls)
         self.acls_changed = False
@@ -356,6 +360,9 @@ class ImageBuilder:
             broker_configs=MappingProxyType(
                 {name: MappingProxyType(dict(c)) for name, c in self._broker_configs.items() if c}
             ),
+            group_configs=MappingProxyType(
+                {name: MappingProxyType(dict(c)) for name, c in self._group_configs.items() if c}
+            ),
             acls=MappingProxyType(dict(self._acls)) if self.acls_changed else self._base.acls,
             client_quotas=MappingProxyType(
                 {e: MappingProxyType(dict(v)) for e, v in self._client_quotas.items()}
@@ -435,6 +442,8 @@ class ImageBuilder:
         elif record.resource_type == TOPIC_RESOURCE:
             self._changed_topic_names.add(record.resource_name)
             configs = self._configs.setdefault(record.resource_name, {})
+        elif record.resource_type == GROUP_RESOURCE:
+            configs = self._group_configs.setdefault(record.resource_name, {})
         else:
             return
         if record.value is None:

@@ -192,6 +192,7 @@ class AbortTransactionRecord:
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
+GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

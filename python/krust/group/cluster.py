@@ -45,6 +45,11 @@ class ImageView(Protocol):
     @property
     def topics_by_id(self) -> Mapping[uuid.UUID, TopicView]: ...
     @property
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]:
+        """Dynamic group configs by group id (kafka-configs --entity-type groups)."""
+        ...
+
+    @property
     def features(self) -> Mapping[str, int]:
         """Finalized feature levels (group.version gates KIP-848's consumer groups)."""
         ...

@@ -145,6 +145,7 @@ class FakeImage:
     brokers: dict[int, FakeBroker]
     topics: dict[str, FakeTopic]
     features: dict[str, int] = field(default_factory=lambda: {"group.version": 1})
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def topics_by_id(self) -> Mapping[uuid.UUID, FakeTopic]:

@@ -61,6 +61,10 @@ from krust.group.settings import GroupCoordinatorConfig
 
 log = logging.getLogger(__name__)
 
+# The group configs (kafka-configs --entity-type groups) a consumer group runs with.
+CONSUMER_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+
 WriteRecords = Callable[[str, list[CoordinatorRecord]], Awaitable[bool]]
 """Append a group's records (already applied); False when the append failed."""
 
@@ -182,7 +186,7 @@ class ConsumerGroupHeartbeats:
             ErrorCode.none,
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._setting(group.group_id, CONSUMER_HEARTBEAT_INTERVAL),
             assignment=reconciled.assigned_partitions if full or changed else None,
         )
 
@@ -474,11 +478,21 @@ class ConsumerGroupHeartbeats:
                 self._start_session(group.group_id, member_id)
                 self._follow_revocation(group.group_id, member)
 
+    def _setting(self, group_id: str, name: str) -> int:
+        """A group config (consumer.session.timeout.ms, ...) if the group has one, else the
+        broker's key it overrides."""
+        value = self._image().group_configs.get(group_id, {}).get(name)
+        if value is not None:
+            return int(value)
+        if name == CONSUMER_SESSION_TIMEOUT:
+            return self.config.group_consumer_session_timeout_ms
+        return self.config.group_consumer_heartbeat_interval_ms
+
     def _start_session(self, group_id: str, member_id: str) -> None:
         """(Re)start the member's session: without a heartbeat before it ends, it is fenced."""
         self._timers.schedule(
             ("session", group_id, member_id),
-            self.config.group_consumer_session_timeout_ms,
+            self._setting(group_id, CONSUMER_SESSION_TIMEOUT),
             lambda: self._expire(group_id, member_id, "session timeout"),
         )
 
