@@ -6,6 +6,7 @@ DescribeGroups v6 and ListGroups v5 report the group as Kafka does."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -13,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from .broker_process import BrokerProcess
 from .clients.confluent import create_topic
 from .groups_support import RawGroupConnection, wait_for_coordinator
+from .kafka_cli import CONFIG_COMMAND, run_tool
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
@@ -21,9 +23,14 @@ LIST_GROUPS = 16
 GROUP = "wire-848"
 
 
-@pytest.fixture
-def connection(module_broker: BrokerProcess) -> Iterator[RawGroupConnection]:
+@pytest.fixture(scope="module")
+def topic(module_broker: BrokerProcess) -> str:
     create_topic(module_broker.bootstrap, "wire-topic", partitions=3)
+    return "wire-topic"
+
+
+@pytest.fixture
+def connection(module_broker: BrokerProcess, topic: str) -> Iterator[RawGroupConnection]:
     connected = RawGroupConnection(module_broker.port)
     wait_for_coordinator(connected, GROUP)
     yield connected
@@ -115,4 +122,53 @@ def test_bad_heartbeats_get_kafkas_errors_and_change_nothing(
     assert (missing.error_code, missing.error_message) == (
         ErrorCode.group_id_not_found,
         "Group nothing-here not found.",
+    )
+
+
+def test_a_group_config_sets_the_heartbeat_interval_members_get(
+    connection: RawGroupConnection, module_broker: BrokerProcess
+) -> None:
+    run = run_tool(
+        CONFIG_COMMAND,
+        module_broker.bootstrap,
+        "--alter",
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        "wire-configured",
+        "--add-config",
+        "consumer.heartbeat.interval.ms=7000,consumer.session.timeout.ms=50000",
+    )
+    assert run.returncode == 0, run.stderr
+    joined = connection.send(
+        CONSUMER_GROUP_HEARTBEAT,
+        1,
+        {
+            "group_id": "wire-configured",
+            "member_id": "m1",
+            "member_epoch": 0,
+            "rebalance_timeout": 30_000,
+            "topic_partitions": [],
+            "subscribed_topic_names": ["wire-topic"],
+        },
+    )
+    assert (joined.error_code, joined.heartbeat_interval) == (
+        ErrorCode.none,
+        timedelta(milliseconds=7000),
+    )
+    refused = run_tool(
+        CONFIG_COMMAND,
+        module_broker.bootstrap,
+        "--alter",
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        "wire-configured",
+        "--add-config",
+        "consumer.session.timeout.ms=1000",
+    )
+    assert refused.returncode != 0
+    assert (
+        "consumer.session.timeout.ms must be greater than or equal to "
+        "group.consumer.min.session.timeout.ms" in refused.stdout + refused.stderr
     )
