@@ -130,9 +130,35 @@ def test_a_denied_group_join_gets_group_authorization_failed(broker_factory) -> 
     ).values():
         future.result(TIMEOUT_S)
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "blocked"})
-    consumer.subscribe(["events"])
-    assert first_consumer_error(consumer).code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    for protocol in ("classic", "consumer"):
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "blocked",
+                "group.protocol": protocol,
+            }
+        )
+        consumer.subscribe(["events"])
+        error = first_consumer_error(consumer)
+        # librdkafka's KIP-848 consumer reports it as a fatal error carrying the broker's.
+        assert error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED or (
+            error.code() == KafkaError._FATAL and "Group authorization failed" in error.str()
+        ), error
+        consumer.close()
+
+    # KIP-848: a member may subscribe only to topics it may describe.
+    for future in admin.create_acls(
+        [acl(ResourceType.TOPIC, "hidden", AclOperation.DESCRIBE)]
+    ).values():
+        future.result(TIMEOUT_S)
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "open", "group.protocol": "consumer"}
+    )
+    consumer.subscribe(["hidden"])
+    error = first_consumer_error(consumer)
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED or (
+        error.code() == KafkaError._FATAL and "Topic authorization failed" in error.str()
+    ), error
     consumer.close()
 
     kafka_python = KafkaConsumer(

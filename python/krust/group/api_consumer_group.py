@@ -52,6 +52,18 @@ class ConsumerGroupApis:
                 version,
                 {"error_code": ErrorCode.group_authorization_failed, "member_epoch": 0},
             )
+        names = request.subscribed_topic_names
+        if names and len(
+            await self._authorization.allowed_names(
+                context, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+            )
+        ) < len(set(names)):
+            # As Kafka's KafkaApis: every subscribed topic name must be describable.
+            return make_response(
+                CONSUMER_GROUP_HEARTBEAT,
+                version,
+                {"error_code": ErrorCode.topic_authorization_failed, "member_epoch": 0},
+            )
         owned = request.topic_partitions
         result = await self._coordinator.consumer_group_heartbeat(
             HeartbeatRequest(
