@@ -171,6 +171,8 @@ class FakeController:
             name, {p: FakePartition(p, owner) for p in range(partitions)}, internal=internal
         )
         self.image.topics[name] = topic
+        for listener in self._listeners:
+            listener()
         return topic
 
     def move_leader(self, name: str, partition: int, leader: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from krust.group.consumer.member import (
@@ -64,6 +64,10 @@ class ConsumerGroup:
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
         self.deleted = False
+        # Bumped whenever a subscription or a regex resolution changes; what is derived from
+        # them is cached until then (heartbeats read it every time, members change it rarely).
+        self.subscription_version = 0
+        self._subscribed: Counter[str] | None = None
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -92,12 +96,14 @@ class ConsumerGroup:
     def target_of(self, member_id: str) -> Assignment:
         return self.target_assignment.get(member_id, {})
 
-    def subscribed_topic_names(self) -> Counter[str]:
+    def subscribed_topic_names(self) -> Mapping[str, int]:
         """How many members subscribe to each topic, by name or through a regex."""
-        counts: Counter[str] = Counter()
-        for member in self.members.values():
-            counts.update(self.member_topics(member))
-        return counts
+        if self._subscribed is None:
+            counts: Counter[str] = Counter()
+            for member in self.members.values():
+                counts.update(self.member_topics(member))
+            self._subscribed = counts
+        return self._subscribed
 
     def member_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
         topics = set(member.subscribed_topic_names)
@@ -111,13 +117,16 @@ class ConsumerGroup:
         return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
-        return any(topic in self.member_topics(m) for m in self.members.values())
+        return topic in self.subscribed_topic_names()
 
     # -- records -------------------------------------------------------------------------------
 
     def apply(self, record: CoordinatorRecord) -> None:
         """Apply one of this group type's records (a None value is a tombstone)."""
         key, value = record
+        if isinstance(key, ConsumerGroupMemberMetadataKey | ConsumerGroupRegularExpressionKey):
+            self.subscription_version += 1
+            self._subscribed = None
         match key:
             case ConsumerGroupMetadataKey():
                 if value is None:

@@ -88,6 +88,9 @@ class ConsumerGroupHeartbeats:
         # Bumped at every metadata change: regexes are resolved again at the next heartbeat.
         self._metadata_generation = 0
         self._resolved_at: dict[str, int] = {}
+        self._metadata_cache: dict[
+            str, tuple[tuple[int, int], dict[uuid.UUID, SubscribedTopic], int]
+        ] = {}
         self._writes: set[asyncio.Future[bool]] = set()
 
     @property
@@ -162,8 +165,7 @@ class ConsumerGroupHeartbeats:
         if is_new or _metadata_of(updated) != _metadata_of(member):
             self._emit(group, records, member_records(group.group_id, updated))
         self._refresh_regexes(group, records)
-        topics = self._subscribed_topics(group)
-        new_hash = metadata_hash(topics)
+        topics, new_hash = self._subscription_metadata(group)
         if subscription_changed or new_hash != group.metadata_hash:
             self._emit(
                 group, records, epoch_record(group.group_id, group.group_epoch + 1, new_hash)
@@ -355,12 +357,8 @@ class ConsumerGroupHeartbeats:
     ) -> None:
         """Remove the member and bump the group epoch, so the others get its partitions."""
         self._remove(group, member_id, records)
-        topics = self._subscribed_topics(group)
-        self._emit(
-            group,
-            records,
-            epoch_record(group.group_id, group.group_epoch + 1, metadata_hash(topics)),
-        )
+        _, new_hash = self._subscription_metadata(group)
+        self._emit(group, records, epoch_record(group.group_id, group.group_epoch + 1, new_hash))
 
     def _remove(
         self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord]
@@ -437,8 +435,18 @@ class ConsumerGroupHeartbeats:
             )
         self._resolved_at[group.group_id] = self._metadata_generation
 
-    def _subscribed_topics(self, group: ConsumerGroup) -> dict[uuid.UUID, SubscribedTopic]:
-        return subscribed_topics(group.subscribed_topic_names(), self._image().topics)
+    def _subscription_metadata(
+        self, group: ConsumerGroup
+    ) -> tuple[dict[uuid.UUID, SubscribedTopic], int]:
+        """The group's subscribed topics that exist, and their digest; cached until a
+        subscription or the metadata changes."""
+        version = (self._metadata_generation, group.subscription_version)
+        cached = self._metadata_cache.get(group.group_id)
+        if cached is None or cached[0] != version:
+            topics = subscribed_topics(group.subscribed_topic_names(), self._image().topics)
+            cached = (version, topics, metadata_hash(topics))
+            self._metadata_cache[group.group_id] = cached
+        return cached[1], cached[2]
 
     def _update_target_assignment(
         self,
@@ -465,6 +473,7 @@ class ConsumerGroupHeartbeats:
         for group_id in group_ids:
             group = self.groups.pop(group_id, None)
             self._resolved_at.pop(group_id, None)
+            self._metadata_cache.pop(group_id, None)
             if group is not None:
                 for member_id in group.members:
                     self._timers.cancel(("session", group_id, member_id))
