@@ -289,3 +289,18 @@ async def test_a_group_config_overrides_the_session_timeout_and_heartbeat_interv
     clock.advance(4_000)
     await asyncio.sleep(0)
     assert "m1" not in group.coordinator.consumer.groups["group"].members
+
+
+@async_test
+async def test_a_deleted_topic_bumps_the_epoch_and_leaves_the_assignment() -> None:
+    group = await new_group()
+    group.controller.add_topic("u", 2)
+    joined = await group.heartbeat("m1", 0, topics=["t", "u"])
+    assert group.partitions(joined) == {"t": {0, 1, 2, 3}, "u": {0, 1}}
+    u = group.topic_id("u")
+    del group.controller.image.topics["u"]
+    group.coordinator.consumer.on_metadata_change()
+    # The consumer dropped the deleted topic's partitions itself.
+    after = await group.heartbeat("m1", 1, owned={"t": [0, 1, 2, 3]})
+    assert after.member_epoch == 2
+    assert after.assignment is not None and u not in after.assignment
