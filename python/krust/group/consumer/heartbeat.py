@@ -31,6 +31,7 @@ from krust.group.consumer.heartbeat_request import (
     HeartbeatResult,
     check_member_epoch,
     new_member_id,
+    updated_member,
 )
 from krust.group.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -131,35 +132,7 @@ class ConsumerGroupHeartbeats:
                 f"{self.config.group_consumer_max_size} members.",
             )
         member = self._member(request, group, member_id, records)
-        updated = replace(
-            member,
-            instance_id=request.instance_id
-            if request.instance_id is not None
-            else member.instance_id,
-            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=(
-                request.rebalance_timeout_ms
-                if request.rebalance_timeout_ms != -1
-                else member.rebalance_timeout_ms
-            ),
-            server_assignor=(
-                request.server_assignor
-                if request.server_assignor is not None
-                else member.server_assignor
-            ),
-            subscribed_topic_names=(
-                tuple(request.subscribed_topic_names)
-                if request.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
-            subscribed_topic_regex=(
-                (request.subscribed_topic_regex or None)
-                if request.subscribed_topic_regex is not None
-                else member.subscribed_topic_regex
-            ),
-            client_id=request.client_id,
-            client_host=request.client_host,
-        )
+        updated = updated_member(member, request)
         is_new = member.member_id not in group.members
         subscription_changed = is_new or updated.subscription() != member.subscription()
         if is_new or _metadata_of(updated) != _metadata_of(member):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from krust.group.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -20,6 +21,8 @@ from krust.group.consumer.member import (
 from krust.group.consumer.reconciliation import OwnedPartitions
 from krust.group.consumer.subscription import compile_regex
 from krust.group.results import CoordinatorError, ErrorCode
+
+T = TypeVar("T")
 
 # ConsumerGroupHeartbeat v1 (KIP-1082): the consumer generates its member id.
 CONSUMER_GENERATED_MEMBER_ID_VERSION = 1
@@ -99,6 +102,31 @@ def validate(request: HeartbeatRequest, assignors: tuple[str, ...]) -> None:
         )
     if request.subscribed_topic_regex:
         compile_regex(request.subscribed_topic_regex)
+
+
+def updated_member(member: ConsumerGroupMember, request: HeartbeatRequest) -> ConsumerGroupMember:
+    """The member with what the heartbeat changed: a null field (-1 for the rebalance timeout)
+    means "as before", as Kafka's maybeUpdate* builders read it; an empty regex clears it."""
+
+    def given(value: T | None, current: T) -> T:
+        return current if value is None else value
+
+    regex = request.subscribed_topic_regex
+    return replace(
+        member,
+        instance_id=given(request.instance_id, member.instance_id),
+        rack_id=given(request.rack_id, member.rack_id),
+        rebalance_timeout_ms=(
+            member.rebalance_timeout_ms
+            if request.rebalance_timeout_ms == -1
+            else request.rebalance_timeout_ms
+        ),
+        server_assignor=given(request.server_assignor, member.server_assignor),
+        subscribed_topic_names=given(request.subscribed_topic_names, member.subscribed_topic_names),
+        subscribed_topic_regex=member.subscribed_topic_regex if regex is None else (regex or None),
+        client_id=request.client_id,
+        client_host=request.client_host,
+    )
 
 
 def check_member_epoch(
