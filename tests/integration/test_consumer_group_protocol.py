@@ -59,6 +59,15 @@ def member(kind: str, broker: BrokerProcess, group: str, topic: str) -> Member:
     return GroupMember(kind, broker.bootstrap, group, topic, protocol="consumer").start()
 
 
+def start_group(
+    kind: str, broker: BrokerProcess, name: str, count: int
+) -> tuple[str, str, list[Member]]:
+    """A fresh topic of PARTITIONS partitions and `count` members of group `name` reading it."""
+    topic, group = f"{name}-{kind}", f"{name}-group-{kind}"
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    return topic, group, [member(kind, broker, group, topic) for _ in range(count)]
+
+
 def close_all(members: list[Member]) -> None:
     for m in members:
         m.close()
@@ -68,9 +77,7 @@ def close_all(members: list[Member]) -> None:
 def test_members_share_partitions_and_consume_each_record_once(
     broker: BrokerProcess, kind: str
 ) -> None:
-    topic, group = f"shared-848-{kind}", f"group-848-{kind}"
-    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-    members = [member(kind, broker, group, topic) for _ in range(3)]
+    topic, group, members = start_group(kind, broker, "shared-848", 3)
     try:
         wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
         numbers = set(range(BATCH))
@@ -128,17 +135,11 @@ class SteadyProducer:
         self._thread.join(60)
 
 
-def deliveries_between(m: Member, start: int, end: int) -> int:
-    return sum(1 for d in m.delivered[start:end])
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_member_joins_and_leaves_while_the_others_keep_consuming(
     broker: BrokerProcess, kind: str
 ) -> None:
-    topic, group = f"steady-848-{kind}", f"steady-group-848-{kind}"
-    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-    members = [member(kind, broker, group, topic) for _ in range(2)]
+    topic, group, members = start_group(kind, broker, "steady-848", 2)
     try:
         wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
         with SteadyProducer(broker.bootstrap, topic) as producer:

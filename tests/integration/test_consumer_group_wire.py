@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from .broker_process import BrokerProcess
 from .clients.confluent import create_topic
 from .groups_support import RawGroupConnection, wait_for_coordinator
-from .kafka_cli import CONFIG_COMMAND, run_tool
+from .kafka_cli import CONFIG_COMMAND, ToolRun, run_tool
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
@@ -128,17 +128,20 @@ def test_bad_heartbeats_get_kafkas_errors_and_change_nothing(
 def test_a_group_config_sets_the_heartbeat_interval_members_get(
     connection: RawGroupConnection, module_broker: BrokerProcess
 ) -> None:
-    run = run_tool(
-        CONFIG_COMMAND,
-        module_broker.bootstrap,
-        "--alter",
-        "--entity-type",
-        "groups",
-        "--entity-name",
-        "wire-configured",
-        "--add-config",
-        "consumer.heartbeat.interval.ms=7000,consumer.session.timeout.ms=50000",
-    )
+    def alter(configs: str) -> ToolRun:
+        return run_tool(
+            CONFIG_COMMAND,
+            module_broker.bootstrap,
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            "wire-configured",
+            "--add-config",
+            configs,
+        )
+
+    run = alter("consumer.heartbeat.interval.ms=7000,consumer.session.timeout.ms=50000")
     assert run.returncode == 0, run.stderr
     joined = connection.send(
         CONSUMER_GROUP_HEARTBEAT,
@@ -156,17 +159,7 @@ def test_a_group_config_sets_the_heartbeat_interval_members_get(
         ErrorCode.none,
         timedelta(milliseconds=7000),
     )
-    refused = run_tool(
-        CONFIG_COMMAND,
-        module_broker.bootstrap,
-        "--alter",
-        "--entity-type",
-        "groups",
-        "--entity-name",
-        "wire-configured",
-        "--add-config",
-        "consumer.session.timeout.ms=1000",
-    )
+    refused = alter("consumer.session.timeout.ms=1000")
     assert refused.returncode != 0
     assert (
         "consumer.session.timeout.ms must be greater than or equal to "
