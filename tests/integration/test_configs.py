@@ -264,19 +264,29 @@ def test_broker_configs_are_described_and_refused_as_kafka_does(broker_factory) 
     assert error == "INVALID_CONFIG" and "no.such.key" in message
 
 
-def test_group_configs_are_described_and_their_changes_refused(broker) -> None:
+def test_group_configs_are_described_set_and_checked(broker) -> None:
     configs = describe(broker.bootstrap, ConfigResource(ResourceType.GROUP, "g"))
     entry = configs["consumer.session.timeout.ms"]
     assert (entry.value, entry.source) == ("45000", ConfigSource.DEFAULT_CONFIG.value)
-    error, message = refusal(
-        lambda: incremental(
-            broker.bootstrap,
-            ResourceType.GROUP,
-            "g",
-            [("consumer.session.timeout.ms", "50000", SET)],
-        )
+    incremental(
+        broker.bootstrap, ResourceType.GROUP, "g", [("consumer.session.timeout.ms", "50000", SET)]
     )
-    assert error == "INVALID_CONFIG" and "consumer.session.timeout.ms" in message
+    entry = describe(broker.bootstrap, ConfigResource(ResourceType.GROUP, "g"))[
+        "consumer.session.timeout.ms"
+    ]
+    assert (entry.value, entry.source) == ("50000", ConfigSource.GROUP_CONFIG.value)
+    # Outside the broker's group.consumer.min/max.session.timeout.ms, and a group type krust
+    # does not serve.
+    for name, value in (
+        ("consumer.session.timeout.ms", "70000"),
+        ("share.session.timeout.ms", "50000"),
+    ):
+        error, message = refusal(
+            lambda name=name, value=value: incremental(
+                broker.bootstrap, ResourceType.GROUP, "g", [(name, value, SET)]
+            )
+        )
+        assert error == "INVALID_CONFIG" and name in message
 
 
 def kafka_configs(bootstrap: str, *args: str) -> str:
@@ -318,16 +328,18 @@ def test_kafka_configs_alters_and_describes_topics_brokers_defaults_and_groups(b
     assert "consumer.session.timeout.ms=45000" in kafka_configs(
         bootstrap, *group, "--describe", "--all"
     )
+    kafka_configs(bootstrap, *group, "--alter", "--add-config", "consumer.session.timeout.ms=50000")
+    assert "consumer.session.timeout.ms=50000" in kafka_configs(bootstrap, *group, "--describe")
     refused = run_tool(
         CONFIG_COMMAND,
         bootstrap,
         *group,
         "--alter",
         "--add-config",
-        "consumer.session.timeout.ms=50000",
+        "share.session.timeout.ms=50000",
     )
     assert refused.returncode != 0
-    assert "consumer.session.timeout.ms" in refused.stdout + refused.stderr
+    assert "share.session.timeout.ms" in refused.stdout + refused.stderr
 
 
 def test_kafka_topics_describe_prints_the_topics_configs(broker) -> None:

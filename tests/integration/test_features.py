@@ -123,9 +123,9 @@ def test_apiversions_v3_omits_features_with_a_supported_minimum_of_zero(broker) 
         ("metadata.version", 12, 14)
     ]
     assert len(v4.supported_features) == 7
-    assert [(f.name, f.min_version_level, f.max_version_level) for f in v4.finalized_features] == [
-        ("metadata.version", 14, 14)
-    ]
+    assert sorted(
+        (f.name, f.min_version_level, f.max_version_level) for f in v4.finalized_features
+    ) == [("group.version", 1, 1), ("metadata.version", 14, 14)]
     assert v4.finalized_features_epoch >= 1 and not v4.zk_migration_ready
 
 
