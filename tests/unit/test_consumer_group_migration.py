@@ -257,9 +257,16 @@ async def test_classic_requests_to_a_consumer_group_get_kafkas_errors() -> None:
     asked = await group.join(require_known_member_id=True)
     assert asked.error is ErrorCode.member_id_required and asked.member_id
     assert asked.member_id not in group.coordinator.consumer.groups["group"].members
+    # KIP-394: it comes back with that id and joins.
+    joined = await group.join(asked.member_id, require_known_member_id=True)
+    assert (joined.error, joined.member_id) == (NONE, asked.member_id)
     error, [left] = await group.coordinator.leave("group", [LeavingMember("m1", None)])
     assert (error, left.error) == (NONE, ErrorCode.unknown_member_id)
-    assert set(group.coordinator.consumer.groups["group"].members) == {"m1", classic}
+    assert set(group.coordinator.consumer.groups["group"].members) == {
+        "m1",
+        classic,
+        asked.member_id,
+    }
 
 
 @async_test

@@ -81,7 +81,11 @@ class ClassicMembers:
                 ErrorCode.inconsistent_group_protocol,
                 f"Member {member_id}'s protocols are not supported.",
             )
-        if request.require_known_member_id:
+        if (
+            request.require_known_member_id
+            and not request.member_id
+            and request.group_instance_id is None
+        ):
             # KIP-394: the member comes back with this id; nothing is stored until then.
             return JoinGroupResult(ErrorCode.member_id_required, member_id=member_id)
         member = self._member(group, request, member_id, records)
