@@ -10,6 +10,7 @@ import pytest
 
 from .broker_process import BrokerProcess
 from .clients.confluent import create_topic
+from .clients.java_group_member import JavaGroupMember
 from .groups_support import (
     GROUP_BROKER_OVERRIDES,
     GroupMember,
@@ -61,16 +62,23 @@ def test_classic_and_consumer_members_share_one_group(broker: BrokerProcess) -> 
     topic, group = "mixed-topic", "mixed-group"
     create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
     # The consumer-protocol member makes it a consumer group; the classic ones join it.
-    members = [start("confluent-kafka", broker, group, topic, "consumer")]
-    wait_for_exact_cover(members, PARTITIONS)
-    members += [start("kafka-python", broker, group, topic, "classic") for _ in range(2)]
+    members: list[GroupMember | JavaGroupMember] = [
+        start("confluent-kafka", broker, group, topic, "consumer")
+    ]
+    wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
+    # Java's classic consumer offers two protocols (range, cooperative-sticky) with
+    # subscription v3; kafka-python one, with v0.
+    members += [
+        start("kafka-python", broker, group, topic, "classic"),
+        JavaGroupMember(broker.bootstrap, group, topic, protocol="classic").start(),
+    ]
     try:
-        wait_for_exact_cover(members, PARTITIONS)
+        wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
         assert group_type(broker, group) == "Consumer"
         numbers = set(range(BATCH))
         produce_numbered(broker.bootstrap, topic, numbers, PARTITIONS)
-        wait_for_numbers(members, numbers)
-        assert_each_number_once(members, numbers)
+        wait_for_numbers(members, numbers)  # type: ignore[arg-type]
+        assert_each_number_once(members, numbers)  # type: ignore[arg-type]
         for m in members:
             assert {d.partition for d in m.delivered} <= m.assignment
     finally:
