@@ -74,7 +74,11 @@ class Mixed:
         self.clock = clock
 
     async def consumer(
-        self, member_id: str, epoch: int, owned: Mapping[str, Sequence[int]] | None = None
+        self,
+        member_id: str,
+        epoch: int,
+        owned: Mapping[str, Sequence[int]] | None = None,
+        instance_id: str | None = None,
     ) -> HeartbeatResult:
         ids = {name: t.topic_id for name, t in self.controller.image.topics.items()}
         return await self.coordinator.consumer_group_heartbeat(
@@ -82,6 +86,7 @@ class Mixed:
                 group_id="group",
                 member_id=member_id,
                 member_epoch=epoch,
+                instance_id=instance_id,
                 rebalance_timeout_ms=REBALANCE_MS if epoch == 0 else -1,
                 subscribed_topic_names=("t",) if epoch == 0 else None,
                 owned=[]
@@ -105,6 +110,7 @@ class Mixed:
         protocol_type: str = "consumer",
         protocol_names: Sequence[str] = ("range",),
         require_known_member_id: bool = False,
+        instance_id: str | None = None,
     ) -> JoinGroupResult:
         metadata = subscription(["t"], owned)
         return await self.coordinator.join_group(
@@ -116,6 +122,7 @@ class Mixed:
                 session_timeout_ms=CLASSIC_SESSION_MS,
                 rebalance_timeout_ms=REBALANCE_MS,
                 require_known_member_id=require_known_member_id,
+                group_instance_id=instance_id,
             )
         )
 
@@ -175,10 +182,12 @@ async def mixed(
     return Mixed(coordinator, controller, core, clock)
 
 
-async def classic_joins_consumer_group(group: Mixed) -> tuple[str, set[int], set[int]]:
+async def classic_joins_consumer_group(
+    group: Mixed, instance_id: str | None = None
+) -> tuple[str, set[int], set[int]]:
     """m1 (consumer protocol) owns all of t; a classic member joins; m1 revokes; the classic
     member rejoins for its half. Returns its member id, its partitions and m1's."""
-    await group.consumer("m1", 0)
+    await group.consumer("m1", 0, instance_id=instance_id)
     joined = await group.join()
     assert (joined.error, joined.generation_id) == (NONE, 2)
     assert (joined.protocol_type, joined.protocol_name) == ("consumer", "range")
@@ -186,10 +195,10 @@ async def classic_joins_consumer_group(group: Mixed) -> tuple[str, set[int], set
     # Its partitions are still m1's: it syncs to nothing and waits.
     assert await group.sync(classic, 2) == (NONE, set())
     assert group.heartbeat(classic, 2) is NONE
-    revoking = await group.consumer("m1", 1, owned={"t": [0, 1, 2, 3]})
+    revoking = await group.consumer("m1", 1, {"t": [0, 1, 2, 3]}, instance_id)
     kept = group.partitions(revoking)
     assert kept is not None and len(kept) == 2
-    assert (await group.consumer("m1", 1, owned={"t": sorted(kept)})).member_epoch == 2
+    assert (await group.consumer("m1", 1, {"t": sorted(kept)}, instance_id)).member_epoch == 2
     # Now they are free: the classic member is asked to rejoin, and gets them.
     assert group.heartbeat(classic, 2) is REBALANCE
     rejoined = await group.join(classic)
@@ -378,6 +387,34 @@ async def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
     restarted = await mixed(restarted=group)
     assert "group" not in restarted.coordinator.consumer.groups
     assert set(restarted.coordinator.groups.groups["group"].members) == set(owned)
+
+
+@pytest.mark.parametrize("downgrade", [True, False])
+@async_test
+async def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
+    downgrade: bool,
+) -> None:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId: no rebalance, the new instance
+    takes over the old one's partitions."""
+    policy = ConsumerGroupMigrationPolicy.BIDIRECTIONAL if downgrade else "upgrade"
+    config = dataclasses.replace(
+        fast_config(), group_consumer_migration_policy=ConsumerGroupMigrationPolicy(policy)
+    )
+    group = await mixed(config)
+    classic, mine, kept = await classic_joins_consumer_group(group, instance_id="i1")
+    replacing = await group.join(instance_id="i1")
+    assert replacing.error is NONE
+    if not downgrade:
+        members = group.coordinator.consumer.groups["group"].members
+        assert set(members) == {replacing.member_id, classic}
+        return
+    assert "group" not in group.coordinator.consumer.groups
+    downgraded = group.coordinator.groups.groups["group"]
+    assert downgraded.is_in(GroupState.STABLE)
+    assert set(downgraded.members) == {replacing.member_id, classic}
+    error, partitions = await group.sync(replacing.member_id, downgraded.generation_id)
+    assert (error, partitions) == (NONE, kept)
+    assert (await group.sync(classic, downgraded.generation_id)) == (NONE, mine)
 
 
 @pytest.mark.parametrize("policy", list(ConsumerGroupMigrationPolicy))

@@ -417,10 +417,11 @@ class GroupCoordinator:
         return group
 
     def _downgrade(
-        self, group: ConsumerGroup, leaving: str, records: list[CoordinatorRecord]
+        self, group: ConsumerGroup, leaving: str | None, records: list[CoordinatorRecord]
     ) -> bool:
-        """The consumer group without `leaving` becomes a classic group, if it may; a rebalance
-        starts at once so that the classic members rejoin (Kafka's convertToClassicGroup)."""
+        """The consumer group without `leaving` becomes a classic group, if it may; when a
+        member left, a rebalance starts at once so that the classic members rejoin (Kafka's
+        convertToClassicGroup)."""
         if not may_downgrade(group, leaving, self.config):
             return False
         try:
@@ -435,7 +436,7 @@ class GroupCoordinator:
             return False
         log.info("[GroupId %s] Downgrading the consumer group to a classic group.", group.group_id)
         records.extend(conversion)
-        self.groups.adopt(classic)
+        self.groups.adopt(classic, rebalance=leaving is not None)
         return True
 
     async def _write_consumer_records(

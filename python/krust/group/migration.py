@@ -75,12 +75,18 @@ def may_upgrade(classic: ClassicGroup, config: GroupCoordinatorConfig) -> bool:
     return True
 
 
-def may_downgrade(group: ConsumerGroup, leaving: str, config: GroupCoordinatorConfig) -> bool:
-    """Kafka's validateOnlineDowngradeWithFencedMember: the leaving member is the last one on
-    the consumer protocol, and classic members remain."""
-    member = group.members.get(leaving)
+def may_downgrade(
+    group: ConsumerGroup, leaving: str | None, config: GroupCoordinatorConfig
+) -> bool:
+    """Kafka's validateOnlineDowngradeWith{FencedMember,ReplacedMemberId}: the leaving member
+    is the last one on the consumer protocol and classic members remain; or (`leaving` None)
+    every member now uses the classic protocol."""
     others = [m for m in group.members.values() if m.member_id != leaving]
-    if member is None or member.uses_classic_protocol or not others:
+    if leaving is not None:
+        member = group.members.get(leaving)
+        if member is None or member.uses_classic_protocol:
+            return False
+    if not others:
         return False
     if not all(m.uses_classic_protocol for m in others):
         return False
@@ -156,7 +162,7 @@ def to_consumer_group(
 
 
 def to_classic_group(
-    group: ConsumerGroup, leaving: str, topics_by_id: Mapping[uuid.UUID, str], now_ms: int
+    group: ConsumerGroup, leaving: str | None, topics_by_id: Mapping[uuid.UUID, str], now_ms: int
 ) -> tuple[ClassicGroup, list[CoordinatorRecord]]:
     """Kafka's ClassicGroup.fromConsumerGroup and its records: a Stable classic group at the
     group epoch, each remaining member's assignment its target in the consumer group."""

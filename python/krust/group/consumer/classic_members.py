@@ -52,7 +52,7 @@ class ClassicMembers:
             return JoinGroupResult(refused.error, member_id=request.member_id)
         if records and not await self._heartbeats.write(group.group_id, records):
             return JoinGroupResult(ErrorCode.coordinator_not_available, member_id=request.member_id)
-        if result.error is ErrorCode.none:
+        if result.error is ErrorCode.none and group.group_id in self._heartbeats.groups:
             timers = self._heartbeats.timers
             timers.cancel(("join", group.group_id, result.member_id))
             self._heartbeats.start_session(group.group_id, result.member_id)
@@ -88,7 +88,7 @@ class ClassicMembers:
         ):
             # KIP-394: the member comes back with this id; nothing is stored until then.
             return JoinGroupResult(ErrorCode.member_id_required, member_id=member_id)
-        member = self._member(group, request, member_id, records)
+        member, replaced = self._member(group, request, member_id, records)
         try:
             subscription = parse_subscription(request.protocols[0][1])
         except RecordFormatError:
@@ -118,6 +118,15 @@ class ClassicMembers:
             ).items()
         ]
         reconciled = self._heartbeats.update_member(group, member, updated, owned, records)
+        downgrade = self._heartbeats.downgrade
+        if (
+            replaced is not None
+            and not replaced.uses_classic_protocol
+            and downgrade is not None
+            and downgrade(group, None, records)
+        ):
+            # It replaced the last member on the consumer protocol: the group is classic now.
+            self._heartbeats.forget([group.group_id])
         return JoinGroupResult(
             ErrorCode.none,
             member_id=reconciled.member_id,
@@ -132,9 +141,9 @@ class ClassicMembers:
         request: JoinGroupRequest,
         member_id: str,
         records: list[CoordinatorRecord],
-    ) -> ConsumerGroupMember:
+    ) -> tuple[ConsumerGroupMember, ConsumerGroupMember | None]:
         """The joining member: known, new, or a static member taking over its instance id
-        (whatever protocol the previous one used)."""
+        (whatever protocol the previous one used); and the member it replaced."""
         instance_id = request.group_instance_id
         if instance_id is None:
             known = group.members.get(member_id)
@@ -144,13 +153,16 @@ class ClassicMembers:
                     group.group_id,
                     member_id,
                 )
-            return known or ConsumerGroupMember(member_id)
+            return known or ConsumerGroupMember(member_id), None
         existing = group.static_member(instance_id)
         if not request.member_id:
             if existing is None:
-                return ConsumerGroupMember(member_id)
-            return self._heartbeats.replace_static_member(group, existing, member_id, records)
-        return static_member(group, member_id, instance_id)
+                return ConsumerGroupMember(member_id), None
+            replacement = self._heartbeats.replace_static_member(
+                group, existing, member_id, records
+            )
+            return replacement, existing
+        return static_member(group, member_id, instance_id), None
 
     # -- SyncGroup -----------------------------------------------------------------------------
 

@@ -64,9 +64,10 @@ log = logging.getLogger(__name__)
 WriteRecords = Callable[[str, list[CoordinatorRecord]], Awaitable[bool]]
 """Append a group's records (already applied); False when the append failed."""
 
-Downgrade = Callable[[ConsumerGroup, str, list[CoordinatorRecord]], bool]
-"""Turn the group into a classic group without the given (leaving) member, adding the records
-that do it; False when the group stays a consumer group (migration.py)."""
+Downgrade = Callable[[ConsumerGroup, str | None, list[CoordinatorRecord]], bool]
+"""Turn the group into a classic group without the given leaving member (None: a classic static
+member just replaced the last member on the consumer protocol), adding the records that do it;
+False when the group stays a consumer group (migration.py)."""
 
 # The timers a member may have, by the key's first element.
 _MEMBER_TIMERS = ("session", "rebalance", "join", "sync")
@@ -88,7 +89,7 @@ class ConsumerGroupHeartbeats:
         self._clock = clock
         self._image = image
         self.write = write
-        self._downgrade = downgrade
+        self.downgrade = downgrade
         self.timers = KeyedTimer(clock)
         # Bumped at every metadata change: regexes are resolved again at the next heartbeat.
         self._metadata_generation = 0
@@ -391,7 +392,7 @@ class ConsumerGroupHeartbeats:
     def fence(self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord]) -> None:
         """Remove the member and bump the group epoch, so the others get its partitions; or,
         when only classic members remain, turn the group into a classic group."""
-        if self._downgrade is not None and self._downgrade(group, member_id, records):
+        if self.downgrade is not None and self.downgrade(group, member_id, records):
             self.forget([group.group_id])
             return
         self.remove(group, member_id, records)
