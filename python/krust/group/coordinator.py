@@ -21,13 +21,12 @@ from krust.coordinator.log import CoordinatorLog, CoreLog
 from krust.coordinator.partitioner import partition_for
 from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
 from krust.coordinator.topic_creation import TopicCreation
-from krust.coordinator.wire import RecordFormatError
 from krust.group.cluster import ControllerView, TopicView
 from krust.group.consumer.classic_members import ClassicMembers
 from krust.group.consumer.group import ConsumerGroup, group_tombstones
 from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
 from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatResult, validate
-from krust.group.group import ClassicGroup, GroupState
+from krust.group.group import GroupState
 from krust.group.group_manager import (
     GroupManager,
     JoinGroupRequest,
@@ -35,7 +34,7 @@ from krust.group.group_manager import (
     SyncGroupRequest,
 )
 from krust.group.loader import load_partition
-from krust.group.migration import may_downgrade, may_upgrade, to_classic_group, to_consumer_group
+from krust.group.migration import GroupMigration
 from krust.group.offset_manager import (
     OffsetCommitRequest,
     OffsetManager,
@@ -93,9 +92,12 @@ class GroupCoordinator:
             clock,
             lambda: controller.image,
             self._write_consumer_records,
-            self._downgrade,
         )
         self.classic_members = ClassicMembers(self.consumer, lambda: controller.image)
+        self.migration = GroupMigration(
+            config, self.groups, self.consumer, lambda: controller.image, clock
+        )
+        self.consumer.downgrade = self.migration.downgrade
         self.offsets = OffsetManager(
             config, clock, self.groups, self._append, self._has_partition, self.consumer.groups
         )
@@ -390,11 +392,11 @@ class GroupCoordinator:
         written with the heartbeat's)."""
         classic = self.groups.groups.get(group_id)
         if classic is not None and not classic.is_in(GroupState.DEAD) and classic.members:
-            if not (create and may_upgrade(classic, self.config)):
+            if not (create and self.migration.may_upgrade(classic)):
                 raise CoordinatorError(
                     ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
                 )
-            return self._upgrade(classic, records)
+            return self.migration.upgrade(classic, records)
         if not create:
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         if classic is not None:
@@ -405,39 +407,6 @@ class GroupCoordinator:
         group = ConsumerGroup(group_id)
         self.consumer.groups[group_id] = group
         return group
-
-    def _upgrade(self, classic: ClassicGroup, records: list[CoordinatorRecord]) -> ConsumerGroup:
-        group, conversion = to_consumer_group(classic, self._controller.image.topics)
-        log.info("[GroupId %s] Upgrading the classic group to a consumer group.", group.group_id)
-        # Parked JoinGroup and SyncGroup requests are told to rejoin, now as members of the
-        # consumer group.
-        self.groups.unload([group.group_id], ErrorCode.rebalance_in_progress)
-        records.extend(conversion)
-        self.consumer.install([group])
-        return group
-
-    def _downgrade(
-        self, group: ConsumerGroup, leaving: str | None, records: list[CoordinatorRecord]
-    ) -> bool:
-        """The consumer group without `leaving` becomes a classic group, if it may; when a
-        member left, a rebalance starts at once so that the classic members rejoin (Kafka's
-        convertToClassicGroup)."""
-        if not may_downgrade(group, leaving, self.config):
-            return False
-        try:
-            classic, conversion = to_classic_group(
-                group, leaving, self.topic_names_by_id(), self._clock.now_ms()
-            )
-        except RecordFormatError:
-            log.warning(
-                "[GroupId %s] Cannot downgrade: a member's consumer protocol is malformed.",
-                group.group_id,
-            )
-            return False
-        log.info("[GroupId %s] Downgrading the consumer group to a classic group.", group.group_id)
-        records.extend(conversion)
-        self.groups.adopt(classic, rebalance=leaving is not None)
-        return True
 
     async def _write_consumer_records(
         self, group_id: str, records: list[CoordinatorRecord]

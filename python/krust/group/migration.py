@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from krust.coordinator.clock import Clock
 from krust.coordinator.wire import RecordFormatError
-from krust.group.cluster import TopicView
+from krust.group.cluster import ImageView, TopicView
 from krust.group.consumer.consumer_protocol import (
     by_id,
     by_name,
@@ -33,6 +34,7 @@ from krust.group.consumer.group import (
     member_records,
     target_assignment_record,
 )
+from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
 from krust.group.consumer.member import ConsumerGroupMember, MemberState
 from krust.group.consumer.records import (
     ClassicMemberMetadata,
@@ -46,12 +48,69 @@ from krust.group.consumer.records import (
 )
 from krust.group.consumer.subscription import metadata_hash, subscribed_topics
 from krust.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from krust.group.group_manager import GroupManager
 from krust.group.member import ClassicGroupMember
 from krust.group.records import CoordinatorRecord, GroupMetadataKey
 from krust.group.results import CoordinatorError, ErrorCode
 from krust.group.settings import GroupCoordinatorConfig
 
 log = logging.getLogger(__name__)
+
+
+class GroupMigration:
+    """The conversions, applied to the coordinator's classic and consumer groups."""
+
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        classic_groups: GroupManager,
+        consumer_groups: ConsumerGroupHeartbeats,
+        image: Callable[[], ImageView],
+        clock: Clock,
+    ) -> None:
+        self._config = config
+        self._classic = classic_groups
+        self._consumer = consumer_groups
+        self._image = image
+        self._clock = clock
+
+    def may_upgrade(self, classic: ClassicGroup) -> bool:
+        return may_upgrade(classic, self._config)
+
+    def upgrade(self, classic: ClassicGroup, records: list[CoordinatorRecord]) -> ConsumerGroup:
+        """The classic group becomes a consumer group, `records` the conversion's."""
+        group, conversion = to_consumer_group(classic, self._image().topics)
+        log.info("[GroupId %s] Upgrading the classic group to a consumer group.", group.group_id)
+        # Parked JoinGroup and SyncGroup requests are told to rejoin, now as members of the
+        # consumer group.
+        self._classic.unload([group.group_id], ErrorCode.rebalance_in_progress)
+        records.extend(conversion)
+        self._consumer.install([group])
+        return group
+
+    def downgrade(
+        self, group: ConsumerGroup, leaving: str | None, records: list[CoordinatorRecord]
+    ) -> bool:
+        """The consumer group without `leaving` becomes a classic group, if it may; when a
+        member left, a rebalance starts at once so that the classic members rejoin (Kafka's
+        convertToClassicGroup)."""
+        if not may_downgrade(group, leaving, self._config):
+            return False
+        topics_by_id = {t.topic_id: name for name, t in self._image().topics.items()}
+        try:
+            classic, conversion = to_classic_group(
+                group, leaving, topics_by_id, self._clock.now_ms()
+            )
+        except RecordFormatError:
+            log.warning(
+                "[GroupId %s] Cannot downgrade: a member's consumer protocol is malformed.",
+                group.group_id,
+            )
+            return False
+        log.info("[GroupId %s] Downgrading the consumer group to a classic group.", group.group_id)
+        records.extend(conversion)
+        self._classic.adopt(classic, rebalance=leaving is not None)
+        return True
 
 
 def may_upgrade(classic: ClassicGroup, config: GroupCoordinatorConfig) -> bool:
