@@ -20,7 +20,11 @@ from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatRe
 from krust.group.coordinator import GroupCoordinator
 from krust.group.group import GroupState
 from krust.group.group_manager import LeavingMember
-from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
+from krust.group.offset_manager import (
+    OffsetCommitRequest,
+    PartitionCommit,
+    TxnOffsetCommitRequest,
+)
 from krust.group.results import ErrorCode, JoinGroupResult
 from krust.group.settings import ConsumerGroupMigrationPolicy, GroupCoordinatorConfig
 from krust.group.testing import (
@@ -158,6 +162,20 @@ class Mixed:
         )
         return error
 
+    async def commit_in_transaction(self, member_id: str, generation: int) -> ErrorCode:
+        [(_, [(_, error)])] = await self.coordinator.commit_transactional_offsets(
+            TxnOffsetCommitRequest(
+                "group",
+                7,
+                0,
+                generation,
+                member_id,
+                None,
+                (("t", (PartitionCommit(0, 5, -1, None),)),),
+            )
+        )
+        return error
+
     async def member_types(self) -> dict[str, int]:
         request = types.SimpleNamespace(group_ids=["group"], include_authorized_operations=False)
         response = await ConsumerGroupApis(self.coordinator).describe(
@@ -219,6 +237,9 @@ async def test_a_classic_member_joins_a_consumer_group_and_gets_its_share() -> N
     assert await group.commit(classic, 2) is NONE
     assert await group.commit(classic, 1) is ErrorCode.illegal_generation
     assert await group.commit("m1", 2) is ErrorCode.unsupported_version
+    assert await group.commit_in_transaction(classic, 2) is NONE
+    assert await group.commit_in_transaction(classic, 3) is ErrorCode.illegal_generation
+    assert await group.commit_in_transaction("m1", 1) is ErrorCode.stale_member_epoch
 
 
 @pytest.mark.parametrize("cooperative", [True, False])
