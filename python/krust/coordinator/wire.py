@@ -158,10 +158,14 @@ class Reader:
         return value
 
     def bytes_field(self) -> bytes:
-        length = self._length()
-        if length is None:
+        value = self.nullable_bytes()
+        if value is None:
             raise RecordFormatError("null where bytes are required")
-        return bytes(self._take(length))
+        return value
+
+    def nullable_bytes(self) -> bytes | None:
+        length = self._length()
+        return None if length is None else bytes(self._take(length))
 
     def uuid(self) -> UUID:
         return UUID(bytes=bytes(self._take(16)))

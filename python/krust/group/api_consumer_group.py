@@ -25,7 +25,8 @@ CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
 # Kafka's "authorized operations were not requested" marker (KIP-430).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# ConsumerGroupDescribe v1's member type: the member speaks the consumer protocol.
+# ConsumerGroupDescribe v1's member type: the member speaks the classic or the consumer protocol.
+CLASSIC_MEMBER_TYPE = 0
 CONSUMER_MEMBER_TYPE = 1
 
 
@@ -189,7 +190,9 @@ def _member(
         "subscribed_topic_regex": member.subscribed_topic_regex,
         "assignment": {"topic_partitions": _topic_partitions(member.assigned_partitions, names)},
         "target_assignment": {"topic_partitions": _topic_partitions(target, names)},
-        "member_type": CONSUMER_MEMBER_TYPE,
+        "member_type": (
+            CLASSIC_MEMBER_TYPE if member.uses_classic_protocol else CONSUMER_MEMBER_TYPE
+        ),
     }
 
 

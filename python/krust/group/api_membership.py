@@ -217,7 +217,7 @@ class MembershipApis:
             leaving = [LeavingMember(m.member_id, m.group_instance_id) for m in request.members]
         else:
             leaving = [LeavingMember(request.member_id, None)]
-        error, results = self._coordinator.leave_group(request.group_id, leaving)
+        error, results = await self._coordinator.leave(request.group_id, leaving)
         if version < 3 and error is ErrorCode.none and results:
             error = results[0].error
         return make_response(

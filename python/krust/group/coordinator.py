@@ -22,6 +22,7 @@ from krust.coordinator.partitioner import partition_for
 from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
 from krust.coordinator.topic_creation import TopicCreation
 from krust.group.cluster import ControllerView, TopicView
+from krust.group.consumer.classic_members import ClassicMembers
 from krust.group.consumer.group import ConsumerGroup, group_tombstones
 from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
 from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatResult, validate
@@ -33,6 +34,7 @@ from krust.group.group_manager import (
     SyncGroupRequest,
 )
 from krust.group.loader import load_partition
+from krust.group.migration import GroupMigration
 from krust.group.offset_manager import (
     OffsetCommitRequest,
     OffsetManager,
@@ -86,8 +88,16 @@ class GroupCoordinator:
         )
         self.groups = GroupManager(config, clock, loop, self._store_group)
         self.consumer = ConsumerGroupHeartbeats(
-            config, clock, lambda: controller.image, self._write_consumer_records
+            config,
+            clock,
+            lambda: controller.image,
+            self._write_consumer_records,
         )
+        self.classic_members = ClassicMembers(self.consumer, lambda: controller.image)
+        self.migration = GroupMigration(
+            config, self.groups, self.consumer, lambda: controller.image, clock
+        )
+        self.consumer.downgrade = self.migration.downgrade
         self.offsets = OffsetManager(
             config, clock, self.groups, self._append, self._has_partition, self.consumer.groups
         )
@@ -279,12 +289,33 @@ class GroupCoordinator:
             error = ErrorCode.invalid_session_timeout
         if error is not ErrorCode.none:
             return JoinGroupResult(error, member_id=request.member_id)
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                return await self.classic_members.join(consumer_group, request)
+            # An empty consumer group gives way to a classic group (Kafka's
+            # maybeDeleteEmptyConsumerGroup); its committed offsets stay.
+            if not await self._remove_empty_consumer_group(consumer_group):
+                return JoinGroupResult(ErrorCode.coordinator_not_available, request.member_id)
         return await self.groups.join_group(request)
+
+    async def _remove_empty_consumer_group(self, group: ConsumerGroup) -> bool:
+        records: list[CoordinatorRecord] = []
+        for record in group_tombstones(group):
+            group.apply(record)
+            records.append(record)
+        self.consumer.forget([group.group_id])
+        return await self._write_consumer_records(group.group_id, records)
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResult:
         error = self._group_error(request.group_id)
         if error is not ErrorCode.none:
             return SyncGroupResult(error)
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            if consumer_group.is_empty():
+                return SyncGroupResult(ErrorCode.unknown_member_id)
+            return self.classic_members.sync(consumer_group, request)
         return await self.groups.sync_group(request)
 
     def heartbeat(
@@ -293,11 +324,26 @@ class GroupCoordinator:
         error = self._group_error(group_id)
         if error is not ErrorCode.none:
             return error
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.classic_members.heartbeat(
+                consumer_group, member_id, group_instance_id, generation_id
+            )
         return self.groups.heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    async def leave(
+        self, group_id: str, members: list[LeavingMember]
+    ) -> tuple[ErrorCode, list[LeavingMember]]:
+        """LeaveGroup from classic members, of a classic or a consumer group."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is None or self._group_error(group_id) is not ErrorCode.none:
+            return self.leave_group(group_id, members)
+        return await self.classic_members.leave(consumer_group, members)
 
     def leave_group(
         self, group_id: str, members: list[LeavingMember]
     ) -> tuple[ErrorCode, list[LeavingMember]]:
+        """LeaveGroup of a classic group (`leave` also serves consumer groups)."""
         error = self._group_error(group_id)
         if error is not ErrorCode.none:
             return error, []
@@ -325,24 +371,33 @@ class GroupCoordinator:
         if error is not ErrorCode.none:
             return HeartbeatResult(error)
         group = self.consumer.groups.get(request.group_id)
+        records: list[CoordinatorRecord] = []
         if group is None:
             try:
-                group = self._new_consumer_group(request.group_id, request.member_epoch == 0)
+                group = self._new_consumer_group(
+                    request.group_id, request.member_epoch == 0, records
+                )
             except CoordinatorError as refused:
                 return HeartbeatResult(refused.error, refused.message)
-        result = await self.consumer.heartbeat(request, group)
+        result = await self.consumer.heartbeat(request, group, records)
         if group.is_empty() and group.group_epoch == 0:
             # Nothing was written for it: a refused first heartbeat leaves no group behind.
             self.consumer.groups.pop(request.group_id, None)
         return result
 
-    def _new_consumer_group(self, group_id: str, create: bool) -> ConsumerGroup:
-        """Kafka's getOrMaybeCreateConsumerGroup: an empty classic group is replaced."""
+    def _new_consumer_group(
+        self, group_id: str, create: bool, records: list[CoordinatorRecord]
+    ) -> ConsumerGroup:
+        """Kafka's getOrMaybeCreateConsumerGroup: an empty classic group is replaced, a
+        non-empty one is upgraded when the policy allows (the conversion's `records` are
+        written with the heartbeat's)."""
         classic = self.groups.groups.get(group_id)
         if classic is not None and not classic.is_in(GroupState.DEAD) and classic.members:
-            raise CoordinatorError(
-                ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
-            )
+            if not (create and self.migration.may_upgrade(classic)):
+                raise CoordinatorError(
+                    ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."
+                )
+            return self.migration.upgrade(classic, records)
         if not create:
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         if classic is not None:

@@ -276,6 +276,21 @@ class ClassicGroup:
         )
 
     @classmethod
+    def stable(
+        cls, group_id: str, now_ms: int, generation_id: int, members: list[ClassicGroupMember]
+    ) -> ClassicGroup:
+        """A Stable consumer-type group of these members at this generation, its protocol
+        voted (a consumer group downgraded to a classic one, KIP-848)."""
+        group = cls(group_id, now_ms, CONSUMER_PROTOCOL_TYPE)
+        group.generation_id = generation_id
+        for member in members:
+            group.add(member, None)
+        group.state = GroupState.STABLE
+        group.protocol_name = group.select_protocol()
+        group.subscribed_topics = group._compute_subscribed_topics()
+        return group
+
+    @classmethod
     def from_record(cls, group_id: str, value: GroupMetadataValue) -> ClassicGroup:
         """The group as Kafka's loader rebuilds it: Stable with its members, or Empty."""
         timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else None

@@ -467,6 +467,17 @@ class GroupManager:
             if len(group.members) > self.config.group_max_size:
                 self._rebalance.prepare_rebalance(group)
 
+    def adopt(self, group: ClassicGroup, rebalance: bool) -> None:
+        """A consumer group that just became this classic group (KIP-848's downgrade): its
+        members' sessions start and, if `rebalance`, a rebalance begins so that they rejoin."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._rebalance.schedule_heartbeat(
+                group.group_id, member.member_id, member.session_timeout_ms
+            )
+        if rebalance:
+            self._rebalance.prepare_rebalance(group)
+
     def unload(self, group_ids: list[str], error: ErrorCode) -> None:
         """Forget groups (partition moved elsewhere): answer parked requests, stop their timers."""
         for group_id in group_ids:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from krust.coordinator.clock import Clock
 from krust.group.consumer.group import ConsumerGroup
+from krust.group.consumer.member import ConsumerGroupMember
 from krust.group.group import ClassicGroup, GroupState
 from krust.group.group_manager import GroupManager
 from krust.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
@@ -182,8 +183,19 @@ class OffsetManager:
         doTxnCommitOffsets checks: the group may be new; a named member must be known and a
         given generation must be the group's)."""
         group = self._groups.groups.get(request.group_id)
+        consumer_group = self._consumer_groups.get(request.group_id)
         error = ErrorCode.none
-        if group is not None:
+        if consumer_group is not None:
+            try:
+                validate_consumer_commit(
+                    consumer_group,
+                    request.member_id,
+                    request.generation_id,
+                    None,
+                )
+            except CoordinatorError as refused:
+                error = refused.error
+        elif group is not None:
             if group.is_in(GroupState.DEAD):
                 error = ErrorCode.coordinator_not_available
             else:
@@ -457,9 +469,14 @@ def _all_partitions(request: OffsetCommitRequest, error: ErrorCode) -> Partition
 
 
 def validate_consumer_commit(
-    group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int
+    group: ConsumerGroup,
+    member_id: str,
+    member_epoch: int,
+    api_version: int | None,
 ) -> None:
-    """Kafka's ConsumerGroup.validateOffsetCommit: a member commits at its current epoch."""
+    """Kafka's ConsumerGroup.validateOffsetCommit: a member commits at its current epoch (a
+    classic member names it as its generation). `api_version`: OffsetCommit's; None for a
+    TxnOffsetCommit."""
     if member_epoch < 0 and group.is_empty():
         return  # the admin client, or a consumer using assign()
     member = group.members.get(member_id)
@@ -468,18 +485,17 @@ def validate_consumer_commit(
             ErrorCode.unknown_member_id,
             f"Member {member_id} is not a member of group {group.group_id}.",
         )
-    if api_version < FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION:
+    if (
+        api_version is not None
+        and not member.uses_classic_protocol
+        and api_version < FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION
+    ):
         raise CoordinatorError(
             ErrorCode.unsupported_version,
             "OffsetCommit version 9 or above must be used by members using the modern group "
             "protocol",
         )
-    if member_epoch != member.member_epoch:
-        raise CoordinatorError(
-            ErrorCode.stale_member_epoch,
-            f"The received member epoch {member_epoch} does not match the expected member "
-            f"epoch {member.member_epoch}.",
-        )
+    _check_member_epoch(member, member_epoch)
 
 
 def validate_consumer_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
@@ -492,9 +508,20 @@ def validate_consumer_fetch(group: ConsumerGroup, member_id: str | None, member_
             ErrorCode.unknown_member_id,
             f"Member {member_id} is not a member of group {group.group_id}.",
         )
-    if member_epoch != member.member_epoch:
+    _check_member_epoch(member, member_epoch)
+
+
+def _check_member_epoch(member: ConsumerGroupMember, member_epoch: int) -> None:
+    if member_epoch == member.member_epoch:
+        return
+    if member.uses_classic_protocol:
         raise CoordinatorError(
-            ErrorCode.stale_member_epoch,
-            f"The received member epoch {member_epoch} does not match the expected member "
+            ErrorCode.illegal_generation,
+            f"The received generation id {member_epoch} does not match the expected member "
             f"epoch {member.member_epoch}.",
         )
+    raise CoordinatorError(
+        ErrorCode.stale_member_epoch,
+        f"The received member epoch {member_epoch} does not match the expected member "
+        f"epoch {member.member_epoch}.",
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
@@ -11,6 +12,31 @@ from krust.coordinator.settings import int_settings
 # Kafka's classic coordinator times out a new member's parked JoinGroup after 5 minutes: such a
 # member has no member id to heartbeat with, so this is the only way a vanished one goes away.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+class ConsumerGroupMigrationPolicy(enum.Enum):
+    """Kafka's group.consumer.migration.policy: whether a non-empty classic group may become a
+    consumer group (upgrade) when a member joins with the consumer protocol, and back (downgrade)
+    when the last member using it leaves."""
+
+    BIDIRECTIONAL = "bidirectional"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    DISABLED = "disabled"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self in (
+            ConsumerGroupMigrationPolicy.BIDIRECTIONAL,
+            ConsumerGroupMigrationPolicy.UPGRADE,
+        )
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self in (
+            ConsumerGroupMigrationPolicy.BIDIRECTIONAL,
+            ConsumerGroupMigrationPolicy.DOWNGRADE,
+        )
 
 
 @dataclass(frozen=True)
@@ -35,6 +61,9 @@ class GroupCoordinatorConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_consumer_migration_policy: ConsumerGroupMigrationPolicy = (
+        ConsumerGroupMigrationPolicy.BIDIRECTIONAL
+    )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Self:
@@ -42,6 +71,10 @@ class GroupCoordinatorConfig:
         values: dict[str, Any] = int_settings(cls, config)
         if "group.consumer.assignors" in config:
             values["group_consumer_assignors"] = _names(config["group.consumer.assignors"])
+        if "group.consumer.migration.policy" in config:
+            values["group_consumer_migration_policy"] = ConsumerGroupMigrationPolicy(
+                str(config["group.consumer.migration.policy"]).lower()
+            )
         if "offsets.retention.minutes" in config:
             values["offsets_retention_ms"] = int(config["offsets.retention.minutes"]) * 60_000
         return cls(**values)

@@ -189,6 +189,7 @@ class ConsumerGroup:
             subscribed_topic_names=tuple(value.subscribed_topic_names),
             subscribed_topic_regex=value.subscribed_topic_regex or None,
             server_assignor=value.server_assignor or None,
+            classic_member_metadata=value.classic_member_metadata,
         )
         if value.instance_id is not None:
             self.static_members[value.instance_id] = member_id
@@ -272,6 +273,7 @@ def member_records(group_id: str, member: ConsumerGroupMember) -> CoordinatorRec
             subscribed_topic_regex=member.subscribed_topic_regex,
             server_assignor=member.server_assignor,
             rebalance_timeout_ms=member.rebalance_timeout_ms,
+            classic_member_metadata=member.classic_member_metadata,
         ),
     )
 

@@ -69,6 +69,14 @@ CONSUMER_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 WriteRecords = Callable[[str, list[CoordinatorRecord]], Awaitable[bool]]
 """Append a group's records (already applied); False when the append failed."""
 
+Downgrade = Callable[[ConsumerGroup, str | None, list[CoordinatorRecord]], bool]
+"""Turn the group into a classic group without the given leaving member (None: a classic static
+member just replaced the last member on the consumer protocol), adding the records that do it;
+False when the group stays a consumer group (migration.py)."""
+
+# The timers a member may have, by the key's first element.
+_MEMBER_TIMERS = ("session", "rebalance", "join", "sync")
+
 
 class ConsumerGroupHeartbeats:
     """The consumer groups of this coordinator and every change to their membership."""
@@ -79,13 +87,15 @@ class ConsumerGroupHeartbeats:
         clock: Clock,
         image: Callable[[], ImageView],
         write: WriteRecords,
+        downgrade: Downgrade | None = None,
     ) -> None:
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
         self._clock = clock
         self._image = image
-        self._write = write
-        self._timers = KeyedTimer(clock)
+        self.write = write
+        self.downgrade = downgrade
+        self.timers = KeyedTimer(clock)
         # Bumped at every metadata change: regexes are resolved again at the next heartbeat.
         self._metadata_generation = 0
         self._resolved_at: dict[str, int] = {}
@@ -103,14 +113,20 @@ class ConsumerGroupHeartbeats:
 
     # -- heartbeat -----------------------------------------------------------------------------
 
-    async def heartbeat(self, request: HeartbeatRequest, group: ConsumerGroup) -> HeartbeatResult:
-        """One heartbeat of a member of `group` (the caller found or created it)."""
-        records: list[CoordinatorRecord] = []
+    async def heartbeat(
+        self,
+        request: HeartbeatRequest,
+        group: ConsumerGroup,
+        records: list[CoordinatorRecord] | None = None,
+    ) -> HeartbeatResult:
+        """One heartbeat of a member of `group` (the caller found or created it); `records`: those
+        that created the group (an upgrade), written with the heartbeat's."""
+        records = [] if records is None else records
         try:
             result = self._heartbeat(request, group, records)
         except CoordinatorError as refused:
             result = HeartbeatResult(refused.error, refused.message)
-        if records and not await self._write(group.group_id, records):
+        if records and not await self.write(group.group_id, records):
             return HeartbeatResult(ErrorCode.coordinator_not_available)
         return result
 
@@ -134,20 +150,8 @@ class ConsumerGroupHeartbeats:
         member = self._member(request, group, member_id, records)
         updated = updated_member(member, request)
         is_new = member.member_id not in group.members
-        subscription_changed = is_new or updated.subscription() != member.subscription()
-        if is_new or _metadata_of(updated) != _metadata_of(member):
-            self._emit(group, records, member_records(group.group_id, updated))
-        self._refresh_regexes(group, records)
-        topics, new_hash = self._subscription_metadata(group)
-        if subscription_changed or new_hash != group.metadata_hash:
-            self._emit(
-                group, records, epoch_record(group.group_id, group.group_epoch + 1, new_hash)
-            )
-            log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
-        if group.group_epoch > group.assignment_epoch:
-            self._update_target_assignment(group, topics, records)
-        reconciled = self._reconcile(group, group.members[member_id], request.owned, records)
-        self._start_session(group.group_id, member_id)
+        reconciled = self.update_member(group, member, updated, request.owned, records)
+        self.start_session(group.group_id, member_id)
         full = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
             request.rebalance_timeout_ms != -1
             and (
@@ -164,6 +168,30 @@ class ConsumerGroupHeartbeats:
             heartbeat_interval_ms=self._setting(group.group_id, CONSUMER_HEARTBEAT_INTERVAL),
             assignment=reconciled.assigned_partitions if full or changed else None,
         )
+
+    def update_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        owned: OwnedPartitions | None,
+        records: list[CoordinatorRecord],
+    ) -> ConsumerGroupMember:
+        """Kafka's steps of a join or heartbeat, for either protocol: store the member's new
+        subscription, bump the group epoch when subscriptions or their topics changed, compute
+        the new target assignment, and take the member's next reconciliation step."""
+        is_new = member.member_id not in group.members
+        subscription_changed = is_new or updated.subscription() != member.subscription()
+        if is_new or _metadata_of(updated) != _metadata_of(member):
+            self.emit(group, records, member_records(group.group_id, updated))
+        self._refresh_regexes(group, records)
+        topics, new_hash = self.subscription_metadata(group)
+        if subscription_changed or new_hash != group.metadata_hash:
+            self.emit(group, records, epoch_record(group.group_id, group.group_epoch + 1, new_hash))
+            log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target_assignment(group, topics, records)
+        return self._reconcile(group, group.members[updated.member_id], owned, records)
 
     def _member(
         self,
@@ -191,7 +219,7 @@ class ConsumerGroupHeartbeats:
                 partitions_pending_revocation={},
             )
             if restarted != known:
-                self._emit(group, records, current_assignment_record(group.group_id, restarted))
+                self.emit(group, records, current_assignment_record(group.group_id, restarted))
             return restarted
         if request.instance_id is None:
             member = known
@@ -211,30 +239,17 @@ class ConsumerGroupHeartbeats:
         if joining:
             if existing is None:
                 return ConsumerGroupMember(member_id)
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if (
+                existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                and not existing.uses_classic_protocol
+            ):
                 raise CoordinatorError(
                     ErrorCode.unreleased_instance_id,
                     f"Static member {member_id} with instance id {request.instance_id} cannot "
                     f"join the group because the instance id is owned by {existing.member_id} "
                     "member.",
                 )
-            # The instance comes back under a new member id and takes over the old member's
-            # assignment, so its partitions do not move (KIP-345).
-            replacement = replace(
-                existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
-            )
-            target = group.target_of(existing.member_id)
-            self._remove(group, existing.member_id, records)
-            self._emit(group, records, member_records(group.group_id, replacement))
-            self._emit(group, records, target_assignment_record(group.group_id, member_id, target))
-            self._emit(group, records, current_assignment_record(group.group_id, replacement))
-            log.info(
-                "[GroupId %s] Static member with instance id %s re-joins as member %s.",
-                group.group_id,
-                request.instance_id,
-                member_id,
-            )
-            return replacement
+            return self.replace_static_member(group, existing, member_id, records)
         if existing is None:
             raise CoordinatorError(
                 ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
@@ -247,6 +262,31 @@ class ConsumerGroupHeartbeats:
             )
         check_member_epoch(existing, request.member_epoch, request.owned)
         return existing
+
+    def replace_static_member(
+        self,
+        group: ConsumerGroup,
+        existing: ConsumerGroupMember,
+        member_id: str,
+        records: list[CoordinatorRecord],
+    ) -> ConsumerGroupMember:
+        """The instance comes back under a new member id and takes over the old member's
+        assignment, so its partitions do not move (KIP-345)."""
+        replacement = replace(
+            existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
+        )
+        target = group.target_of(existing.member_id)
+        self.remove(group, existing.member_id, records)
+        self.emit(group, records, member_records(group.group_id, replacement))
+        self.emit(group, records, target_assignment_record(group.group_id, member_id, target))
+        self.emit(group, records, current_assignment_record(group.group_id, replacement))
+        log.info(
+            "[GroupId %s] Static member with instance id %s re-joins as member %s.",
+            group.group_id,
+            existing.instance_id,
+            member_id,
+        )
+        return replacement
 
     def _reconcile(
         self,
@@ -270,8 +310,10 @@ class ConsumerGroupHeartbeats:
         )
         if updated == member:
             return member
-        self._emit(group, records, current_assignment_record(group.group_id, updated))
-        self._follow_revocation(group.group_id, updated)
+        self.emit(group, records, current_assignment_record(group.group_id, updated))
+        if not updated.uses_classic_protocol:
+            # A classic member has join and sync timers instead (classic_members.py).
+            self._follow_revocation(group.group_id, updated)
         return updated
 
     # -- leaving and fencing -------------------------------------------------------------------
@@ -305,7 +347,7 @@ class ConsumerGroupHeartbeats:
                     member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                     partitions_pending_revocation={},
                 )
-                self._emit(group, records, current_assignment_record(group.group_id, leaving))
+                self.emit(group, records, current_assignment_record(group.group_id, leaving))
                 log.info(
                     "[GroupId %s] Static member %s with instance id %s temporarily left.",
                     group.group_id,
@@ -320,28 +362,33 @@ class ConsumerGroupHeartbeats:
         log.info(
             "[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id
         )
-        self._fence(group, member.member_id, records)
+        self.fence(group, member.member_id, records)
         return HeartbeatResult(
             ErrorCode.none, member_id=request.member_id, member_epoch=request.member_epoch
         )
 
-    def _fence(
-        self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord]
-    ) -> None:
-        """Remove the member and bump the group epoch, so the others get its partitions."""
-        self._remove(group, member_id, records)
-        _, new_hash = self._subscription_metadata(group)
-        self._emit(group, records, epoch_record(group.group_id, group.group_epoch + 1, new_hash))
+    def fence(self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord]) -> None:
+        """Remove the member and bump the group epoch, so the others get its partitions; or,
+        when only classic members remain, turn the group into a classic group."""
+        if self.downgrade is not None and self.downgrade(group, member_id, records):
+            self.forget([group.group_id])
+            return
+        self.remove(group, member_id, records)
+        self.bump_group_epoch(group, records)
 
-    def _remove(
+    def bump_group_epoch(self, group: ConsumerGroup, records: list[CoordinatorRecord]) -> None:
+        """Members left: a new epoch, with the digest of the topics the rest subscribe to."""
+        _, new_hash = self.subscription_metadata(group)
+        self.emit(group, records, epoch_record(group.group_id, group.group_epoch + 1, new_hash))
+
+    def remove(
         self, group: ConsumerGroup, member_id: str, records: list[CoordinatorRecord]
     ) -> None:
         for record in member_tombstones(group.group_id, member_id):
-            self._emit(group, records, record)
-        self._timers.cancel(("session", group.group_id, member_id))
-        self._timers.cancel(("rebalance", group.group_id, member_id))
+            self.emit(group, records, record)
+        self.cancel_timers(group.group_id, member_id)
 
-    def _expire(self, group_id: str, member_id: str, why: str) -> None:
+    def expire(self, group_id: str, member_id: str, why: str) -> None:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return
@@ -349,8 +396,8 @@ class ConsumerGroupHeartbeats:
             "[GroupId %s] Member %s fenced from the group because of %s.", group_id, member_id, why
         )
         records: list[CoordinatorRecord] = []
-        self._fence(group, member_id, records)
-        self._spawn_write(group_id, records)
+        self.fence(group, member_id, records)
+        self.spawn_write(group_id, records)
 
     def _expire_revocation(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
@@ -360,10 +407,10 @@ class ConsumerGroupHeartbeats:
             and member.state is MemberState.UNREVOKED_PARTITIONS
             and member.member_epoch == epoch
         ):
-            self._expire(group_id, member_id, "its rebalance timeout (partitions not revoked)")
+            self.expire(group_id, member_id, "its rebalance timeout (partitions not revoked)")
 
-    def _spawn_write(self, group_id: str, records: list[CoordinatorRecord]) -> None:
-        task = asyncio.ensure_future(self._write(group_id, records))
+    def spawn_write(self, group_id: str, records: list[CoordinatorRecord]) -> None:
+        task = asyncio.ensure_future(self.write(group_id, records))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 
@@ -381,7 +428,7 @@ class ConsumerGroupHeartbeats:
                 continue
             topics = resolve_regex(pattern, names)
             if known is None or known.topics != topics:
-                self._emit(
+                self.emit(
                     group,
                     records,
                     (
@@ -396,7 +443,7 @@ class ConsumerGroupHeartbeats:
                     ),
                 )
         for pattern in sorted(set(group.resolved_regexes) - in_use):
-            self._emit(
+            self.emit(
                 group,
                 records,
                 (
@@ -408,7 +455,7 @@ class ConsumerGroupHeartbeats:
             )
         self._resolved_at[group.group_id] = self._metadata_generation
 
-    def _subscription_metadata(
+    def subscription_metadata(
         self, group: ConsumerGroup
     ) -> tuple[dict[uuid.UUID, SubscribedTopic], int]:
         """The group's subscribed topics that exist, and their digest; cached until a
@@ -430,12 +477,12 @@ class ConsumerGroupHeartbeats:
         assignor = preferred_assignor(group, self.assignors)
         changed = changed_targets(group, self._image().topics, topics, assignor)
         for member_id, target in changed.items():
-            self._emit(group, records, target_assignment_record(group.group_id, member_id, target))
-        self._emit(group, records, assignment_epoch_record(group.group_id, group.group_epoch))
+            self.emit(group, records, target_assignment_record(group.group_id, member_id, target))
+        self.emit(group, records, assignment_epoch_record(group.group_id, group.group_epoch))
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _emit(
+    def emit(
         self, group: ConsumerGroup, records: list[CoordinatorRecord], record: CoordinatorRecord
     ) -> None:
         group.apply(record)
@@ -449,16 +496,20 @@ class ConsumerGroupHeartbeats:
             self._metadata_cache.pop(group_id, None)
             if group is not None:
                 for member_id in group.members:
-                    self._timers.cancel(("session", group_id, member_id))
-                    self._timers.cancel(("rebalance", group_id, member_id))
+                    self.cancel_timers(group_id, member_id)
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        for kind in _MEMBER_TIMERS:
+            self.timers.cancel((kind, group_id, member_id))
 
     def install(self, groups: list[ConsumerGroup]) -> None:
         """Groups replayed from the log: every member gets a fresh session, as in Kafka."""
         for group in groups:
             self.groups[group.group_id] = group
             for member_id, member in group.members.items():
-                self._start_session(group.group_id, member_id)
-                self._follow_revocation(group.group_id, member)
+                self.start_session(group.group_id, member_id)
+                if not member.uses_classic_protocol:
+                    self._follow_revocation(group.group_id, member)
 
     def _setting(self, group_id: str, name: str) -> int:
         """A group config (consumer.session.timeout.ms, ...) if the group has one, else the
@@ -470,29 +521,36 @@ class ConsumerGroupHeartbeats:
             return self.config.group_consumer_session_timeout_ms
         return self.config.group_consumer_heartbeat_interval_ms
 
-    def _start_session(self, group_id: str, member_id: str) -> None:
-        """(Re)start the member's session: without a heartbeat before it ends, it is fenced."""
-        self._timers.schedule(
+    def start_session(self, group_id: str, member_id: str) -> None:
+        """(Re)start the member's session: without a heartbeat before it ends, it is fenced. A
+        classic member's session is the one it asked for in its JoinGroup; a consumer member's
+        is its group's consumer.session.timeout.ms."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        classic = member.classic_member_metadata if member is not None else None
+        self.timers.schedule(
             ("session", group_id, member_id),
-            self._setting(group_id, CONSUMER_SESSION_TIMEOUT),
-            lambda: self._expire(group_id, member_id, "session timeout"),
+            classic.session_timeout_ms
+            if classic is not None
+            else self._setting(group_id, CONSUMER_SESSION_TIMEOUT),
+            lambda: self.expire(group_id, member_id, "session timeout"),
         )
 
     def _follow_revocation(self, group_id: str, member: ConsumerGroupMember) -> None:
         """A member asked to revoke partitions must do so within its rebalance timeout."""
         key = ("rebalance", group_id, member.member_id)
         if member.state is not MemberState.UNREVOKED_PARTITIONS:
-            self._timers.cancel(key)
+            self.timers.cancel(key)
             return
         member_id, epoch = member.member_id, member.member_epoch
-        self._timers.schedule(
+        self.timers.schedule(
             key,
             max(member.rebalance_timeout_ms, 0),
             lambda: self._expire_revocation(group_id, member_id, epoch),
         )
 
     def close(self) -> None:
-        self._timers.cancel_all()
+        self.timers.cancel_all()
 
 
 def _metadata_of(member: ConsumerGroupMember) -> tuple[object, ...]:
@@ -505,4 +563,5 @@ def _metadata_of(member: ConsumerGroupMember) -> tuple[object, ...]:
         member.subscribed_topic_names,
         member.subscribed_topic_regex,
         member.server_assignor,
+        member.classic_member_metadata,
     )

@@ -126,6 +126,8 @@ def updated_member(member: ConsumerGroupMember, request: HeartbeatRequest) -> Co
         subscribed_topic_regex=member.subscribed_topic_regex if regex is None else (regex or None),
         client_id=request.client_id,
         client_host=request.client_host,
+        # A consumer-protocol heartbeat: the member no longer speaks the classic protocol.
+        classic_member_metadata=None,
     )
 
 

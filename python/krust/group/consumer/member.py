@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from krust.group.consumer.records import ClassicMemberMetadata
+
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 """Partitions by topic id."""
 
@@ -45,6 +47,12 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned_partitions: Assignment = field(default_factory=dict)
     partitions_pending_revocation: Assignment = field(default_factory=dict)
+    # Set for a member that joined with the classic protocol (JoinGroup), KIP-848's bridge.
+    classic_member_metadata: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
