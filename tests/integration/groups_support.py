@@ -39,6 +39,16 @@ GROUP_BROKER_OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
 }
+# KIP-848 groups: short session and heartbeat (the bounds must allow them, Kafka checks them at
+# start), so tests of member failures stay quick.
+CONSUMER_GROUP_SESSION_TIMEOUT_MS = 6000
+CONSUMER_GROUP_BROKER_OVERRIDES = {
+    **GROUP_BROKER_OVERRIDES,
+    "group.consumer.min.session.timeout.ms": "3000",
+    "group.consumer.session.timeout.ms": str(CONSUMER_GROUP_SESSION_TIMEOUT_MS),
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.heartbeat.interval.ms": "1000",
+}
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 1000
 POLL_TIMEOUT_S = 0.2
@@ -360,3 +370,35 @@ def main(bootstrap: str, group: str, topic: str) -> None:
 
 if __name__ == "__main__":
     main(*sys.argv[1:4])
+
+
+class SteadyProducer:
+    """Produces the next number every few milliseconds until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self._topic = topic
+        self._partitions = partitions
+        self._stop = threading.Event()
+        self.produced: list[int] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        for number in itertools.count():
+            if self._stop.is_set():
+                break
+            self._producer.produce(
+                self._topic, value=str(number).encode(), partition=number % self._partitions
+            )
+            self._producer.poll(0)
+            self.produced.append(number)
+            time.sleep(0.01)
+        assert self._producer.flush(30) == 0
+
+    def __enter__(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(60)

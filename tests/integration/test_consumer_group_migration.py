@@ -8,12 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from .broker_process import BrokerProcess
+from .broker_process import BrokerProcess, shared_broker
 from .clients.confluent import create_topic
 from .clients.java_group_member import JavaGroupMember
 from .groups_support import (
-    GROUP_BROKER_OVERRIDES,
+    CONSUMER_GROUP_BROKER_OVERRIDES,
     GroupMember,
+    SteadyProducer,
     assert_each_number_once,
     produce_numbered,
     wait_for_exact_cover,
@@ -21,27 +22,14 @@ from .groups_support import (
     wait_until,
 )
 from .kafka_cli import CONSUMER_GROUP_COMMAND, run_tool
-from .test_consumer_group_protocol import PARTITIONS, SteadyProducer
 
+PARTITIONS = 6
 BATCH = 60
-OVERRIDES = {
-    **GROUP_BROKER_OVERRIDES,
-    "group.consumer.min.session.timeout.ms": "3000",
-    "group.consumer.session.timeout.ms": "6000",
-    "group.consumer.min.heartbeat.interval.ms": "500",
-    "group.consumer.heartbeat.interval.ms": "1000",
-}
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("migration"), OVERRIDES)
-    process.start()
-    yield process
-    crash = process.unexpected_exit()
-    process.kill9()
-    if crash:
-        pytest.fail(crash)
+    yield from shared_broker(tmp_path_factory.mktemp("migration"), CONSUMER_GROUP_BROKER_OVERRIDES)
 
 
 def group_type(broker: BrokerProcess, group: str) -> str:
@@ -96,7 +84,7 @@ def test_a_rolling_upgrade_turns_a_classic_group_into_a_consumer_group(
     try:
         wait_for_exact_cover(members, PARTITIONS)
         assert group_type(broker, group) == "Classic"
-        with SteadyProducer(broker.bootstrap, topic) as producer:
+        with SteadyProducer(broker.bootstrap, topic, PARTITIONS) as producer:
             for _ in range(3):
                 # One classic member at a time is replaced by a consumer-protocol one.
                 members.append(start("confluent-kafka", broker, group, topic, "consumer"))

@@ -5,20 +5,21 @@ Kafka's kafka-consumer-groups describes the group."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from itertools import count
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
-from .broker_process import BrokerProcess
+from .broker_process import BrokerProcess, shared_broker
 from .clients.confluent import create_topic
 from .clients.java_group_member import JavaGroupMember
 from .groups_support import (
+    CONSUMER_GROUP_BROKER_OVERRIDES,
+    CONSUMER_GROUP_SESSION_TIMEOUT_MS,
     GroupMember,
+    SteadyProducer,
     assert_each_number_once,
     produce_numbered,
     wait_for_exact_cover,
@@ -29,14 +30,6 @@ from .kafka_cli import CONSUMER_GROUP_COMMAND, run_tool
 
 PARTITIONS = 6
 BATCH = 60
-SESSION_TIMEOUT_MS = 6000
-# Small timeouts keep the suite quick; the bounds must allow them (Kafka checks them at start).
-OVERRIDES = {
-    "group.consumer.min.session.timeout.ms": "3000",
-    "group.consumer.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-    "group.consumer.min.heartbeat.interval.ms": "500",
-    "group.consumer.heartbeat.interval.ms": "1000",
-}
 KINDS = ("confluent-kafka", "java")
 
 Member = GroupMember | JavaGroupMember
@@ -44,13 +37,7 @@ Member = GroupMember | JavaGroupMember
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("kip848"), OVERRIDES)
-    process.start()
-    yield process
-    crash = process.unexpected_exit()
-    process.kill9()
-    if crash:
-        pytest.fail(crash)
+    yield from shared_broker(tmp_path_factory.mktemp("kip848"), CONSUMER_GROUP_BROKER_OVERRIDES)
 
 
 def member(kind: str, broker: BrokerProcess, group: str, topic: str) -> Member:
@@ -104,37 +91,6 @@ def test_members_share_partitions_and_consume_each_record_once(
         close_all(members)
 
 
-class SteadyProducer:
-    """Produces the next number every few milliseconds until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        self._topic = topic
-        self._stop = threading.Event()
-        self.produced: list[int] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        for number in count():
-            if self._stop.is_set():
-                break
-            self._producer.produce(
-                self._topic, value=str(number).encode(), partition=number % PARTITIONS
-            )
-            self._producer.poll(0)
-            self.produced.append(number)
-            time.sleep(0.01)
-        assert self._producer.flush(30) == 0
-
-    def __enter__(self) -> SteadyProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_member_joins_and_leaves_while_the_others_keep_consuming(
     broker: BrokerProcess, kind: str
@@ -142,7 +98,7 @@ def test_a_member_joins_and_leaves_while_the_others_keep_consuming(
     topic, group, members = start_group(kind, broker, "steady-848", 2)
     try:
         wait_for_exact_cover(members, PARTITIONS)  # type: ignore[arg-type]
-        with SteadyProducer(broker.bootstrap, topic) as producer:
+        with SteadyProducer(broker.bootstrap, topic, PARTITIONS) as producer:
             wait_until(lambda: all(m.delivered for m in members), 30, "both members consuming")
             before = [len(m.delivered) for m in members]
             kept = [set(m.assignment) for m in members]
@@ -179,7 +135,7 @@ def test_a_killed_members_partitions_move_after_its_session_timeout(broker: Brok
         killed_at = time.monotonic()
         wait_until(lambda: survivor.assignment == frozenset(range(PARTITIONS)), 30, "takeover")
         # Not before the broker's session timeout fenced the dead member.
-        assert time.monotonic() - killed_at >= SESSION_TIMEOUT_MS / 1000 - 1
+        assert time.monotonic() - killed_at >= CONSUMER_GROUP_SESSION_TIMEOUT_MS / 1000 - 1
         numbers = set(range(BATCH))
         produce_numbered(broker.bootstrap, topic, numbers, PARTITIONS)
         wait_for_numbers([survivor], numbers)  # type: ignore[list-item]
@@ -212,7 +168,7 @@ def consume(bootstrap: str, group: str, topic: str, wanted: int, commit: bool) -
 
 
 def test_committed_offsets_and_the_group_survive_a_broker_restart(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path, OVERRIDES).start()
+    broker = BrokerProcess(tmp_path, CONSUMER_GROUP_BROKER_OVERRIDES).start()
     try:
         topic, group = "restart-848", "restart-group-848"
         create_topic(broker.bootstrap, topic, partitions=1)
