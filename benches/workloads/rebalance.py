@@ -1,0 +1,251 @@
+"""Rebalance: how long a group of consumers takes to absorb one member joining and one leaving.
+
+A group of `members` confluent-kafka consumers (one thread each, one librdkafka instance each)
+reads a topic while a producer writes a steady trickle to every partition, each record carrying
+its send time from this process's monotonic clock. A change (a member's subscribe(), or a
+member's close()) is absorbed when every partition is owned by exactly one member of the new
+group, every member owns at least one, and every partition has delivered to its current owner,
+while that member owned it, a record produced after the change began: the group is consuming
+again, not just assigned.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+_TIMESTAMP = struct.Struct(">d")
+# How often the absorbed condition is checked: well under the heartbeat interval, so the
+# check's own granularity is not what is measured.
+_CHECK_INTERVAL_S = 0.005
+_POLL_TIMEOUT_S = 0.05
+
+# The client side of each protocol. Classic members heartbeat every second, as KIP-848 members
+# do with the brokers' group.consumer.heartbeat.interval.ms (brokers.GROUP_COORDINATOR): a
+# classic member learns of a rebalance from its next heartbeat, a KIP-848 member of its new
+# assignment, so equal intervals keep the protocols comparable.
+PROTOCOLS: dict[str, dict[str, str]] = {
+    "classic eager (range)": {
+        "group.protocol": "classic",
+        "partition.assignment.strategy": "range",
+        "heartbeat.interval.ms": "1000",
+    },
+    "classic cooperative (cooperative-sticky)": {
+        "group.protocol": "classic",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "heartbeat.interval.ms": "1000",
+    },
+    # KIP-848: the broker assigns (its default assignor, uniform) and sets the heartbeat
+    # interval; librdkafka refuses the classic settings with this protocol.
+    "KIP-848 (group.protocol=consumer)": {"group.protocol": "consumer"},
+}
+
+
+def absorbed(
+    owned: Mapping[str, Collection[int]],
+    fresh: Mapping[str, Collection[int]],
+    members: Collection[str],
+    partitions: int,
+) -> bool:
+    """True when each of `partitions` is owned (`owned`: member -> its partitions) by exactly
+    one of `members`, each of `members` owns at least one, and each partition is in its
+    owner's `fresh` (delivered a record produced since the change began while owned)."""
+    owner: dict[int, str] = {}
+    for member, held in owned.items():
+        for partition in held:
+            if partition in owner:
+                return False
+            owner[partition] = member
+    if set(owner) != set(range(partitions)):
+        return False
+    if any(not owned.get(member) for member in members):
+        return False
+    return all(
+        member in members and partition in fresh.get(member, ())
+        for partition, member in owner.items()
+    )
+
+
+@dataclass
+class _Ownership:
+    """What every member owns and has consumed since the current change began."""
+
+    partitions: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    owned: dict[str, set[int]] = field(default_factory=dict)
+    fresh: dict[str, set[int]] = field(default_factory=dict)
+    since: float = 0.0
+    begun: threading.Event = field(default_factory=threading.Event)
+
+    def begin(self) -> None:
+        with self.lock:
+            self.since = time.monotonic()
+            for consumed in self.fresh.values():
+                consumed.clear()
+        self.begun.set()
+
+    def assigned(self, member: str, partitions: Iterable[int]) -> None:
+        with self.lock:
+            self.owned.setdefault(member, set()).update(partitions)
+
+    def revoked(self, member: str, partitions: Iterable[int]) -> None:
+        with self.lock:
+            for partition in partitions:
+                self.owned.get(member, set()).discard(partition)
+                self.fresh.get(member, set()).discard(partition)
+
+    def delivered(self, member: str, partition: int, produced_at: float) -> None:
+        with self.lock:
+            if produced_at >= self.since and partition in self.owned.get(member, ()):
+                self.fresh.setdefault(member, set()).add(partition)
+
+    def left(self, member: str) -> None:
+        with self.lock:
+            self.owned.pop(member, None)
+            self.fresh.pop(member, None)
+
+    def wait_until_absorbed(self, members: Collection[str], timeout_s: float) -> float:
+        """Seconds from the change's begin() until the group absorbed it."""
+        if not self.begun.wait(timeout_s):
+            raise TimeoutError("the change never began")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.lock:
+                if absorbed(self.owned, self.fresh, members, self.partitions):
+                    return time.monotonic() - self.since
+                state = {member: sorted(held) for member, held in self.owned.items()}
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not absorbed after {timeout_s:.0f} s; owned: {state}")
+            time.sleep(_CHECK_INTERVAL_S)
+
+
+class _Member(threading.Thread):
+    """One consumer in its own thread: subscribes (beginning a change if asked), polls until
+    stopped, then closes (beginning a change if asked)."""
+
+    def __init__(
+        self,
+        name: str,
+        config: dict[str, str],
+        topic: str,
+        ownership: _Ownership,
+        begins_change: bool,
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.config, self.topic, self.ownership = config, topic, ownership
+        self.begins_change = begins_change
+        self.stopping = threading.Event()
+
+    def _revoked(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        self.ownership.revoked(self.name, (tp.partition for tp in partitions))
+
+    def _assigned(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        self.ownership.assigned(self.name, (tp.partition for tp in partitions))
+
+    def run(self) -> None:
+        consumer = Consumer(self.config)
+        if self.begins_change:
+            self.ownership.begin()
+        consumer.subscribe(
+            [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+        )
+        while not self.stopping.is_set():
+            message = consumer.poll(_POLL_TIMEOUT_S)
+            if message is None or message.error():
+                continue
+            value, partition = message.value(), message.partition()
+            if value is not None and partition is not None:
+                (produced_at,) = _TIMESTAMP.unpack(value)
+                self.ownership.delivered(self.name, partition, produced_at)
+        if self.begins_change:
+            self.ownership.begin()
+        consumer.close()
+        self.ownership.left(self.name)
+
+    def leave(self, begins_change: bool) -> None:
+        self.begins_change = begins_change
+        self.stopping.set()
+
+
+class _Trickle(threading.Thread):
+    """A record to every partition every `period_s`, valued with its send time."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, period_s: float) -> None:
+        super().__init__(name="trickle", daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "1"})
+        self.topic, self.partitions, self.period_s = topic, partitions, period_s
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.period_s):
+            for partition in range(self.partitions):
+                value = _TIMESTAMP.pack(time.monotonic())
+                self.producer.produce(self.topic, value, partition=partition)
+            self.producer.poll(0)
+        self.producer.flush(30)
+
+
+@dataclass(frozen=True)
+class RebalanceResult:
+    join_s: list[float]
+    leave_s: list[float]
+
+
+def measure_rebalances(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    protocol: dict[str, str],
+    members: int,
+    rounds: int,
+    trickle_period_s: float = 0.05,
+    timeout_s: float = 120.0,
+) -> RebalanceResult:
+    """Start a group of `members` on `topic` (already created, `partitions` partitions), wait
+    until it is consuming, then `rounds` times: one member joins (timed from its subscribe()),
+    then the oldest member leaves (timed from its close()), so the group is back to `members`."""
+    group = f"rebalance-{uuid.uuid4().hex[:8]}"
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "latest",
+        **protocol,
+    }
+    ownership = _Ownership(partitions)
+    trickle = _Trickle(bootstrap, topic, partitions, trickle_period_s)
+    trickle.start()
+    group_members: list[_Member] = []
+    result = RebalanceResult([], [])
+    try:
+        ownership.begin()
+        for index in range(members):
+            group_members.append(_Member(f"m{index}", config, topic, ownership, False))
+            group_members[-1].start()
+        ownership.wait_until_absorbed([m.name for m in group_members], timeout_s)
+        for round_ in range(rounds):
+            ownership.begun.clear()
+            joining = _Member(f"j{round_}", config, topic, ownership, True)
+            joining.start()
+            group_members.append(joining)
+            names = [m.name for m in group_members]
+            result.join_s.append(ownership.wait_until_absorbed(names, timeout_s))
+            ownership.begun.clear()
+            leaving = group_members.pop(0)
+            leaving.leave(begins_change=True)
+            names = [m.name for m in group_members]
+            result.leave_s.append(ownership.wait_until_absorbed(names, timeout_s))
+            leaving.join(timeout_s)
+    finally:
+        for member in group_members:
+            member.leave(begins_change=False)
+        for member in group_members:
+            member.join(timeout_s)
+        trickle.stopping.set()
+        trickle.join(timeout_s)
+    return result
