@@ -25,6 +25,8 @@ _TIMESTAMP = struct.Struct(">d")
 # check's own granularity is not what is measured.
 _CHECK_INTERVAL_S = 0.005
 _POLL_TIMEOUT_S = 0.05
+# Covers librdkafka's coordinator look-up and its retry after a lost first request.
+_CLIENT_START_S = 1.0
 
 # The client side of each protocol. Classic members heartbeat every second, as KIP-848 members
 # do with the brokers' group.consumer.heartbeat.interval.ms (brokers.GROUP_COORDINATOR): a
@@ -151,6 +153,13 @@ class _Member(threading.Thread):
     def run(self) -> None:
         consumer = Consumer(self.config)
         if self.begins_change:
+            # The joiner's client is connected and has found the group coordinator (librdkafka
+            # looks it up from construction on) before the clock starts: its first
+            # FindCoordinator, sent on the bootstrap connection, is lost when the broker's
+            # advertised address replaces that connection, and the retry waits 50 ms or more,
+            # whichever the broker (debug=cgrp,broker), which would time the client's start.
+            consumer.list_topics(self.topic, timeout=30)
+            time.sleep(_CLIENT_START_S)
             self.ownership.begin()
         consumer.subscribe(
             [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
