@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from brokers import GROUP_COORDINATOR
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 _TIMESTAMP = struct.Struct(">d")
@@ -27,21 +28,23 @@ _CHECK_INTERVAL_S = 0.005
 _POLL_TIMEOUT_S = 0.05
 # Covers librdkafka's coordinator look-up and its retry after a lost first request.
 _CLIENT_START_S = 1.0
+_HEARTBEAT_MS = GROUP_COORDINATOR["group.consumer.heartbeat.interval.ms"]
+_HEARTBEAT_S = int(_HEARTBEAT_MS) / 1000
 
-# The client side of each protocol. Classic members heartbeat every second, as KIP-848 members
-# do with the brokers' group.consumer.heartbeat.interval.ms (brokers.GROUP_COORDINATOR): a
+# The client side of each protocol. Classic members heartbeat as often as the brokers tell
+# KIP-848 members to (group.consumer.heartbeat.interval.ms, brokers.GROUP_COORDINATOR): a
 # classic member learns of a rebalance from its next heartbeat, a KIP-848 member of its new
 # assignment, so equal intervals keep the protocols comparable.
 PROTOCOLS: dict[str, dict[str, str]] = {
     "classic eager (range)": {
         "group.protocol": "classic",
         "partition.assignment.strategy": "range",
-        "heartbeat.interval.ms": "1000",
+        "heartbeat.interval.ms": _HEARTBEAT_MS,
     },
     "classic cooperative (cooperative-sticky)": {
         "group.protocol": "classic",
         "partition.assignment.strategy": "cooperative-sticky",
-        "heartbeat.interval.ms": "1000",
+        "heartbeat.interval.ms": _HEARTBEAT_MS,
     },
     # KIP-848: the broker assigns (its default assignor, uniform) and sets the heartbeat
     # interval; librdkafka refuses the classic settings with this protocol.
@@ -128,8 +131,9 @@ class _Ownership:
 
 
 class _Member(threading.Thread):
-    """One consumer in its own thread: subscribes (beginning a change if asked), polls until
-    stopped, then closes (beginning a change if asked)."""
+    """One consumer in its own thread. Given `change_at` (a monotonic instant), it subscribes
+    then, beginning a change; `leave(at)` makes it close at `at`, beginning a change; `leave()`
+    without an instant closes it as soon as it sees the request."""
 
     def __init__(
         self,
@@ -137,11 +141,11 @@ class _Member(threading.Thread):
         config: dict[str, str],
         topic: str,
         ownership: _Ownership,
-        begins_change: bool,
+        change_at: float | None = None,
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.config, self.topic, self.ownership = config, topic, ownership
-        self.begins_change = begins_change
+        self.change_at = change_at
         self.stopping = threading.Event()
 
     def _revoked(self, _: Consumer, partitions: list[TopicPartition]) -> None:
@@ -150,35 +154,46 @@ class _Member(threading.Thread):
     def _assigned(self, _: Consumer, partitions: list[TopicPartition]) -> None:
         self.ownership.assigned(self.name, (tp.partition for tp in partitions))
 
+    def _wait_for_change(self) -> None:
+        if self.change_at is not None:
+            time.sleep(max(0.0, self.change_at - time.monotonic()))
+            self.ownership.begin()
+
     def run(self) -> None:
         consumer = Consumer(self.config)
-        if self.begins_change:
-            # The joiner's client is connected and has found the group coordinator (librdkafka
-            # looks it up from construction on) before the clock starts: its first
-            # FindCoordinator, sent on the bootstrap connection, is lost when the broker's
-            # advertised address replaces that connection, and the retry waits 50 ms or more,
-            # whichever the broker (debug=cgrp,broker), which would time the client's start.
-            consumer.list_topics(self.topic, timeout=30)
-            time.sleep(_CLIENT_START_S)
-            self.ownership.begin()
+        # A joiner's client is connected and has found the group coordinator (librdkafka
+        # looks it up from construction on) before the clock starts: its first
+        # FindCoordinator, sent on the bootstrap connection, is lost when the broker's
+        # advertised address replaces that connection, and the retry waits 50 ms or more,
+        # whichever the broker (debug=cgrp,broker); that would time the client's start.
+        consumer.list_topics(self.topic, timeout=30)
+        self._wait_for_change()
         consumer.subscribe(
             [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
         )
-        while not self.stopping.is_set():
-            message = consumer.poll(_POLL_TIMEOUT_S)
+        self.change_at = None
+        while not (self.stopping.is_set() and self._due()):
+            message = consumer.poll(self._poll_timeout())
             if message is None or message.error():
                 continue
             value, partition = message.value(), message.partition()
             if value is not None and partition is not None:
                 (produced_at,) = _TIMESTAMP.unpack(value)
                 self.ownership.delivered(self.name, partition, produced_at)
-        if self.begins_change:
-            self.ownership.begin()
+        self._wait_for_change()
         consumer.close()
         self.ownership.left(self.name)
 
-    def leave(self, begins_change: bool) -> None:
-        self.begins_change = begins_change
+    def _due(self) -> bool:
+        return self.change_at is None or time.monotonic() >= self.change_at
+
+    def _poll_timeout(self) -> float:
+        if self.stopping.is_set() and self.change_at is not None:
+            return min(_POLL_TIMEOUT_S, max(0.0, self.change_at - time.monotonic()))
+        return _POLL_TIMEOUT_S
+
+    def leave(self, at: float | None = None) -> None:
+        self.change_at = at
         self.stopping.set()
 
 
@@ -234,25 +249,35 @@ def measure_rebalances(
     try:
         ownership.begin()
         for index in range(members):
-            group_members.append(_Member(f"m{index}", config, topic, ownership, False))
+            group_members.append(_Member(f"m{index}", config, topic, ownership))
             group_members[-1].start()
         ownership.wait_until_absorbed([m.name for m in group_members], timeout_s)
         for round_ in range(rounds):
+            # Members learn of a change from their next heartbeat, and a group's heartbeats
+            # keep the phase its last rebalance gave them: each round starts its changes at
+            # another fraction of the interval, the same fractions for both brokers.
+            phase_s = _HEARTBEAT_S * (round_ + 0.5) / rounds
             ownership.begun.clear()
-            joining = _Member(f"j{round_}", config, topic, ownership, True)
+            joining = _Member(
+                f"j{round_}",
+                config,
+                topic,
+                ownership,
+                change_at=time.monotonic() + _CLIENT_START_S + phase_s,
+            )
             joining.start()
             group_members.append(joining)
             names = [m.name for m in group_members]
             result.join_s.append(ownership.wait_until_absorbed(names, timeout_s))
             ownership.begun.clear()
             leaving = group_members.pop(0)
-            leaving.leave(begins_change=True)
+            leaving.leave(at=time.monotonic() + phase_s)
             names = [m.name for m in group_members]
             result.leave_s.append(ownership.wait_until_absorbed(names, timeout_s))
             leaving.join(timeout_s)
     finally:
         for member in group_members:
-            member.leave(begins_change=False)
+            member.leave()
         for member in group_members:
             member.join(timeout_s)
         trickle.stopping.set()
