@@ -39,6 +39,17 @@ KAFKA_JVM_OPTS = [
     "-XX:+ExplicitGCInvokesConcurrent",
     "-Djava.awt.headless=true",
 ]
+# The group coordinator's settings, the same on both brokers. No initial rebalance delay (the
+# group workloads time their own joins); KIP-848 members heartbeat every second, as the
+# rebalance workload's classic members do (workloads/rebalance.py); session timeouts are
+# Kafka's defaults, written out so both brokers are seen to get them.
+GROUP_COORDINATOR = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+}
 _LOG4J2_QUIET = """\
 appender.stdout.type = Console
 appender.stdout.name = STDOUT
@@ -180,7 +191,7 @@ class KafkaBroker(BrokerProcess):
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
+            **GROUP_COORDINATOR,
             "log.retention.check.interval.ms": str(self.settings.retention_check_interval_ms),
             "log.cleaner.backoff.ms": str(self.settings.cleaner_backoff_ms),
         }
@@ -205,7 +216,16 @@ class KafkaBroker(BrokerProcess):
         config = self._write_config()
         subprocess.run(
             self._java(
-                "kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(config)
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                new_cluster_id(),
+                "-c",
+                str(config),
+                # KIP-848's consumer groups (the default of the latest metadata.version; stated
+                # so that a Kafka whose default differs fails here, not in the workload).
+                "--feature",
+                "group.version=1",
             ),
             check=True,
             stdout=subprocess.DEVNULL,
@@ -247,14 +267,12 @@ class KrustBroker(BrokerProcess):
             "--override",
             f"num.partitions={self.settings.default_partitions}",
             "--override",
-            "group.initial.rebalance.delay.ms=0",
-            "--override",
             f"log.retention.check.interval.ms={self.settings.retention_check_interval_ms}",
             "--override",
             f"log.cleaner.backoff.ms={self.settings.cleaner_backoff_ms}",
             *(
                 arg
-                for key, value in self.overrides.items()
+                for key, value in (GROUP_COORDINATOR | self.overrides).items()
                 for arg in ("--override", f"{key}={value}")
             ),
         ]

@@ -20,6 +20,7 @@ WORKLOADS = (
     "many-partitions",
     "tls",
     "transactions",
+    "rebalance",
 )
 # Not in a default run: it needs pyspark and Spark's Kafka connector, and no Kafka broker.
 SPARK = "spark"
@@ -63,6 +64,11 @@ class Plan:
     # in transactions of 10,000.
     transaction_records_small: int = 20_000
     transaction_records_large: int = 100_000
+    # The rebalance workload: a group of this many consumers on a topic of this many
+    # partitions; per protocol and session, this many rounds of one join and one leave.
+    rebalance_members: int = 20
+    rebalance_partitions: int = 40
+    rebalance_rounds: int = 2
     # Which of WORKLOADS (and SPARK, CLUSTER) to run (`run.py --workloads`); start-up and idle
     # RSS always are (but for SPARK and CLUSTER alone).
     workloads: tuple[str, ...] = WORKLOADS
@@ -117,4 +123,5 @@ FULL = Plan(
     cluster_failovers=5,
     transaction_records_small=100_000,
     transaction_records_large=300_000,
+    rebalance_rounds=5,
 )

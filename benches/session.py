@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from workloads.produce import (
     produce_with_java,
     produce_with_librdkafka,
 )
+from workloads.rebalance import PROTOCOLS, measure_rebalances
 from workloads.startup import loaded_restarts
 from workloads.tls import produce_and_consume_over_tls
 from workloads.topics import create_topic
@@ -82,6 +84,16 @@ def commit_metric(percentile: str) -> Metric:
     )
 
 
+def rebalance_metric(protocol: str, change: str, members: int, partitions: int) -> Metric:
+    return Metric(
+        f"Rebalance ({members} consumers, {partitions} partitions, confluent-kafka)",
+        f"{protocol}: {change}, until all partitions consume again (mean over heartbeat phases)",
+        "s",
+        Better.LOWER,
+        columns=("Kafka", "krust", "krust/Kafka (< 1: krust faster)"),
+    )
+
+
 @dataclass
 class Session:
     broker: BrokerProcess
@@ -102,6 +114,7 @@ class Session:
                 ("background-work", self._background_work),
                 ("authorization", self._authorization),
                 ("transactions", self._transactions),
+                ("rebalance", self._rebalance),
             ]
             if self.plan.loaded_start_partitions:
                 workloads.append(("loaded-start", self._loaded_start))
@@ -205,6 +218,27 @@ class Session:
                 for label, fraction in (("p50", 0.5), ("p99", 0.99)):
                     value = result.commit_percentile(fraction)
                     self.results.add(commit_metric(label), name, value)
+
+    def _rebalance(self) -> None:
+        members, partitions = self.plan.rebalance_members, self.plan.rebalance_partitions
+        create_topic(self.broker.bootstrap, "rebalance", partitions)
+        for protocol, client_config in PROTOCOLS.items():
+            result = measure_rebalances(
+                self.broker.bootstrap,
+                "rebalance",
+                partitions,
+                client_config,
+                members,
+                self.plan.rebalance_rounds,
+            )
+            for change, samples in (
+                ("one member joins", result.join_s),
+                ("one member leaves", result.leave_s),
+            ):
+                # The rounds start at evenly spread heartbeat phases: their mean, not their
+                # median, estimates the time over a phase the change cannot choose.
+                metric = rebalance_metric(protocol, change, members, partitions)
+                self.results.add(metric, self.broker.name, statistics.fmean(samples))
 
     def _background_work(self) -> None:
         group = "Background work (produce 1 KiB acks=1 p8, librdkafka)"
