@@ -209,4 +209,6 @@ def assert_no_loss(cluster: Cluster, producer: NumberedProducer) -> None:
     acknowledged = producer.stop()
     assert not producer.failures, producer.failures[:5]
     read = read_back(cluster.live_bootstrap(), producer.topic, producer.partitions)
-    assert no_loss_problems(acknowledged, read) == []
+    problems = no_loss_problems(acknowledged, read)
+    # This module is not rewritten by pytest: say what was wrong.
+    assert problems == [], problems
