@@ -8,7 +8,9 @@ when the interpreter exits, so no broker outlives its test run.
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +35,8 @@ PROBE_TIMEOUT_S = 1.0
 # the broker binds it: then the broker exits at once and is started again on another port.
 PORT_ATTEMPTS = 3
 _PORT_TAKEN = "Address already in use"
+# In a given data dir: the port it was served on (see Broker._remembered_port).
+PORT_FILE = "krust-broker.port"
 # The keys a Broker sets itself, and the argument that says what they should be.
 _OWNED_KEYS = {"listeners": "port", "log.dirs": "data_dir", "log.dir": "data_dir"}
 
@@ -57,6 +62,15 @@ def broker_config(keywords: Mapping[str, object], config: Mapping[str, object]) 
         if key in keys:
             raise ValueError(f"{key} is set by krust.Broker: use its {argument} argument")
     return {key: config_value(value) for key, value in keys.items()}
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+        return True
 
 
 def free_port() -> int:
@@ -116,7 +130,8 @@ class Broker:
 
     Kafka config keys are keywords with dots as underscores, or a `config` mapping for keys
     that are not identifiers. `port=0` picks a free port. Data lives in a temporary directory
-    removed at stop, unless `data_dir` is given (then it is kept, and a restart finds it).
+    removed at stop, unless `data_dir` is given: then it is kept, and a later Broker on it
+    serves it on the same port again.
     """
 
     def __init__(
@@ -133,6 +148,7 @@ class Broker:
         self._requested_port = port
         self.start_timeout = start_timeout
         self._port = port
+        self._cluster_id = ""
         self._run: _Run | None = None
         self._finalizer: weakref.finalize[[], Broker] | None = None
 
@@ -172,6 +188,7 @@ class Broker:
         config = {
             "listeners": f"PLAINTEXT://{HOST}:{port}",
             "log.dirs": str(data_dir),
+            "cluster.id": self._cluster_id,
             **self.config,
         }
         overrides = [f"--override={key}={value}" for key, value in config.items()]
@@ -184,18 +201,55 @@ class Broker:
             raise BrokerError(f"the broker on {self.bootstrap_servers} is already running")
         self.stop()
         deadline = time.monotonic() + self.start_timeout
+        fixed_port = self._requested_port or self._remembered_port()
+        if fixed_port and not port_is_free(fixed_port):
+            raise BrokerError(f"cannot start a broker on port {fixed_port}: it is in use")
         for _ in range(PORT_ATTEMPTS):
-            self._port = self._requested_port or free_port()
+            self._port = fixed_port or free_port()
             workdir = Path(tempfile.mkdtemp(prefix="krust-broker-"))
             data_dir = self._given_data_dir or workdir / "data"
+            self._cluster_id = self._choose_cluster_id(data_dir)
             self._run = _Run(self.command(self._port, data_dir), workdir)
             self._finalizer = weakref.finalize(self, self._run.close)
-            if self._wait_ready(deadline):
+            if self._wait_ready(deadline, may_move=not fixed_port):
+                self._remember_port()
                 return self
         raise self._failure(f"found no free port in {PORT_ATTEMPTS} attempts")
 
-    def _wait_ready(self, deadline: float) -> bool:
-        """True once ready; False if the port was taken by another process (try another)."""
+    def _choose_cluster_id(self, data_dir: Path) -> str:
+        """The cluster id the broker will have: the one configured, else the one its data dir
+        was formatted with, else a new one. Readiness checks it, so that another broker that
+        took the port in the meantime is not mistaken for this one."""
+        configured = self.config.get("cluster.id")
+        if configured is not None:
+            return configured
+        try:
+            meta = (data_dir / "meta.properties").read_text()
+        except FileNotFoundError:
+            return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        formatted = re.search(r"^cluster\.id=(\S+)", meta, re.MULTILINE)
+        if formatted is None:
+            raise BrokerError(f"{data_dir / 'meta.properties'} has no cluster.id")
+        return formatted[1]
+
+    def _remembered_port(self) -> int:
+        """The port a given data dir was last served on, else 0. A node that is a quorum of
+        one records its own address in the metadata log, so its data dir reopens on that port
+        only."""
+        if self._given_data_dir is None:
+            return 0
+        try:
+            return int((self._given_data_dir / PORT_FILE).read_text())
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _remember_port(self) -> None:
+        if self._given_data_dir is not None:
+            (self._given_data_dir / PORT_FILE).write_text(str(self._port))
+
+    def _wait_ready(self, deadline: float, may_move: bool) -> bool:
+        """True once ready; False if another process took the port and `may_move` (then the
+        caller tries another port)."""
         # Imported here so the import overlaps the child's start-up.
         from krust.embedded_requests import metadata_answers
 
@@ -203,12 +257,11 @@ class Broker:
         while True:
             status = self._run.process.poll()
             if status is not None:
-                port_taken = not self._requested_port and _PORT_TAKEN in self._run.log()
-                if port_taken:
+                if may_move and _PORT_TAKEN in self._run.log():
                     self.stop()
                     return False
                 raise self._failure(f"exited with status {status} before it was ready")
-            if metadata_answers((HOST, self._port), PROBE_TIMEOUT_S):
+            if metadata_answers((HOST, self._port), self._cluster_id, PROBE_TIMEOUT_S):
                 return True
             if time.monotonic() > deadline:
                 raise self._failure(f"did not answer Metadata within {self.start_timeout} s")

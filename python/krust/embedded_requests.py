@@ -63,13 +63,14 @@ def _receive(sock: socket.socket, size: int) -> bytes:
     return bytes(data)
 
 
-def metadata_answers(address: tuple[str, int], timeout: float) -> bool:
-    """True once the broker answers Metadata listing itself (what clients need to start)."""
+def metadata_answers(address: tuple[str, int], cluster_id: str, timeout: float) -> bool:
+    """True once the broker of that cluster answers Metadata listing itself (what clients
+    need to start)."""
     try:
         response = send(address, API_METADATA, METADATA_VERSION, {"topics": []}, timeout)
     except (OSError, struct.error, ValueError):
         return False
-    return len(response.brokers) > 0
+    return response.cluster_id == cluster_id and len(response.brokers) > 0
 
 
 def create_topic(
