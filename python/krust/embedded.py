@@ -37,6 +37,8 @@ PORT_ATTEMPTS = 3
 _PORT_TAKEN = "Address already in use"
 # In a given data dir: the port it was served on (see Broker._remembered_port).
 PORT_FILE = "krust-broker.port"
+# Kafka's file naming the cluster a log dir belongs to.
+META_FILE = "meta.properties"
 # The keys a Broker sets itself, and the argument that says what they should be.
 _OWNED_KEYS = {"listeners": "port", "log.dirs": "data_dir", "log.dir": "data_dir"}
 
@@ -92,15 +94,19 @@ class _Run:
         # The broker is configured by its arguments only, not by a KRUST_* variable the
         # developer happens to have set.
         env = {name: value for name, value in os.environ.items() if not name.startswith("KRUST_")}
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        try:
+            with self.log_path.open("wb") as log:
+                self.process = subprocess.Popen(
+                    command,
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
 
     def log(self) -> str:
         if self.final_log is not None:
@@ -204,32 +210,36 @@ class Broker:
         fixed_port = self._requested_port or self._remembered_port()
         if fixed_port and not port_is_free(fixed_port):
             raise BrokerError(f"cannot start a broker on port {fixed_port}: it is in use")
+        self._cluster_id = self._choose_cluster_id()
         for _ in range(PORT_ATTEMPTS):
             self._port = fixed_port or free_port()
             workdir = Path(tempfile.mkdtemp(prefix="krust-broker-"))
             data_dir = self._given_data_dir or workdir / "data"
-            self._cluster_id = self._choose_cluster_id(data_dir)
             self._run = _Run(self.command(self._port, data_dir), workdir)
             self._finalizer = weakref.finalize(self, self._run.close)
-            if self._wait_ready(deadline, may_move=not fixed_port):
+            try:
+                ready = self._wait_ready(deadline, may_move=not fixed_port)
+            except BaseException:  # KeyboardInterrupt too: no broker is left half started
+                self.stop()
+                raise
+            if ready:
                 self._remember_port()
                 return self
         raise self._failure(f"found no free port in {PORT_ATTEMPTS} attempts")
 
-    def _choose_cluster_id(self, data_dir: Path) -> str:
+    def _choose_cluster_id(self) -> str:
         """The cluster id the broker will have: the one configured, else the one its data dir
         was formatted with, else a new one. Readiness checks it, so that another broker that
         took the port in the meantime is not mistaken for this one."""
         configured = self.config.get("cluster.id")
         if configured is not None:
             return configured
-        try:
-            meta = (data_dir / "meta.properties").read_text()
-        except FileNotFoundError:
+        meta_path = None if self._given_data_dir is None else self._given_data_dir / META_FILE
+        if meta_path is None or not meta_path.exists():
             return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        formatted = re.search(r"^cluster\.id=(\S+)", meta, re.MULTILINE)
+        formatted = re.search(r"^cluster\.id=(\S+)", meta_path.read_text(), re.MULTILINE)
         if formatted is None:
-            raise BrokerError(f"{data_dir / 'meta.properties'} has no cluster.id")
+            raise BrokerError(f"{meta_path} has no cluster.id")
         return formatted[1]
 
     def _remembered_port(self) -> int:
@@ -292,8 +302,9 @@ class Broker:
         leader. Raises BrokerError with Kafka's error (TOPIC_ALREADY_EXISTS, INVALID_CONFIG...)."""
         from krust.embedded_requests import RequestError, create_topic
 
-        if not self.running:
-            raise BrokerError("the broker is not running")
+        if self._run is None or not self.running:
+            status = "never started" if self._run is None else "not running"
+            raise BrokerError(f"the broker is {status}; its log:\n{self.log[-LOG_TAIL_CHARS:]}")
         configs = {key: config_value(value) for key, value in (config or {}).items()}
         try:
             create_topic((HOST, self._port), name, partitions, replication_factor, configs, timeout)
