@@ -128,13 +128,6 @@ def test_a_given_data_dir_is_kept_and_locked(tmp_path: Path) -> None:
         again.create_topic("kept")
 
 
-def test_keys_the_broker_sets_itself_are_refused() -> None:
-    with pytest.raises(ValueError, match="use its port argument"):
-        krust.Broker(listeners="PLAINTEXT://127.0.0.1:9092")
-    with pytest.raises(ValueError, match="use its data_dir argument"):
-        krust.Broker(config={"log.dirs": "/tmp/elsewhere"})
-
-
 def test_a_forgotten_broker_does_not_outlive_the_interpreter(temp_root: Path) -> None:
     script = "import krust; b = krust.Broker().start(); print(b.pid, flush=True)"
     run = subprocess.run(
