@@ -32,26 +32,28 @@ def record(broker, **extra):
 
 
 class Project:
-    """A generated test directory and pytest runs on it, with the plugin loaded explicitly so
-    the run does not depend on how krust is installed, and its own temporary directory."""
+    """A generated test directory and pytest runs on it, with its own temporary directory.
+    pytest loads the plugin by `-p`, so the run does not depend on how krust is installed, or
+    through the entry points of the dist-info directories in `entry_point_site`."""
 
-    def __init__(self, root: Path, tests: str) -> None:
+    def __init__(self, root: Path, tests: str, entry_point_site: Path | None = None) -> None:
         self.root = root
+        self.entry_point_site = entry_point_site
         self.records = root / "records"
         self.tmp = root / "tmp"
         for directory in (self.records, self.tmp, root / "suite"):
-            directory.mkdir()
+            directory.mkdir(parents=True)
         (root / "suite" / "pytest.ini").write_text("[pytest]\n")
         (root / "suite" / "record.py").write_text(RECORD)
         (root / "suite" / "test_app.py").write_text(tests)
 
     def command(self, *args: str) -> list[str]:
+        plugin = ["-p", "krust.pytest_plugin"] if self.entry_point_site is None else []
         return [
             sys.executable,
             "-m",
             "pytest",
-            "-p",
-            "krust.pytest_plugin",
+            *plugin,
             "-p",
             "no:cacheprovider",
             f"--basetemp={self.root / 'basetemp'}",
@@ -61,12 +63,14 @@ class Project:
 
     @property
     def env(self) -> dict[str, str]:
-        return {
-            **os.environ,
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "RECORDS": str(self.records),
-            "TMPDIR": str(self.tmp),
-        }
+        env = {**os.environ, "RECORDS": str(self.records), "TMPDIR": str(self.tmp)}
+        if self.entry_point_site is None:
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        else:
+            env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+            path = [str(self.entry_point_site), env.get("PYTHONPATH", "")]
+            env["PYTHONPATH"] = os.pathsep.join(path)
+        return env
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -216,16 +220,19 @@ def test_waits(kafka_broker):
     project.assert_nothing_left()
 
 
-def test_a_malformed_krust_config_is_a_usage_error(tmp_path: Path) -> None:
-    project = Project(tmp_path, "def test_nothing():\n    pass\n")
+def test_the_declared_entry_point_loads_the_plugin(tmp_path: Path) -> None:
+    """pytest finds the plugin through the `pytest11` entry point pyproject.toml declares, as
+    it does for an installed krust: here a dist-info holding just that entry point."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    entry_points = pyproject["project"]["entry-points"]["pytest11"]
+    dist_info = tmp_path / "site" / "krust_plugin_entry-0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: krust-plugin-entry\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+    (dist_info / "entry_points.txt").write_text(f"[pytest11]\n{lines}")
+    project = Project(tmp_path / "project", "def test_nothing():\n    pass\n", tmp_path / "site")
 
     run = project.run("--krust-config", "num.partitions")
 
-    assert run.returncode == 4  # pytest's usage error
+    assert run.returncode == 4, run.stdout + run.stderr  # pytest's usage error
     assert "--krust-config expects KEY=VALUE, got 'num.partitions'" in run.stderr
-
-
-def test_the_wheel_registers_the_plugin_with_pytest() -> None:
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-
-    assert pyproject["project"]["entry-points"]["pytest11"] == {"krust": "krust.pytest_plugin"}
