@@ -18,16 +18,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 from krust import embedded, embedded_requests
 
+from .process_checks import process_alive
+
 ADMIN_TIMEOUT_S = 30.0
-
-
-def process_alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie, exited but not yet reaped, does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from .test_embedded_broker import process_alive
+from .process_checks import process_alive
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 120.0
