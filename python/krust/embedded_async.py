@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +32,8 @@ class AsyncBroker:
         self.broker = Broker(
             data_dir, port=port, config=config, start_timeout=start_timeout, **keywords
         )
+        # Orders a stop after a start still running in a worker thread.
+        self._lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -57,11 +60,25 @@ class AsyncBroker:
         return self.broker.log
 
     async def start(self) -> AsyncBroker:
-        await asyncio.to_thread(self.broker.start)
+        try:
+            await asyncio.to_thread(self._locked_start)
+        except asyncio.CancelledError:
+            # The worker thread cannot be interrupted and goes on starting the broker: stop
+            # it once started, so that a cancelled start leaves no broker behind.
+            await asyncio.to_thread(self._locked_stop, STOP_TIMEOUT_S)
+            raise
         return self
 
     async def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        await asyncio.to_thread(self.broker.stop, timeout)
+        await asyncio.to_thread(self._locked_stop, timeout)
+
+    def _locked_start(self) -> None:
+        with self._lock:
+            self.broker.start()
+
+    def _locked_stop(self, timeout: float) -> None:
+        with self._lock:
+            self.broker.stop(timeout)
 
     async def create_topic(
         self,

@@ -215,3 +215,19 @@ def test_a_broker_that_died_says_so_with_its_log(temp_root: Path) -> None:
         assert broker.bootstrap_servers in str(raised.value)
 
     assert list(temp_root.iterdir()) == []
+
+
+def test_a_cancelled_async_start_leaves_nothing_behind(temp_root: Path) -> None:
+    async def scenario() -> krust.AsyncBroker:
+        broker = krust.AsyncBroker()
+        starting = asyncio.create_task(broker.start())
+        await asyncio.sleep(0.01)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        return broker
+
+    broker = asyncio.run(scenario())
+
+    assert not broker.running
+    assert list(temp_root.iterdir()) == []
