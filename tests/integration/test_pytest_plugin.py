@@ -27,7 +27,9 @@ def record(broker, **extra):
     path = pathlib.Path(os.environ["RECORDS"]) / f"{worker}-{os.getpid()}-{len(extra)}.json"
     fields = {"bootstrap": broker.bootstrap_servers, "pid": broker.pid,
               "data_dir": str(broker.data_dir), "worker": worker, **extra}
-    path.write_text(json.dumps(fields))
+    # Complete when it appears: the interrupted session's test waits for the first record.
+    path.with_suffix(".tmp").write_text(json.dumps(fields))
+    path.with_suffix(".tmp").rename(path)
 """
 
 
@@ -83,7 +85,7 @@ class Project:
         )
 
     def recorded(self) -> list[dict[str, str]]:
-        return [json.loads(path.read_text()) for path in sorted(self.records.iterdir())]
+        return [json.loads(path.read_text()) for path in sorted(self.records.glob("*.json"))]
 
     def assert_nothing_left(self) -> None:
         for record in self.recorded():
@@ -207,7 +209,7 @@ def test_waits(kafka_broker):
     )
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
-        while not any(project.records.iterdir()) and time.monotonic() < deadline:
+        while not any(project.records.glob("*.json")) and time.monotonic() < deadline:
             time.sleep(0.05)
         # Ctrl-C, sent to pytest only: pytest must stop the broker itself.
         session.send_signal(signal.SIGINT)
