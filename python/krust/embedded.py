@@ -310,6 +310,11 @@ class Broker:
             create_topic((HOST, self._port), name, partitions, replication_factor, configs, timeout)
         except RequestError as error:
             raise BrokerError(str(error)) from None
+        except OSError as error:  # the broker closed the connection: it may be dying
+            tail = self.log[-LOG_TAIL_CHARS:]
+            raise BrokerError(
+                f"CreateTopics {name!r}: {error}; the broker's log:\n{tail}"
+            ) from None
         return name
 
     def __enter__(self) -> Broker:

@@ -208,7 +208,7 @@ def test_an_interrupted_start_leaves_nothing_behind(
 def test_a_broker_that_died_says_so_with_its_log(temp_root: Path) -> None:
     with krust.Broker() as broker:
         os.kill(broker.pid, signal.SIGKILL)
-        while process_alive(broker.pid):
+        while broker.running:
             time.sleep(0.01)
         with pytest.raises(krust.BrokerError, match="not running; its log") as raised:
             broker.create_topic("late")
