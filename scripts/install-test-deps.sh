@@ -39,9 +39,9 @@ pip_install -e "$repo[spark]"
 # kafka-python imports python-snappy, lz4 and zstandard for its codecs (crc32c speeds up CRC
 # checks); aiokafka imports cramjam for snappy, lz4 and zstd. gzip is in the standard library.
 # cryptography makes the TLS tests' certificates (tests/integration/tls_certs.py).
-step "pip install test tools (pytest, ruff, mypy 1.x) and Kafka clients (+ codecs)"
+step "pip install test tools (pytest, pytest-xdist, ruff, mypy 1.x) and Kafka clients (+ codecs)"
 pip_install \
-    "pytest>=8" "pytest-timeout>=2.3" "ruff>=0.6" "mypy>=1.13,<2" \
+    "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "ruff>=0.6" "mypy>=1.13,<2" \
     "confluent-kafka>=2.6" "cryptography>=42" \
     "kafka-python[crc32c,lz4,snappy,zstd]>=3" \
     "aiokafka[lz4,snappy,zstd]>=0.12"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+import krust
 from brokers import BrokerProcess
 
 from workloads.produce import ProduceCase, produce_with_librdkafka
@@ -31,3 +33,13 @@ def loaded_restarts(broker: BrokerProcess, partitions: int, records: int) -> Loa
     broker.stop()
     clean = broker.start()
     return LoadedStartResult(partitions, produced.bytes, recovered, clean)
+
+
+def fixture_ready_s() -> float:
+    """Seconds `krust.Broker().start()` takes on a new temporary data dir: it returns once the
+    broker answers Metadata, which is when the pytest fixture hands the broker to a test."""
+    started = time.monotonic()
+    broker = krust.Broker().start()
+    ready = time.monotonic() - started
+    broker.stop()
+    return ready

@@ -1,5 +1,9 @@
 """krust: a broker that speaks the Apache Kafka wire protocol (Rust hot path, Python decisions)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 # The version lives in Cargo.toml (the wheel takes it from there too). Reading it from the
 # extension instead of importlib.metadata saves ~50 ms of start-up.
 try:
@@ -7,4 +11,24 @@ try:
 except ImportError:  # a source tree whose extension was never built
     __version__ = "0+source"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from krust.embedded import Broker, BrokerError
+    from krust.embedded_async import AsyncBroker
+
+__all__ = ["AsyncBroker", "Broker", "BrokerError", "__version__"]
+
+# The embedded broker's API is imported on first use (PEP 562), so that the broker process,
+# which imports this package too, does not pay for it at start-up.
+_LAZY = {
+    "Broker": "krust.embedded",
+    "BrokerError": "krust.embedded",
+    "AsyncBroker": "krust.embedded_async",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'krust' has no attribute {name!r}")
