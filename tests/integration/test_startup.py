@@ -3,6 +3,10 @@ broker advertises exactly the apis and versions it did when everything loaded be
 
 from __future__ import annotations
 
+import socket
+import time
+from pathlib import Path
+
 from . import wire
 from .broker_process import HOST, BrokerProcess
 
@@ -25,3 +29,37 @@ def test_api_versions_advertises_every_api_it_did_before(broker: BrokerProcess) 
         answer = wire.api_versions(sock, 0, correlation_id=1)
     assert answer.error_code == 0
     assert answer.ranges == ADVERTISED
+
+
+FIND_COORDINATOR = 10
+NONE, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 0, 14, 15
+PORT_OPEN_TIMEOUT_S = 30.0
+
+
+def first_connection(port: int) -> socket.socket:
+    """A connection made as soon as the port accepts one."""
+    deadline = time.monotonic() + PORT_OPEN_TIMEOUT_S
+    while True:
+        try:
+            return wire.connect(HOST, port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.001)
+
+
+def test_a_coordinator_request_sent_as_the_port_opens_is_answered(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path)
+    broker.wait_ready = lambda timeout_s=0.0: None  # type: ignore[method-assign]
+    broker.start()
+    try:
+        with first_connection(broker.port) as sock:
+            # FindCoordinator v0 for group "g": the group coordinator may still be loading.
+            header = wire.request_header(FIND_COORDINATOR, 0, correlation_id=5)
+            sock.sendall(wire.frame(header + wire.string("g")))
+            answer = wire.read_response(sock, 5)
+            error_code = answer.int16()
+        assert error_code in (NONE, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE)
+        assert broker.unexpected_exit() is None
+    finally:
+        broker.kill9()
