@@ -206,6 +206,9 @@ def test_waits(kafka_broker):
         text=True,
         env=project.env,
         cwd=project.root,
+        # A suite started in the background inherits SIGINT ignored, and Python then installs no
+        # KeyboardInterrupt handler: give the child the default disposition, as a terminal does.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
