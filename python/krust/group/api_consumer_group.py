@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from krust.authorization import Authorization
 from krust.group.api_membership import Route, kafka_client_host
 from krust.group.consumer.group import ConsumerGroup
+from krust.group.consumer.group_spec import Assignment
 from krust.group.consumer.heartbeat_request import HeartbeatRequest
-from krust.group.consumer.member import Assignment, ConsumerGroupMember
+from krust.group.consumer.member import ConsumerGroupMember
 from krust.group.consumer.target_assignment import preferred_assignor
 from krust.group.coordinator import GroupCoordinator
 from krust.group.results import ErrorCode

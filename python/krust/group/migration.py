@@ -31,7 +31,7 @@ from krust.group.consumer.group import (
     assignment_epoch_record,
     current_assignment_record,
     epoch_record,
-    member_records,
+    member_record,
     target_assignment_record,
 )
 from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
@@ -205,7 +205,7 @@ def to_consumer_group(
         ) from None
     topics = {name for m in members for name in m.subscribed_topic_names}
     records: list[CoordinatorRecord] = [(GroupMetadataKey(group_id), None)]
-    records.extend(member_records(group_id, m) for m in members)
+    records.extend(member_record(group_id, m) for m in members)
     records.append(
         epoch_record(group_id, generation, metadata_hash(subscribed_topics(topics, image_topics)))
     )

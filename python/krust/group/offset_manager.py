@@ -479,12 +479,7 @@ def validate_consumer_commit(
     TxnOffsetCommit."""
     if member_epoch < 0 and group.is_empty():
         return  # the admin client, or a consumer using assign()
-    member = group.members.get(member_id)
-    if member is None:
-        raise CoordinatorError(
-            ErrorCode.unknown_member_id,
-            f"Member {member_id} is not a member of group {group.group_id}.",
-        )
+    member = group.member(member_id)
     if (
         api_version is not None
         and not member.uses_classic_protocol
@@ -502,13 +497,7 @@ def validate_consumer_fetch(group: ConsumerGroup, member_id: str | None, member_
     """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ names the member)."""
     if member_id is None and member_epoch < 0:
         return
-    member = group.members.get(member_id or "")
-    if member is None:
-        raise CoordinatorError(
-            ErrorCode.unknown_member_id,
-            f"Member {member_id} is not a member of group {group.group_id}.",
-        )
-    _check_member_epoch(member, member_epoch)
+    _check_member_epoch(group.member(member_id or ""), member_epoch)
 
 
 def _check_member_epoch(member: ConsumerGroupMember, member_epoch: int) -> None:

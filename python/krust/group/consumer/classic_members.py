@@ -162,7 +162,7 @@ class ClassicMembers:
                 group, existing, member_id, records
             )
             return replacement, existing
-        return static_member(group, member_id, instance_id), None
+        return group.validated_member(member_id, instance_id), None
 
     # -- SyncGroup -----------------------------------------------------------------------------
 
@@ -255,13 +255,10 @@ class ClassicMembers:
         self, group: ConsumerGroup, leaving: LeavingMember, records: list[CoordinatorRecord]
     ) -> LeavingMember:
         member_id, instance_id = leaving.member_id, leaving.group_instance_id
+        # An admin removes a static member by its instance id alone (KIP-345).
+        static = group.static_member(instance_id) if instance_id and not member_id else None
         try:
-            if instance_id is None:
-                member = classic_member(group, member_id, None)
-            else:
-                # An admin removes static members by instance id alone (KIP-345).
-                member = static_member(group, member_id or None, instance_id)
-                require_classic(member)
+            member = classic_member(group, static.member_id if static else member_id, instance_id)
         except CoordinatorError as refused:
             return LeavingMember(member_id, instance_id, refused.error)
         log.info(
@@ -293,38 +290,12 @@ def member_protocols(member: ConsumerGroupMember) -> tuple[ClassicProtocol, ...]
     return member.classic_member_metadata.supported_protocols
 
 
-def static_member(
-    group: ConsumerGroup, member_id: str | None, instance_id: str
-) -> ConsumerGroupMember:
-    member = group.static_member(instance_id)
-    if member is None:
-        raise CoordinatorError(
-            ErrorCode.unknown_member_id,
-            f"Member with instance id {instance_id} is not a member of group {group.group_id}.",
-        )
-    if member_id is not None and member.member_id != member_id:
-        raise CoordinatorError(
-            ErrorCode.fenced_instance_id,
-            f"Static member {member_id} with instance id {instance_id} was fenced by member "
-            f"{member.member_id}.",
-        )
-    return member
-
-
 def classic_member(
     group: ConsumerGroup, member_id: str, instance_id: str | None
 ) -> ConsumerGroupMember:
     """Kafka's validateConsumerGroupMember, then the member must be one using the classic
     protocol."""
-    if instance_id is None:
-        member = group.members.get(member_id)
-        if member is None:
-            raise CoordinatorError(
-                ErrorCode.unknown_member_id,
-                f"Member {member_id} is not a member of group {group.group_id}.",
-            )
-    else:
-        member = static_member(group, member_id, instance_id)
+    member = group.validated_member(member_id, instance_id)
     require_classic(member)
     return member
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from krust.coordinator.wire import Reader, RecordFormatError, Writer
 from krust.group.cluster import TopicView
-from krust.group.consumer.member import Assignment
+from krust.group.consumer.group_spec import Assignment
 
 # The newest ConsumerProtocolSubscription / ConsumerProtocolAssignment version (v3, KIP-881).
 HIGHEST_VERSION = 3

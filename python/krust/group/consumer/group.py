@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from krust.group.consumer.group_spec import Assignment
 from krust.group.consumer.member import (
-    Assignment,
     ConsumerGroupMember,
     MemberState,
 )
@@ -33,6 +33,7 @@ from krust.group.consumer.records import (
     TopicPartitions,
 )
 from krust.group.records import CoordinatorRecord
+from krust.group.results import CoordinatorError, ErrorCode
 
 
 class ConsumerGroupState(enum.Enum):
@@ -88,6 +89,34 @@ class ConsumerGroup:
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
+
+    def member(self, member_id: str) -> ConsumerGroupMember:
+        """The member, or UNKNOWN_MEMBER_ID."""
+        member = self.members.get(member_id)
+        if member is None:
+            raise CoordinatorError(
+                ErrorCode.unknown_member_id,
+                f"Member {member_id} is not a member of group {self.group_id}.",
+            )
+        return member
+
+    def validated_member(self, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+        """The member a request names: by its instance id when it has one (UNKNOWN_MEMBER_ID,
+        or FENCED_INSTANCE_ID when the instance id has a newer member), else by member id."""
+        if instance_id is None:
+            return self.member(member_id)
+        member = self.static_member(instance_id)
+        if member is None:
+            raise CoordinatorError(
+                ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown."
+            )
+        if member.member_id != member_id:
+            raise CoordinatorError(
+                ErrorCode.fenced_instance_id,
+                f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                f"{member.member_id}.",
+            )
+        return member
 
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
         member_id = self.static_members.get(instance_id)
@@ -260,7 +289,7 @@ def from_topic_partitions(topics: Iterable[TopicPartitions]) -> dict[uuid.UUID, 
     return assignment
 
 
-def member_records(group_id: str, member: ConsumerGroupMember) -> CoordinatorRecord:
+def member_record(group_id: str, member: ConsumerGroupMember) -> CoordinatorRecord:
     """The member's subscription record (ConsumerGroupMemberMetadata)."""
     return (
         ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id),

@@ -8,7 +8,7 @@ input always gives the same output.
 """
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -149,6 +149,6 @@ def current_partitions(
     return result
 
 
-def frozen(assignment: Mapping[uuid.UUID, set[int] | list[int]]) -> dict[uuid.UUID, frozenset[int]]:
-    """A member's answer: topics with at least one partition, as frozensets."""
+def frozen(assignment: Mapping[uuid.UUID, Collection[int]]) -> dict[uuid.UUID, frozenset[int]]:
+    """An assignment as frozensets, without topics that have no partition."""
     return {topic_id: frozenset(parts) for topic_id, parts in assignment.items() if parts}

@@ -22,7 +22,7 @@ from krust.group.consumer.group import (
     assignment_epoch_record,
     current_assignment_record,
     epoch_record,
-    member_records,
+    member_record,
     member_tombstones,
     target_assignment_record,
 )
@@ -183,7 +183,7 @@ class ConsumerGroupHeartbeats:
         is_new = member.member_id not in group.members
         subscription_changed = is_new or updated.subscription() != member.subscription()
         if is_new or _metadata_of(updated) != _metadata_of(member):
-            self.emit(group, records, member_records(group.group_id, updated))
+            self.emit(group, records, member_record(group.group_id, updated))
         self._refresh_regexes(group, records)
         topics, new_hash = self.subscription_metadata(group)
         if subscription_changed or new_hash != group.metadata_hash:
@@ -221,22 +221,11 @@ class ConsumerGroupHeartbeats:
             if restarted != known:
                 self.emit(group, records, current_assignment_record(group.group_id, restarted))
             return restarted
-        if request.instance_id is None:
-            member = known
-            if member is None:
-                if not joining:
-                    raise CoordinatorError(
-                        ErrorCode.unknown_member_id,
-                        f"Member {member_id} is not a member of group {group.group_id}.",
-                    )
-                log.info(
-                    "[GroupId %s] Member %s joins the consumer group.", group.group_id, member_id
-                )
-                return ConsumerGroupMember(member_id)
-            check_member_epoch(member, request.member_epoch, request.owned)
-            return member
-        existing = group.static_member(request.instance_id)
-        if joining:
+        if joining and request.instance_id is None:
+            log.info("[GroupId %s] Member %s joins the consumer group.", group.group_id, member_id)
+            return ConsumerGroupMember(member_id)
+        if joining and request.instance_id is not None:
+            existing = group.static_member(request.instance_id)
             if existing is None:
                 return ConsumerGroupMember(member_id)
             if (
@@ -250,18 +239,9 @@ class ConsumerGroupHeartbeats:
                     "member.",
                 )
             return self.replace_static_member(group, existing, member_id, records)
-        if existing is None:
-            raise CoordinatorError(
-                ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
-            )
-        if existing.member_id != member_id:
-            raise CoordinatorError(
-                ErrorCode.fenced_instance_id,
-                f"Static member {member_id} with instance id {request.instance_id} was fenced "
-                f"by member {existing.member_id}.",
-            )
-        check_member_epoch(existing, request.member_epoch, request.owned)
-        return existing
+        member = group.validated_member(member_id, request.instance_id)
+        check_member_epoch(member, request.member_epoch, request.owned)
+        return member
 
     def replace_static_member(
         self,
@@ -277,7 +257,7 @@ class ConsumerGroupHeartbeats:
         )
         target = group.target_of(existing.member_id)
         self.remove(group, existing.member_id, records)
-        self.emit(group, records, member_records(group.group_id, replacement))
+        self.emit(group, records, member_record(group.group_id, replacement))
         self.emit(group, records, target_assignment_record(group.group_id, member_id, target))
         self.emit(group, records, current_assignment_record(group.group_id, replacement))
         log.info(
@@ -321,44 +301,27 @@ class ConsumerGroupHeartbeats:
     def _leave(
         self, request: HeartbeatRequest, group: ConsumerGroup, records: list[CoordinatorRecord]
     ) -> HeartbeatResult:
-        if request.instance_id is None:
-            member = group.members.get(request.member_id)
-            if member is None:
-                raise CoordinatorError(
-                    ErrorCode.unknown_member_id,
-                    f"Member {request.member_id} is not a member of group {group.group_id}.",
-                )
-        else:
-            member = group.static_member(request.instance_id)
-            if member is None:
-                raise CoordinatorError(
-                    ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
-                )
-            if member.member_id != request.member_id:
-                raise CoordinatorError(
-                    ErrorCode.fenced_instance_id,
-                    f"Static member {request.member_id} with instance id {request.instance_id} "
-                    f"was fenced by member {member.member_id}.",
-                )
-            if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                # It will be back: its partitions stay its own until its session expires.
-                leaving = replace(
-                    member,
-                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                    partitions_pending_revocation={},
-                )
-                self.emit(group, records, current_assignment_record(group.group_id, leaving))
-                log.info(
-                    "[GroupId %s] Static member %s with instance id %s temporarily left.",
-                    group.group_id,
-                    member.member_id,
-                    request.instance_id,
-                )
-                return HeartbeatResult(
-                    ErrorCode.none,
-                    member_id=member.member_id,
-                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                )
+        member = group.validated_member(request.member_id, request.instance_id)
+        # Epoch -2 comes with an instance id (validate checks it): a static member.
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # It will be back: its partitions stay its own until its session expires.
+            leaving = replace(
+                member,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                partitions_pending_revocation={},
+            )
+            self.emit(group, records, current_assignment_record(group.group_id, leaving))
+            log.info(
+                "[GroupId %s] Static member %s with instance id %s temporarily left.",
+                group.group_id,
+                member.member_id,
+                request.instance_id,
+            )
+            return HeartbeatResult(
+                ErrorCode.none,
+                member_id=member.member_id,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            )
         log.info(
             "[GroupId %s] Member %s left the consumer group.", group.group_id, member.member_id
         )

@@ -11,11 +11,11 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from krust.group.consumer.group_spec import Assignment
 from krust.group.consumer.member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    Assignment,
     ConsumerGroupMember,
 )
 from krust.group.consumer.reconciliation import OwnedPartitions

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import enum
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from krust.group.consumer.group_spec import Assignment
 from krust.group.consumer.records import ClassicMemberMetadata
-
-Assignment = Mapping[uuid.UUID, frozenset[int]]
-"""Partitions by topic id."""
 
 # Kafka's member epochs with a meaning of their own (ConsumerGroupHeartbeatRequest).
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -25,10 +21,6 @@ class MemberState(enum.IntEnum):
     UNREVOKED_PARTITIONS = 1
     UNRELEASED_PARTITIONS = 2
     UNKNOWN = 127
-
-    @property
-    def kafka_name(self) -> str:
-        return self.name.lower()
 
 
 @dataclass(frozen=True)
@@ -63,16 +55,3 @@ class ConsumerGroupMember:
 
     def subscription(self) -> tuple[tuple[str, ...], str | None]:
         return self.subscribed_topic_names, self.subscribed_topic_regex
-
-    def owns(self, topic_id: uuid.UUID, partition: int) -> bool:
-        return partition in self.assigned_partitions.get(topic_id, frozenset())
-
-
-def assignment_size(assignment: Assignment) -> int:
-    return sum(len(partitions) for partitions in assignment.values())
-
-
-def without_empty(
-    assignment: Mapping[uuid.UUID, frozenset[int] | set[int]],
-) -> dict[uuid.UUID, frozenset[int]]:
-    return {topic: frozenset(parts) for topic, parts in assignment.items() if parts}

@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from krust.group.consumer.member import Assignment, ConsumerGroupMember, MemberState, without_empty
+from krust.group.consumer.group_spec import Assignment, frozen
+from krust.group.consumer.member import ConsumerGroupMember, MemberState
 from krust.group.results import CoordinatorError, ErrorCode
 
 OwnedPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]]
@@ -122,12 +123,12 @@ class _Step:
                 else:
                     unreleased = True
             pending[topic_id] = free
-        new_revoking = without_empty(revoking)
+        new_revoking = frozen(revoking)
         if new_revoking and self.owns_any(new_revoking):
             return replace(
                 member,
                 state=MemberState.UNREVOKED_PARTITIONS,
-                assigned_partitions=without_empty(assigned),
+                assigned_partitions=frozen(assigned),
                 partitions_pending_revocation=new_revoking,
             ).with_epoch(epoch)
         for topic_id, partitions in pending.items():
@@ -135,6 +136,6 @@ class _Step:
         return replace(
             member,
             state=MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE,
-            assigned_partitions=without_empty(assigned),
+            assigned_partitions=frozen(assigned),
             partitions_pending_revocation={},
         ).with_epoch(self.target_epoch)

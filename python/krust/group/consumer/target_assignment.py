@@ -19,7 +19,8 @@ from krust.group.consumer.assignor import (
     TopicMetadata,
 )
 from krust.group.consumer.group import ConsumerGroup
-from krust.group.consumer.member import Assignment, ConsumerGroupMember
+from krust.group.consumer.group_spec import Assignment, frozen
+from krust.group.consumer.member import ConsumerGroupMember
 from krust.group.consumer.subscription import SubscribedTopic, subscribed_topics
 from krust.group.results import CoordinatorError, ErrorCode
 
@@ -73,11 +74,7 @@ def changed_targets(
         ) from None
     changed: dict[str, Assignment] = {}
     for member_id in group.members:
-        new = _normalized(target.get(member_id, {}))
-        if new != _normalized(group.target_of(member_id)):
+        new = frozen(target.get(member_id, {}))
+        if new != frozen(group.target_of(member_id)):
             changed[member_id] = new
     return changed
-
-
-def _normalized(assignment: Assignment) -> dict[uuid.UUID, frozenset[int]]:
-    return {topic: frozenset(parts) for topic, parts in assignment.items() if parts}
