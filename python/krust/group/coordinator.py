@@ -295,17 +295,9 @@ class GroupCoordinator:
                 return await self.classic_members.join(consumer_group, request)
             # An empty consumer group gives way to a classic group (Kafka's
             # maybeDeleteEmptyConsumerGroup); its committed offsets stay.
-            if not await self._remove_empty_consumer_group(consumer_group):
+            if not await self._drop_consumer_group(consumer_group, []):
                 return JoinGroupResult(ErrorCode.coordinator_not_available, request.member_id)
         return await self.groups.join_group(request)
-
-    async def _remove_empty_consumer_group(self, group: ConsumerGroup) -> bool:
-        records: list[CoordinatorRecord] = []
-        for record in group_tombstones(group):
-            group.apply(record)
-            records.append(record)
-        self.consumer.forget([group.group_id])
-        return await self._write_consumer_records(group.group_id, records)
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncGroupResult:
         error = self._group_error(request.group_id)
@@ -603,14 +595,20 @@ class GroupCoordinator:
 
     async def _delete_consumer_group(self, group: ConsumerGroup) -> ErrorCode:
         """Tombstones for its offsets and its records; the group is gone at once."""
-        records: list[CoordinatorRecord] = self.offsets.offset_tombstones(group.group_id)
+        offsets = self.offsets.offset_tombstones(group.group_id)
+        written = await self._drop_consumer_group(group, offsets)
+        self.offsets.store.take_group(group.group_id)
+        return ErrorCode.none if written else ErrorCode.coordinator_not_available
+
+    async def _drop_consumer_group(
+        self, group: ConsumerGroup, records: list[CoordinatorRecord]
+    ) -> bool:
+        """Forget the group and write `records` then its tombstones; False if that failed."""
         for record in group_tombstones(group):
             group.apply(record)
             records.append(record)
         self.consumer.forget([group.group_id])
-        written = await self._write_consumer_records(group.group_id, records)
-        self.offsets.store.take_group(group.group_id)
-        return ErrorCode.none if written else ErrorCode.coordinator_not_available
+        return await self._write_consumer_records(group.group_id, records)
 
     # -- writing -------------------------------------------------------------------------------
 

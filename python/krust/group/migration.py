@@ -31,6 +31,7 @@ from krust.group.consumer.group import (
     assignment_epoch_record,
     current_assignment_record,
     epoch_record,
+    group_tombstones,
     member_record,
     target_assignment_record,
 )
@@ -39,12 +40,6 @@ from krust.group.consumer.member import ConsumerGroupMember, MemberState
 from krust.group.consumer.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMetadataKey,
 )
 from krust.group.consumer.subscription import metadata_hash, subscribed_topics
 from krust.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
@@ -253,29 +248,6 @@ def to_classic_group(
         member.assignment = serialize_assignment(
             by_name(group.target_of(member.member_id), topics_by_id), version
         )
-    records = consumer_group_tombstones(group)
+    records = group_tombstones(group)
     records.append((GroupMetadataKey(group_id), classic.to_record(classic.assignments())))
     return classic, records
-
-
-def consumer_group_tombstones(group: ConsumerGroup) -> list[CoordinatorRecord]:
-    """Kafka's ConsumerGroup.createGroupTombstoneRecords: every member's current and target
-    assignment, the target epoch, every subscription, the regexes, then the group epoch."""
-    group_id = group.group_id
-    ids = list(group.members)
-    records: list[CoordinatorRecord] = [
-        (ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=m), None) for m in ids
-    ]
-    records.extend(
-        (ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=m), None) for m in ids
-    )
-    records.append((ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), None))
-    records.extend(
-        (ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=m), None) for m in ids
-    )
-    records.extend(
-        (ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=r), None)
-        for r in sorted(group.resolved_regexes)
-    )
-    records.append((ConsumerGroupMetadataKey(group_id=group_id), None))
-    return records

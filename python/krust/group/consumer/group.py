@@ -353,11 +353,24 @@ def member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
 
 
 def group_tombstones(group: ConsumerGroup) -> list[CoordinatorRecord]:
-    """Deleting an empty group: its regexes, target assignment epoch, then its epoch."""
+    """Kafka's ConsumerGroup.createGroupTombstoneRecords, for deleting the group or turning it
+    into a classic one: every member's current and target assignment, the target epoch, every
+    subscription, the regexes, then the group epoch."""
+    group_id = group.group_id
+    ids = list(group.members)
     records: list[CoordinatorRecord] = [
-        (ConsumerGroupRegularExpressionKey(group_id=group.group_id, regular_expression=r), None)
-        for r in sorted(group.resolved_regexes)
+        (ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=m), None) for m in ids
     ]
-    records.append((ConsumerGroupTargetAssignmentMetadataKey(group_id=group.group_id), None))
-    records.append((ConsumerGroupMetadataKey(group_id=group.group_id), None))
+    records.extend(
+        (ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=m), None) for m in ids
+    )
+    records.append((ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), None))
+    records.extend(
+        (ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=m), None) for m in ids
+    )
+    records.extend(
+        (ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=r), None)
+        for r in sorted(group.resolved_regexes)
+    )
+    records.append((ConsumerGroupMetadataKey(group_id=group_id), None))
     return records
