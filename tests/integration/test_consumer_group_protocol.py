@@ -170,15 +170,22 @@ def consume(bootstrap: str, group: str, topic: str, wanted: int, commit: bool) -
 def test_committed_offsets_and_the_group_survive_a_broker_restart(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path, CONSUMER_GROUP_BROKER_OVERRIDES).start()
     try:
-        topic, group = "restart-848", "restart-group-848"
+        topic, group, java_group = "restart-848", "restart-group-848", "restart-java-848"
         create_topic(broker.bootstrap, topic, partitions=1)
         produce_numbered(broker.bootstrap, topic, range(20), 1)
         assert consume(broker.bootstrap, group, topic, 20, commit=True) == list(range(20))
+        java = JavaGroupMember(broker.bootstrap, java_group, topic).start()
+        wait_for_numbers([java], set(range(20)))  # type: ignore[list-item]
+        java.close()  # the Java consumer commits on close
         broker.stop()
         broker.restart()
         produce_numbered(broker.bootstrap, topic, range(20, 30), 1)
         # Only what came after the committed offset.
         assert consume(broker.bootstrap, group, topic, 10, commit=True) == list(range(20, 30))
+        java = JavaGroupMember(broker.bootstrap, java_group, topic).start()
+        wait_for_numbers([java], set(range(20, 30)))  # type: ignore[list-item]
+        java.close()
+        assert java.numbers() == list(range(20, 30))
         listed = run_tool(CONSUMER_GROUP_COMMAND, broker.bootstrap, "--list", "--type", "--state")
         assert listed.returncode == 0, listed.stderr
         rows = {line.split()[0]: set(line.split()[1:]) for line in listed.stdout.splitlines()}
