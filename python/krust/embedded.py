@@ -1,9 +1,10 @@
 """`krust.Broker`: a real krust broker for tests, in a child process on a free loopback port.
 
-The broker never runs in the caller's interpreter: it is `python -m krust.cli` with the
-caller's interpreter, its data in a temporary directory (unless one is given), its output in
-a log file beside it. A finalizer stops a forgotten broker when it is garbage collected or
-when the interpreter exits, so no broker outlives its test run.
+The broker never runs in the caller's interpreter: it is `krust-broker` run by the caller's
+interpreter (`python -m krust.embedded_child`), its data in a temporary directory (unless one
+is given), its output in a log file beside it. A finalizer stops a forgotten broker when it is
+garbage collected or when the interpreter exits; a caller killed outright is noticed by the
+child, which stops and removes its directory. No broker outlives its test run.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class _Run:
 
     Separate from Broker so that the finalizer holds no reference to the Broker itself."""
 
-    def __init__(self, command: list[str], workdir: Path) -> None:
+    def __init__(self, broker_args: list[str], workdir: Path) -> None:
         self.workdir = workdir
         self.log_path = workdir / "broker.log"
         self.final_log: str | None = None
@@ -96,11 +97,12 @@ class _Run:
         env = {name: value for name, value in os.environ.items() if not name.startswith("KRUST_")}
         try:
             with self.log_path.open("wb") as log:
+                # stdin: a pipe only this process holds; the child stops when it closes.
                 self.process = subprocess.Popen(
-                    command,
+                    [sys.executable, "-m", "krust.embedded_child", str(workdir), *broker_args],
                     cwd=workdir,
                     env=env,
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )
@@ -127,6 +129,8 @@ class _Run:
                     self.process.kill()
                     self.process.wait()
         finally:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
             self.final_log = self.log()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -190,15 +194,15 @@ class Broker:
         """Everything the broker printed (stdout and stderr) in its latest run."""
         return "" if self._run is None else self._run.log()
 
-    def command(self, port: int, data_dir: Path) -> list[str]:
+    def broker_args(self, port: int, data_dir: Path) -> list[str]:
+        """krust-broker's arguments for this broker on `port` with its data in `data_dir`."""
         config = {
             "listeners": f"PLAINTEXT://{HOST}:{port}",
             "log.dirs": str(data_dir),
             "cluster.id": self._cluster_id,
             **self.config,
         }
-        overrides = [f"--override={key}={value}" for key, value in config.items()]
-        return [sys.executable, "-m", "krust.cli", *overrides]
+        return [f"--override={key}={value}" for key, value in config.items()]
 
     def start(self) -> Broker:
         """Start the broker; return once it answers Metadata. Raises BrokerError (with the
@@ -215,7 +219,7 @@ class Broker:
             self._port = fixed_port or free_port()
             workdir = Path(tempfile.mkdtemp(prefix="krust-broker-"))
             data_dir = self._given_data_dir or workdir / "data"
-            self._run = _Run(self.command(self._port, data_dir), workdir)
+            self._run = _Run(self.broker_args(self._port, data_dir), workdir)
             self._finalizer = weakref.finalize(self, self._run.close)
             try:
                 ready = self._wait_ready(deadline, may_move=not fixed_port)

@@ -136,6 +136,34 @@ def test_a_forgotten_broker_does_not_outlive_the_interpreter(temp_root: Path) ->
     assert list(temp_root.iterdir()) == []
 
 
+def test_a_broker_whose_caller_is_killed_stops_and_removes_its_directory(
+    temp_root: Path,
+) -> None:
+    script = (
+        "import sys, time, krust; b = krust.Broker().start(); b.create_topic('t');"
+        " print(b.pid, flush=True); time.sleep(600)"
+    )
+    caller = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(temp_root)},
+    )
+    try:
+        assert caller.stdout is not None
+        broker_pid = int(caller.stdout.readline())
+        assert len(list(temp_root.iterdir())) == 1
+    finally:
+        caller.kill()
+        caller.wait()
+
+    deadline = time.monotonic() + 30
+    while (process_alive(broker_pid) or list(temp_root.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not process_alive(broker_pid)
+    assert list(temp_root.iterdir()) == []
+
+
 def test_the_async_broker_serves_aiokafka_without_blocking_the_loop(temp_root: Path) -> None:
     async def scenario() -> tuple[int, bytes, int]:
         ticks = 0
