@@ -3,7 +3,8 @@
 
 - `kafka_broker` (session): a started `krust.Broker`; with pytest-xdist each worker process
   has its own session, hence its own broker on its own free port.
-- `kafka_topic` (function): the name of a fresh topic, created on that broker.
+- `kafka_topic` (function): the name of a fresh topic, created on that broker; one partition
+  unless the test is marked `@pytest.mark.kafka_topic(partitions=3, config={...})`.
 - `--krust-config KEY=VALUE` (repeatable): a Kafka config key for that broker.
 
 A failed test that used the broker gets a "krust broker log" section in its report. Nothing
@@ -51,6 +52,11 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--krust-config expects KEY=VALUE, got {pair!r}")
         parsed[key.strip()] = value
     config.stash[_CONFIG] = parsed
+    config.addinivalue_line(
+        "markers",
+        "kafka_topic(partitions=1, config=None): how the kafka_topic fixture creates the test's "
+        "topic (partition count, topic config keys)",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -66,9 +72,14 @@ def kafka_broker(pytestconfig: pytest.Config) -> Iterator[Broker]:
 
 @pytest.fixture
 def kafka_topic(kafka_broker: Broker, request: pytest.FixtureRequest) -> str:
-    """A new topic (one partition) on `kafka_broker`, named after the test."""
+    """A new topic on `kafka_broker`, named after the test: one partition, or as the test's
+    `kafka_topic` marker says."""
+    marker = request.node.get_closest_marker("kafka_topic")
+    options = {} if marker is None else dict(marker.kwargs)
+    if marker is not None and marker.args:
+        raise pytest.UsageError("kafka_topic marker: use keywords (partitions=..., config=...)")
     prefix = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:_TOPIC_PREFIX_CHARS]
-    return kafka_broker.create_topic(f"{prefix}-{uuid.uuid4().hex[:8]}")
+    return kafka_broker.create_topic(f"{prefix}-{uuid.uuid4().hex[:8]}", **options)
 
 
 @pytest.hookimpl(wrapper=True)

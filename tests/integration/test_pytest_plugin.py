@@ -98,8 +98,9 @@ def test_the_fixtures_give_a_session_broker_fresh_topics_and_take_config(tmp_pat
         tmp_path,
         """
 import os
+import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 from record import record
 
 def test_unused_fixtures_start_no_broker():
@@ -124,17 +125,27 @@ def test_two(kafka_broker, kafka_topic):
     topics = admin.list_topics(timeout=30).topics
     assert kafka_topic in topics
     record(kafka_broker, topic=kafka_topic, partitions=len(topics["auto-created"].partitions))
+
+@pytest.mark.kafka_topic(partitions=3, config={"cleanup.policy": "compact"})
+def test_three(kafka_broker, kafka_topic):
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    described = admin.list_topics(kafka_topic, timeout=30).topics[kafka_topic]
+    resource = ConfigResource("topic", kafka_topic)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    policy = configs["cleanup.policy"].value
+    record(kafka_broker, topic=kafka_topic, partitions=len(described.partitions), policy=policy)
 """,
     )
 
     run = project.run("--krust-config", "num.partitions=4")
 
     assert run.returncode == 0, run.stdout + run.stderr
-    one, two = sorted(project.recorded(), key=len)
-    assert one["bootstrap"] == two["bootstrap"]  # one broker for the session
-    assert one["topic"] != two["topic"]
+    one, two, three = sorted(project.recorded(), key=len)
+    assert one["bootstrap"] == two["bootstrap"] == three["bootstrap"]  # one broker
+    assert len({one["topic"], two["topic"], three["topic"]}) == 3
     assert one["topic"].startswith("test_one-")
     assert two["partitions"] == 4  # --krust-config num.partitions=4 acted
+    assert (three["partitions"], three["policy"]) == (3, "compact")  # the marker acted
     project.assert_nothing_left()
 
 
