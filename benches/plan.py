@@ -26,6 +26,8 @@ WORKLOADS = (
 SPARK = "spark"
 # Not in a default run: three-node clusters of each kind instead of the single brokers.
 CLUSTER = "cluster"
+# Start-up and idle RSS only: the rows every broker session measures, with no workload after.
+STARTUP = "startup"
 
 
 @dataclass(frozen=True)

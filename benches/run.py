@@ -29,7 +29,7 @@ from brokers import (  # noqa: E402
 )
 from cluster_session import ClusterSession  # noqa: E402
 from integration.cluster import ApacheKafkaCluster, KrustCluster, free_port  # noqa: E402
-from plan import CLUSTER, FULL, QUICK, SPARK, WORKLOADS, Plan  # noqa: E402
+from plan import CLUSTER, FULL, QUICK, SPARK, STARTUP, WORKLOADS, Plan  # noqa: E402
 from report import (  # noqa: E402
     Results,
     latency_cdf_plot,
@@ -219,7 +219,8 @@ def main() -> int:
         default=",".join(WORKLOADS),
         help=f"comma-separated subset of {','.join(WORKLOADS)} (start-up always runs), "
         f"or {SPARK}: format('krust') against Spark's Kafka connector, on krust only, "
-        f"or {CLUSTER}: three-node clusters of each kind (RF=3, acks=all, failover)",
+        f"or {CLUSTER}: three-node clusters of each kind (RF=3, acks=all, failover), "
+        f"or {STARTUP}: the start-up and idle RSS rows alone",
     )
     parser.add_argument("--repetitions", type=int, help="override the mode's repetitions")
     parser.add_argument(
@@ -230,9 +231,10 @@ def main() -> int:
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     chosen = tuple(name.strip() for name in args.workloads.split(",") if name.strip())
-    unknown = sorted(set(chosen) - {*WORKLOADS, SPARK, CLUSTER})
+    choices = [*WORKLOADS, SPARK, CLUSTER, STARTUP]
+    unknown = sorted(set(chosen) - set(choices))
     if unknown:
-        parser.error(f"unknown workloads {unknown}; choose from {[*WORKLOADS, SPARK, CLUSTER]}")
+        parser.error(f"unknown workloads {unknown}; choose from {choices}")
     plan = dataclasses.replace(
         plan, workloads=chosen, repetitions=args.repetitions or plan.repetitions
     )

@@ -239,19 +239,18 @@ def _load(path: Path) -> dict[str, Any]:
         return tomllib.load(file)
 
 
-def load_table(path: Path = TABLE_PATH) -> tuple[tuple[ConfigKey, ...], tuple[ConfigKey, ...]]:
-    """The broker keys and the topic keys of the config table."""
+ConfigKeys = tuple[ConfigKey, ...]
+
+
+def load_table(path: Path = TABLE_PATH) -> tuple[ConfigKeys, ConfigKeys, ConfigKeys]:
+    """The broker keys, the topic keys and the group keys (Kafka 4's GroupConfig) of the config
+    table, parsed once (it is a good part of the broker's start-up)."""
     table = _load(path)
-    return tuple(map(_row, table["broker"])), tuple(map(_row, table["topic"]))
+    broker, topic, group = (tuple(map(_row, table[kind])) for kind in ("broker", "topic", "group"))
+    return broker, topic, group
 
 
-def load_group_keys(path: Path = TABLE_PATH) -> tuple[ConfigKey, ...]:
-    """The group keys of the config table (Kafka 4's GroupConfig)."""
-    return tuple(map(_row, _load(path)["group"]))
-
-
-BROKER_KEYS, TOPIC_KEYS = load_table()
-GROUP_KEYS = load_group_keys()
+BROKER_KEYS, TOPIC_KEYS, GROUP_KEYS = load_table()
 KEYS: Mapping[str, ConfigKey] = {key.name: key for key in BROKER_KEYS}
 
 

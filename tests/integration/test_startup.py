@@ -1,0 +1,65 @@
+"""Start-up: the coordinators load after the port opens (docs/python-services.md), yet the
+broker advertises exactly the apis and versions it did when everything loaded before."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+from . import wire
+from .broker_process import HOST, BrokerProcess
+
+# The ApiVersions table of a broker with default settings, as advertised before the
+# coordinators moved after the port (api key: min, max). A change here is a protocol change.
+ADVERTISED = {
+    **{0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6)},
+    **{11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1)},
+    **{18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 24: (0, 5)},
+    **{25: (0, 4), 26: (0, 5), 27: (1, 1), 28: (0, 4), 29: (1, 3), 30: (2, 3), 31: (1, 3)},
+    **{32: (1, 4), 33: (0, 2), 35: (1, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 43: (0, 2)},
+    **{44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0), 48: (0, 1), 49: (0, 1), 50: (0, 0)},
+    **{51: (0, 0), 55: (0, 2), 57: (0, 2), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 2)},
+    **{68: (0, 1), 69: (0, 1), 75: (0, 0)},
+}
+
+
+def test_api_versions_advertises_every_api_it_did_before(broker: BrokerProcess) -> None:
+    with wire.connect(HOST, broker.port) as sock:
+        answer = wire.api_versions(sock, 0, correlation_id=1)
+    assert answer.error_code == 0
+    assert answer.ranges == ADVERTISED
+
+
+FIND_COORDINATOR = 10
+NONE, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 0, 14, 15
+PORT_OPEN_TIMEOUT_S = 30.0
+
+
+def first_connection(port: int) -> socket.socket:
+    """A connection made as soon as the port accepts one."""
+    deadline = time.monotonic() + PORT_OPEN_TIMEOUT_S
+    while True:
+        try:
+            return wire.connect(HOST, port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.001)
+
+
+def test_a_coordinator_request_sent_as_the_port_opens_is_answered(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path)
+    broker.wait_ready = lambda timeout_s=0.0: None  # type: ignore[method-assign]
+    broker.start()
+    try:
+        with first_connection(broker.port) as sock:
+            # FindCoordinator v0 for group "g": the group coordinator may still be loading.
+            header = wire.request_header(FIND_COORDINATOR, 0, correlation_id=5)
+            sock.sendall(wire.frame(header + wire.string("g")))
+            answer = wire.read_response(sock, 5)
+            error_code = answer.int16()
+        assert error_code in (NONE, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE)
+        assert broker.unexpected_exit() is None
+    finally:
+        broker.kill9()
