@@ -4,7 +4,7 @@ This stub is the contract between `crates/krust-python` and `python/krust`.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NotRequired, TypedDict, final, type_check_only
+from typing import Any, NotRequired, TypedDict, final, type_check_only
 
 __all__ = [
     "ArrowBatch",
@@ -18,6 +18,7 @@ __all__ = [
     "PartitionReader",
     "__version__",
     "check_client_settings",
+    "config_table",
     "configure_logging",
 ]
 
@@ -126,6 +127,9 @@ class BridgeRequest:
         connection is then not read for `throttle_ms` (the throttle time the body carries)."""
     def close_connection(self) -> None:
         """Answer nothing and close the client's connection (Kafka's reaction to a bad request)."""
+
+def config_table() -> dict[str, Any]:
+    """config_keys.toml as the core embeds it: {"broker": [...], "topic": [...], "group": [...]}."""
 
 def configure_logging(levels: str, format: str) -> None:
     """Send the core's log lines to stderr, filtered by `levels` (a tracing EnvFilter such as

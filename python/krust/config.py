@@ -13,7 +13,6 @@ import os
 import re
 import socket
 import tempfile
-import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -213,6 +212,7 @@ def _number(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() else str(bound)
 
 
+# The table's source; the core embeds it at build time and hands it over parsed (`_load`).
 TABLE_PATH = Path(__file__).with_name("config_keys.toml")
 _FIELDS = {field.name for field in fields(ConfigKey)}
 
@@ -234,18 +234,21 @@ def _row(entry: Mapping[str, Any]) -> ConfigKey:
     return key
 
 
-def _load(path: Path) -> dict[str, Any]:
-    with path.open("rb") as file:
-        return tomllib.load(file)
+def _load() -> dict[str, Any]:
+    """The table as the core embeds it (so editing the file takes a rebuild, as for the core);
+    the core parses it much faster than Python's tomllib."""
+    from krust import _core
+
+    return _core.config_table()
 
 
 ConfigKeys = tuple[ConfigKey, ...]
 
 
-def load_table(path: Path = TABLE_PATH) -> tuple[ConfigKeys, ConfigKeys, ConfigKeys]:
+def load_table() -> tuple[ConfigKeys, ConfigKeys, ConfigKeys]:
     """The broker keys, the topic keys and the group keys (Kafka 4's GroupConfig) of the config
-    table, parsed once (it is a good part of the broker's start-up)."""
-    table = _load(path)
+    table, parsed once."""
+    table = _load()
     broker, topic, group = (tuple(map(_row, table[kind])) for kind in ("broker", "topic", "group"))
     return broker, topic, group
 

@@ -26,6 +26,13 @@ def raw_table() -> dict[str, Any]:
         return tomllib.load(file)
 
 
+def test_the_core_hands_over_the_table_as_the_file_has_it() -> None:
+    """Python reads the table the extension embeds: a stale build would show here."""
+    from krust import _core
+
+    assert _core.config_table() == raw_table()
+
+
 def test_python_keys_are_the_table_rows() -> None:
     table = raw_table()
     assert [key.name for key in BROKER_KEYS] == [row["name"] for row in table["broker"]]

@@ -5,6 +5,7 @@ mod arrow_ffi;
 mod authorizer_thread;
 mod bridge_request;
 mod broker;
+mod config_table;
 mod conversions;
 mod kafka_client;
 mod logging;
@@ -16,6 +17,7 @@ use pyo3::prelude::*;
 fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(logging::configure_logging, module)?)?;
+    module.add_function(wrap_pyfunction!(config_table::config_table, module)?)?;
     module.add_class::<broker::PyBroker>()?;
     module.add_class::<bridge_request::PyBridgeRequest>()?;
     module.add_class::<arrow_ffi::PyArrowBatch>()?;
