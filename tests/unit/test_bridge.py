@@ -21,7 +21,7 @@ from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
-from krust import coordinators, server
+from krust import deferred_services, server
 from krust.bridge import Dispatcher, Exposure, RequestContext
 from krust.config import load_config
 from krust.protocol import build_entity, encode_entity, make_response
@@ -332,7 +332,7 @@ def test_a_handler_must_fill_its_reservation_exactly(dispatcher: Dispatcher) -> 
     assert dispatcher.core_routes() == {20: (1, 6, "clients")}
 
 
-def test_the_broker_stops_with_the_error_when_the_coordinators_cannot_load(
+def test_the_broker_stops_with_the_error_when_the_deferred_services_cannot_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_module = types.ModuleType("krust._core")
@@ -343,7 +343,7 @@ def test_the_broker_stops_with_the_error_when_the_coordinators_cannot_load(
     def broken(ctx: Any, installed: list[object]) -> None:
         raise ImportError("no coordinator here")
 
-    monkeypatch.setattr(coordinators, "install", broken)
+    monkeypatch.setattr(deferred_services, "install", broken)
     config = load_config(None, {}, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://h:1"])
     ServingFakeCore.instances.clear()
 
