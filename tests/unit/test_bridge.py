@@ -236,13 +236,18 @@ class ServingFakeCore(FakeCore):
         self.closed = True
 
 
-def test_server_wires_core_controller_and_bridge(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def serving_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """server.run gets ServingFakeCore for `krust._core.Broker`."""
     fake_module = types.ModuleType("krust._core")
     fake_module.Broker = ServingFakeCore  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "krust._core", fake_module)
     monkeypatch.setattr(krust, "_core", fake_module, raising=False)
+    ServingFakeCore.instances.clear()
+
+
+@pytest.mark.usefixtures("serving_core")
+def test_server_wires_core_controller_and_bridge(tmp_path: Path) -> None:
     config = load_config(None, {}, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://h:1"])
     ready: list[bool] = []
     previous = signal.getsignal(signal.SIGTERM)
@@ -332,23 +337,21 @@ def test_a_handler_must_fill_its_reservation_exactly(dispatcher: Dispatcher) -> 
     assert dispatcher.core_routes() == {20: (1, 6, "clients")}
 
 
+@pytest.mark.usefixtures("serving_core")
 def test_the_broker_stops_with_the_error_when_the_deferred_services_cannot_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake_module = types.ModuleType("krust._core")
-    fake_module.Broker = ServingFakeCore  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "krust._core", fake_module)
-    monkeypatch.setattr(krust, "_core", fake_module, raising=False)
-
     def broken(ctx: Any, installed: list[object]) -> None:
         raise ImportError("no coordinator here")
 
     monkeypatch.setattr(deferred_services, "install", broken)
     config = load_config(None, {}, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://h:1"])
-    ServingFakeCore.instances.clear()
 
     with pytest.raises(ImportError, match="no coordinator here"):
         server.run(config)
 
     (core,) = ServingFakeCore.instances
     assert core.shut_down and core.closed
+    # The CreateTopics sent as the port opened waited for a handler that never came: its
+    # connection is closed rather than left waiting.
+    assert core.answer is not None and core.answer.closed
