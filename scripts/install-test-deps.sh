@@ -36,6 +36,12 @@ pip_install() {
 step "pip install -e '.[spark]' (builds the krust._core extension with maturin)"
 pip_install -e "$repo[spark]"
 
+# An editable install leaves krust's modules uncompiled, and where PYTHONDONTWRITEBYTECODE is
+# set (it is on the machines this project is built on) every broker a test starts would compile
+# all of them again (about 0.2 s a start). Python ignores a .pyc whose source has changed since.
+step "compile python/krust to bytecode"
+"$python" -m compileall -q "$repo/python/krust" >/dev/null
+
 # kafka-python imports python-snappy, lz4 and zstandard for its codecs (crc32c speeds up CRC
 # checks); aiokafka imports cramjam for snappy, lz4 and zstd. gzip is in the standard library.
 # cryptography makes the TLS tests' certificates (tests/integration/tls_certs.py).
