@@ -65,6 +65,7 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 RANGE = "range"
 COOPERATIVE_STICKY = "cooperative-sticky"
 LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
+KAFKA_PYTHON_METADATA_MAX_AGE_MS = 1000
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -210,6 +211,10 @@ class GroupMember:
             session_timeout_ms=SESSION_TIMEOUT_MS,
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             partition_assignment_strategy=(strategy or RangePartitionAssignor,),
+            # kafka-python 3.0.12 under load: a leader that assigned before its first
+            # Metadata answer (its own documented race) rejoins only once its metadata
+            # changes; refreshing every second lets it see the topic soon (default 5 min).
+            metadata_max_age_ms=KAFKA_PYTHON_METADATA_MAX_AGE_MS,
         )
         consumer.subscribe([self.topic])
         try:
