@@ -202,12 +202,6 @@ class Dispatcher:
         """The reserved api keys that have no handler yet."""
         return {key for key, route in self._routes.items() if route.handler is None}
 
-    def abandon_reserved(self) -> None:
-        """The services of the reserved apis will not come (they failed to install): the
-        requests waiting for them, and any later ones, get their connection closed."""
-        for api_key in self.reserved():
-            self.loop.call_soon_threadsafe(self._installed[api_key].set)
-
     def _add(self, api_key: int, route: _Route) -> None:
         if api_key in self._routes:
             raise ValueError(f"api key {api_key} already has a handler")
@@ -276,8 +270,7 @@ class Dispatcher:
         if route.handler is None:
             await self._installed[api_key].wait()
             route = self._routes[api_key]
-        if route.handler is None:
-            raise BadRequest("the service of this api failed to start")
+        assert route.handler is not None
         request_type = load_request_schema(api_key, version)
         body = request.body
         entity, _ = entity_reader(request_type)(body, 0)

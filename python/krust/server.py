@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from krust import authentication, controller, deferred_services, lifecycle_manager, quota_callback
+from krust import authentication, controller, coordinators, lifecycle_manager, quota_callback
 from krust.authorization import Authorization
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, ConfigError, core_settings
@@ -21,14 +21,15 @@ SERVICE_CLOSE_TIMEOUT_S = 5.0
 # A controlled shutdown gives up after this (Kafka's waits on its request timeouts too).
 PREPARE_SHUTDOWN_TIMEOUT_S = 35.0
 STOPPING_THREAD = "krust-stopping"
-DEFERRED_SERVICES_THREAD = "krust-deferred-services"
+COORDINATORS_THREAD = "krust-coordinators"
 log = logging.getLogger(__name__)
 
-# Each service registers its APIs on ctx.dispatcher. These serve before the port opens; the
-# controller's apis and the coordinators (krust.deferred_services) are installed after it.
+# Each service registers its APIs on ctx.dispatcher; the controller comes first. These serve
+# before the port opens; the coordinators (krust.coordinators) are installed after it.
 SERVICES: list[Installer] = [
+    controller.install,
     authentication.install,
-    deferred_services.reserve,
+    coordinators.reserve,
     quota_callback.install,
     lifecycle_manager.install,
 ]
@@ -48,7 +49,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         raise ConfigError(None, str(error)) from None
     dispatcher = Dispatcher(core.charge_request_time)
     services: list[object] = []
-    loading: _DeferredServices | None = None
+    loading: _CoordinatorsLoading | None = None
     try:
         metadata = controller.Controller.open(config, core)
         metadata.authorization = authorization
@@ -69,7 +70,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
             services.append(install(ctx))
         on_ready()
         routes = dispatcher.core_routes()
-        loading = _DeferredServices(ctx, services, core.shutdown)
+        loading = _CoordinatorsLoading(ctx, services, core.shutdown)
         with _shutdown_on_signals(lambda: _stop_gracefully(dispatcher, services, core.shutdown)):
             loading.start()
             core.serve(
@@ -89,29 +90,26 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         core.close()
 
 
-class _DeferredServices:
-    """Imports and installs krust.deferred_services on a thread of its own while the core
-    serves; if that fails the broker stops, and `finish` raises the failure as start-up would."""
+class _CoordinatorsLoading:
+    """Imports and installs the coordinators on a thread of its own while the core serves;
+    if that fails the broker stops, and `finish` raises the failure as start-up would."""
 
     def __init__(
         self, ctx: BrokerContext, services: list[object], stop: Callable[[], None]
     ) -> None:
         self._ctx, self._services, self._stop = ctx, services, stop
         self._failure: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._load, name=DEFERRED_SERVICES_THREAD, daemon=True
-        )
+        self._thread = threading.Thread(target=self._load, name=COORDINATORS_THREAD, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def _load(self) -> None:
         try:
-            deferred_services.install(self._ctx, self._services)
+            coordinators.install(self._ctx, self._services)
         except BaseException as error:
             self._failure = error
-            log.error("installing the services failed, stopping: %s", error)
-            self._ctx.dispatcher.abandon_reserved()
+            log.error("loading the coordinators failed, stopping: %s", error)
             self._stop()
 
     def join(self) -> None:
@@ -119,7 +117,7 @@ class _DeferredServices:
             self._thread.join()
 
     def finish(self) -> None:
-        """Wait for the deferred services; raise what kept them from installing."""
+        """Wait for the coordinators; raise what kept them from loading."""
         self.join()
         if self._failure is not None:
             raise self._failure

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from krust.authorization import Authorization
 from krust.bridge import Exposure, RequestContext
 from krust.context import BrokerContext, CoreBroker
+from krust.controller import acls, cluster_apis, configs, quota_apis, scram
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.features import (
@@ -470,11 +471,7 @@ def _refused(names: Any) -> list[dict[str, Any]]:
 
 
 def install(ctx: BrokerContext) -> Controller:
-    """Route the controller's APIs (versions Kafka 4 serves) to `ctx.controller`. Called after
-    the port opens (krust.deferred_services): its admin modules are imported here, not with the
-    controller that start-up needs."""
-    from krust.controller import acls, cluster_apis, configs, quota_apis, scram
-
+    """Route the controller's APIs (versions Kafka 4 serves) to `ctx.controller`."""
     controller = ctx.controller
     register, forwarded = ctx.dispatcher.register, Exposure.FORWARDED
     register(CREATE_TOPICS, 2, 7, controller.create_topics, exposure=forwarded)
