@@ -117,7 +117,7 @@ class HandlerTime(Generic[T]):
 class _Route:
     min_version: int
     max_version: int
-    handler: Handler
+    handler: Handler | None  # None: reserved, its service is not installed yet
     exposure: Exposure
 
 
@@ -146,6 +146,9 @@ class Dispatcher:
         self._charge_request_time = charge_request_time
         self.loop = asyncio.new_event_loop()
         self._routes: dict[int, _Route] = {}
+        # Set once a reserved route gets its handler; its requests wait for that.
+        self._installed: dict[int, asyncio.Event] = {}
+        self._routes_fixed = False
         self._in_flight: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, name="krust-services", daemon=True)
         self._thread.start()
@@ -164,18 +167,55 @@ class Dispatcher:
         exposure: Exposure = Exposure.CLIENTS,
     ) -> None:
         """Route versions min..max of `api_key` to `handler`, served to whom `exposure`
-        says."""
+        says. A reserved api gets its handler, if the versions and exposure are the ones
+        reserved; once the core has the table (`core_routes`), only reserved ones can."""
+        route = _Route(min_version, max_version, handler, exposure)
+        reserved = self._routes.get(api_key)
+        if reserved is not None and reserved.handler is None:
+            if dataclasses.replace(reserved, handler=handler) != route:
+                raise ValueError(
+                    f"api key {api_key}: registered v{min_version}..{max_version} "
+                    f"({exposure.value}), reserved v{reserved.min_version}.."
+                    f"{reserved.max_version} ({reserved.exposure.value})"
+                )
+            self._routes[api_key] = route
+            self.loop.call_soon_threadsafe(self._installed[api_key].set)
+            return
+        if self._routes_fixed:
+            raise ValueError(f"api key {api_key} was not reserved before the core got the table")
+        self._add(api_key, route)
+
+    def reserve(
+        self,
+        api_key: int,
+        min_version: int,
+        max_version: int,
+        *,
+        exposure: Exposure = Exposure.CLIENTS,
+    ) -> None:
+        """Advertise versions min..max of `api_key` now, for a service that registers the
+        handler later (docs/python-services.md, "Start-up order"); its requests wait."""
+        self._add(api_key, _Route(min_version, max_version, None, exposure))
+        self._installed[api_key] = asyncio.Event()
+
+    def reserved(self) -> set[int]:
+        """The reserved api keys that have no handler yet."""
+        return {key for key, route in self._routes.items() if route.handler is None}
+
+    def _add(self, api_key: int, route: _Route) -> None:
         if api_key in self._routes:
             raise ValueError(f"api key {api_key} already has a handler")
-        if not 0 <= min_version <= max_version:
-            raise ValueError(f"bad version range {min_version}..{max_version}")
-        self._routes[api_key] = _Route(min_version, max_version, handler, exposure)
+        if not 0 <= route.min_version <= route.max_version:
+            raise ValueError(f"bad version range {route.min_version}..{route.max_version}")
+        self._routes[api_key] = route
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
         return {key: (r.min_version, r.max_version) for key, r in self._routes.items()}
 
     def core_routes(self) -> dict[int, tuple[int, int, str]]:
-        """What the core routes here: versions and exposure by api key."""
+        """What the core routes here: versions and exposure by api key. The table is fixed
+        from then on: later registrations can only fill reserved routes."""
+        self._routes_fixed = True
         return {
             key: (r.min_version, r.max_version, r.exposure.value) for key, r in self._routes.items()
         }
@@ -227,6 +267,10 @@ class Dispatcher:
             raise BadRequest("no handler for this api key and version")
         if route.exposure is Exposure.INTERNAL and not request.internal:
             raise BadRequest("this api serves only the broker's own requests")
+        if route.handler is None:
+            await self._installed[api_key].wait()
+            route = self._routes[api_key]
+        assert route.handler is not None
         request_type = load_request_schema(api_key, version)
         body = request.body
         entity, _ = entity_reader(request_type)(body, 0)

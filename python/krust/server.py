@@ -10,27 +10,26 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from krust import authentication, controller, lifecycle_manager, quota_callback
+from krust import authentication, controller, coordinators, lifecycle_manager, quota_callback
 from krust.authorization import Authorization
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.context import BrokerContext
-from krust.group import install as group
-from krust.transaction import install as transaction
 
 Installer = Callable[[BrokerContext], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
 # A controlled shutdown gives up after this (Kafka's waits on its request timeouts too).
 PREPARE_SHUTDOWN_TIMEOUT_S = 35.0
 STOPPING_THREAD = "krust-stopping"
+COORDINATORS_THREAD = "krust-coordinators"
 log = logging.getLogger(__name__)
 
-# Each service registers its APIs on ctx.dispatcher; the controller comes first.
+# Each service registers its APIs on ctx.dispatcher; the controller comes first. These serve
+# before the port opens; the coordinators (krust.coordinators) are installed after it.
 SERVICES: list[Installer] = [
     controller.install,
     authentication.install,
-    transaction.install,  # before group: FindCoordinator for transactional ids goes through it
-    group.install,
+    coordinators.reserve,
     quota_callback.install,
     lifecycle_manager.install,
 ]
@@ -50,6 +49,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         raise ConfigError(None, str(error)) from None
     dispatcher = Dispatcher(core.charge_request_time)
     services: list[object] = []
+    loading: _CoordinatorsLoading | None = None
     try:
         metadata = controller.Controller.open(config, core)
         metadata.authorization = authorization
@@ -69,19 +69,61 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         for install in SERVICES:
             services.append(install(ctx))
         on_ready()
+        routes = dispatcher.core_routes()
+        loading = _CoordinatorsLoading(ctx, services, core.shutdown)
         with _shutdown_on_signals(lambda: _stop_gracefully(dispatcher, services, core.shutdown)):
+            loading.start()
             core.serve(
                 dispatcher.submit,
-                dispatcher.core_routes(),
+                routes,
                 authorize=authorization.core_callback if authorization.enabled else None,
             )
+        loading.finish()
     finally:
         log.info("closing the services, then flushing the logs and writing checkpoints")
+        if loading is not None:
+            loading.join()
         if services:
             _close_services(dispatcher, services)
         dispatcher.close()
         authorization.close()
         core.close()
+
+
+class _CoordinatorsLoading:
+    """Imports and installs the coordinators on a thread of its own while the core serves;
+    if that fails the broker stops, and `finish` raises the failure as start-up would (a
+    process out of file descriptors keeps trying, `coordinators.install`)."""
+
+    def __init__(
+        self, ctx: BrokerContext, services: list[object], stop: Callable[[], None]
+    ) -> None:
+        self._ctx, self._services, self._stop = ctx, services, stop
+        self._failure: BaseException | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._load, name=COORDINATORS_THREAD, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            coordinators.install(self._ctx, self._services, self._stopping)
+        except BaseException as error:
+            self._failure = error
+            log.error("loading the coordinators failed, stopping: %s", error)
+            self._stop()
+
+    def join(self) -> None:
+        self._stopping.set()
+        if self._thread.ident is not None:  # started
+            self._thread.join()
+
+    def finish(self) -> None:
+        """Wait for the coordinators; raise what kept them from loading."""
+        self.join()
+        if self._failure is not None:
+            raise self._failure
 
 
 def _stop_gracefully(

@@ -1,6 +1,7 @@
-"""Start-up: the broker advertises exactly its apis and versions from its first answer, and a
-coordinator request sent the moment the port opens is answered (either is what a change to the
-start-up order, such as installing services after the port opens, has to keep)."""
+"""Start-up: the controller's apis and the coordinators are installed after the port opens
+(docs/python-services.md, "Start-up order"), yet the broker advertises exactly the apis and
+versions it did when everything was installed before, and a request for one of them sent the
+moment the port opens is answered."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 from . import wire
 from .broker_process import HOST, BrokerProcess
 
-# The ApiVersions table of a broker with default settings (api key: min, max). A change here
-# is a protocol change.
+# The ApiVersions table of a broker with default settings, as advertised when every service
+# was installed before the port opened (api key: min, max). A change here is a protocol change.
 ADVERTISED = {
     **{0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6)},
     **{11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1)},

@@ -4,10 +4,13 @@ server wiring the core, the controller and the dispatcher together."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import datetime
+import errno
 import os
 import signal
 import sys
+import threading
 import time
 import types
 from collections.abc import Iterator
@@ -21,7 +24,7 @@ from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
-from krust import server
+from krust import coordinators, server
 from krust.bridge import Dispatcher, Exposure, RequestContext
 from krust.config import load_config
 from krust.protocol import build_entity, encode_entity, make_response
@@ -236,13 +239,18 @@ class ServingFakeCore(FakeCore):
         self.closed = True
 
 
-def test_server_wires_core_controller_and_bridge(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def serving_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """server.run gets ServingFakeCore for `krust._core.Broker`."""
     fake_module = types.ModuleType("krust._core")
     fake_module.Broker = ServingFakeCore  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "krust._core", fake_module)
     monkeypatch.setattr(krust, "_core", fake_module, raising=False)
+    ServingFakeCore.instances.clear()
+
+
+@pytest.mark.usefixtures("serving_core")
+def test_server_wires_core_controller_and_bridge(tmp_path: Path) -> None:
     config = load_config(None, {}, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://h:1"])
     ready: list[bool] = []
     previous = signal.getsignal(signal.SIGTERM)
@@ -302,3 +310,107 @@ def test_a_python_served_request_is_charged_its_running_time_not_its_waiting() -
     assert request.throttle_ms == 250
     assert response.throttle_time == datetime.timedelta(milliseconds=250)
     assert internal.throttle_ms == 0
+
+
+def test_a_request_for_a_reserved_api_waits_for_its_handler_then_is_answered(
+    dispatcher: Dispatcher,
+) -> None:
+    dispatcher.reserve(20, 1, 6, exposure=Exposure.FORWARDED)
+    assert dispatcher.core_routes() == {20: (1, 6, "forwarded")}
+    early = FakeRequest(delete_topics_body("early"))
+    dispatcher.submit(early)
+    assert dispatcher.reserved() == {20}
+    dispatcher.register(20, 1, 6, echo_names, exposure=Exposure.FORWARDED)
+    response = decode_response(early.wait().response or b"")
+    assert [r.name for r in response.responses] == ["early"] and not early.closed
+    assert dispatcher.reserved() == set()
+
+
+def test_a_handler_must_fill_its_reservation_exactly(dispatcher: Dispatcher) -> None:
+    dispatcher.reserve(20, 1, 6)
+    dispatcher.core_routes()
+    with pytest.raises(ValueError, match=r"reserved v1\.\.6"):
+        dispatcher.register(20, 1, 5, echo_names)
+    with pytest.raises(ValueError, match=r"reserved v1\.\.6"):
+        dispatcher.register(20, 1, 6, echo_names, exposure=Exposure.INTERNAL)
+    # The core routes only the table it was given: an api added later would never be served.
+    with pytest.raises(ValueError, match="not reserved"):
+        dispatcher.register(19, 2, 7, echo_names)
+    dispatcher.register(20, 1, 6, echo_names)
+    assert dispatcher.core_routes() == {20: (1, 6, "clients")}
+
+
+@pytest.mark.usefixtures("serving_core")
+def test_the_broker_stops_with_the_error_when_the_coordinators_cannot_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(ctx: Any, installed: list[object], stopping: threading.Event) -> None:
+        raise ImportError("no coordinator here")
+
+    monkeypatch.setattr(coordinators, "install", broken)
+    config = load_config(None, {}, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://h:1"])
+
+    with pytest.raises(ImportError, match="no coordinator here"):
+        server.run(config)
+
+    (core,) = ServingFakeCore.instances
+    assert core.shut_down and core.closed
+    # The CreateTopics the fake core sent was answered: the controller serves before the port.
+    assert core.answer is not None and core.answer.response is not None
+
+
+@pytest.fixture
+def coordinator_installers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The coordinators' install modules replaced by ones that record that they ran."""
+    ran: list[str] = []
+    for name in ("krust.group.install", "krust.transaction.install"):
+        module = types.ModuleType(name)
+        module.install = lambda ctx, name=name: ran.append(name) or name  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, name, module)
+    return ran
+
+
+def failing_imports(monkeypatch: pytest.MonkeyPatch, module: str, times: int) -> list[str]:
+    """Importing `module` fails as it does when the process is out of file descriptors,
+    `times` times; returns the failed attempts."""
+    failed: list[str] = []
+    real_import = builtins.__import__
+
+    def import_(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == module and len(failed) < times:
+            failed.append(name)
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", import_)
+    monkeypatch.setattr(coordinators, "IMPORT_RETRY_S", 0.01)
+    return failed
+
+
+def test_coordinators_that_cannot_be_read_for_want_of_descriptors_load_on_a_later_try(
+    monkeypatch: pytest.MonkeyPatch, coordinator_installers: list[str]
+) -> None:
+    failed = failing_imports(monkeypatch, "krust.group.install", times=2)
+    ctx: Any = types.SimpleNamespace(dispatcher=types.SimpleNamespace(reserved=set))
+    installed: list[object] = []
+
+    coordinators.install(ctx, installed, threading.Event())
+
+    assert len(failed) == 2
+    assert (
+        installed == coordinator_installers == ["krust.transaction.install", "krust.group.install"]
+    )
+
+
+def test_a_stopping_broker_gives_up_reading_the_coordinators(
+    monkeypatch: pytest.MonkeyPatch, coordinator_installers: list[str]
+) -> None:
+    failing_imports(monkeypatch, "krust.group.install", times=1_000_000)
+    stopping = threading.Event()
+    threading.Timer(0.05, stopping.set).start()
+    ctx: Any = types.SimpleNamespace(dispatcher=types.SimpleNamespace(reserved=lambda: {8}))
+    installed: list[object] = []
+
+    coordinators.install(ctx, installed, stopping)
+
+    assert installed == coordinator_installers == []
