@@ -216,8 +216,12 @@ class GroupMember:
             # changes; refreshing every second lets it see the topic soon (default 5 min).
             metadata_max_age_ms=KAFKA_PYTHON_METADATA_MAX_AGE_MS,
         )
-        consumer.subscribe([self.topic])
         try:
+            # kafka-python 3.0.12 can send its first JoinGroup before its first Metadata
+            # answer and, as the leader, assign nothing; knowing the topic first avoids that.
+            if not consumer.partitions_for_topic(self.topic):
+                raise AssertionError(f"the broker's Metadata has no partitions of {self.topic}")
+            consumer.subscribe([self.topic])
             while not self._stop.is_set():
                 batches = consumer.poll(timeout_ms=int(POLL_TIMEOUT_S * 1000))
                 for messages in batches.values():
