@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import re2  # type: ignore[import-untyped]
-
 from krust.group.cluster import TopicView
 from krust.group.results import CoordinatorError, ErrorCode
 
@@ -26,6 +24,10 @@ def compile_regex(pattern: str) -> Any:
     """The compiled pattern; INVALID_REGULAR_EXPRESSION when RE2 refuses it."""
     regex = _compiled.get(pattern)
     if regex is None:
+        # Imported on the first pattern: RE2 and the C++ runtime it loads take ~2.5 MiB,
+        # which a broker without regex subscriptions never needs.
+        import re2  # type: ignore[import-untyped]
+
         try:
             regex = re2.compile(pattern)
         except re2.error as refused:
