@@ -18,12 +18,14 @@ from krust.controller import Controller, TopicCreationError, install
 from krust.controller.bootstrap import META_PROPERTIES
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (
+    AbortTransactionRecord,
     BeginTransactionRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     decode_record,
+    encode_record,
 )
 from krust.controller.topics import MAX_RECORDS_PER_USER_OP
 from krust.protocol import build_entity, encode_entity
@@ -561,3 +563,63 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
         assert response.topics[0].topic_id == controller.image.topics["wire"].topic_id
     finally:
         dispatcher.close()
+
+
+class LaggingCore(FakeCore):
+    """A quorum whose replay lags its log, as a newly elected leader's can: the entries in
+    `lag` are in the log but replayed only when the next proposal commits (committing a
+    leader's first record commits everything before it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lag: list[tuple[int, int, bytes]] = []
+
+    def append(self, *records: Any, replayed: bool) -> None:
+        """Records the last leader committed, replayed here now or only with the next
+        proposal."""
+        values = [encode_record(record) for record in records]
+        base = self.internal_append(METADATA_TOPIC, 0, [(None, value) for value in values])
+        entries = [(base + i, 1, value) for i, value in enumerate(values)]
+        if replayed:
+            self._quorum_apply(entries)
+        else:
+            self.lag.extend(entries)
+
+    def propose(self, records: Any) -> int:
+        held, self.lag = self.lag, []
+        if held:
+            self._quorum_apply(held)
+        return super().propose(records)
+
+
+@pytest.mark.parametrize(
+    ("begin_replayed", "ended"),
+    [(True, True), (True, False), (False, False)],
+    ids=["ended", "left-open", "left-open-unseen"],
+)
+def test_a_new_active_controller_ends_only_a_transaction_its_log_leaves_open(
+    run: LoopRunner, config: BrokerConfig, begin_replayed: bool, ended: bool
+) -> None:
+    core = LaggingCore()
+    controller = Controller.open(config, core)
+    # The last active controller's transaction, of which this node has replayed at most the
+    # first record when it is elected; its end is in the log or not.
+    core.append(BeginTransactionRecord(name="last"), replayed=begin_replayed)
+    end = [EndTransactionRecord()] if ended else []
+    core.append(ProducerIdsRecord(broker_id=1, next_producer_id=5000), *end, replayed=False)
+
+    async def take_up_duties() -> None:
+        controller.watch_leadership()
+        assert controller._duties is not None
+        await controller._duties
+
+    run(take_up_duties())
+
+    records = metadata_records(core)
+    aborts = [r for r in records if isinstance(r, AbortTransactionRecord)]
+    assert len(aborts) == (0 if ended else 1)
+    assert controller.image.next_producer_id == (5000 if ended else 0)
+    # The log replays from scratch to the same image (every node's replay would have stopped
+    # at an abort after the transaction's end).
+    restarted = Controller.open(config, core.reopen())
+    assert restarted.image.next_producer_id == controller.image.next_producer_id

@@ -34,6 +34,7 @@ from krust.controller.records import (
     BeginTransactionRecord,
     EndTransactionRecord,
     MetadataRecord,
+    NoOpRecord,
     ProducerIdsRecord,
     encode_record,
 )
@@ -64,6 +65,9 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 CONTROLLER_TIMEOUT_MS = 30_000
 # How long a new active controller waits before trying its first commit again.
 DUTIES_RETRY_S = 0.2
+# How long a new active controller waits for its first record to be replayed before it checks
+# that it still leads and proposes another.
+DUTIES_CATCH_UP_TIMEOUT_S = 5.0
 # How often start-up logs that it is still waiting for the quorum.
 QUORUM_WAIT_LOG_S = 5.0
 LONG_MAX = 2**63 - 1
@@ -207,6 +211,7 @@ class Controller:
         while True:
             try:
                 async with self._lock:
+                    await self._replay_to_this_epoch()
                     if self.publisher.in_transaction:
                         abort = AbortTransactionRecord(reason="controller failover")
                         last = await asyncio.to_thread(self._core.propose, [encode_record(abort)])
@@ -224,6 +229,15 @@ class Controller:
         log.info("this node is the active controller (epoch %d)", self.publisher.leader_epoch)
         if self.cluster is not None and self._leading:
             self.cluster.activate()
+
+    async def _replay_to_this_epoch(self) -> None:
+        """Wait until every record before this leader's first one is replayed. Right after
+        an election the image can lag the log: it may still show a transaction the log has
+        ended (a new abort would then stop every node's replay) or not yet show one the log
+        leaves open. Kafka's raft client tells its controller of a leadership only once the
+        controller has caught up; here a NoOpRecord of this epoch, once replayed, marks it."""
+        barrier = await asyncio.to_thread(self._core.propose, [encode_record(NoOpRecord())])
+        await asyncio.wait_for(self.publisher.wait_replayed(barrier), DUTIES_CATCH_UP_TIMEOUT_S)
 
     async def _drop_duties(self, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:

@@ -63,6 +63,9 @@ class MetadataPublisher:
         self._publish_when_caught_up = False
         self.leader_id = -1
         self.leader_epoch = -1
+        # The offset of the last record replayed, a metadata transaction's too (the image's
+        # offset stays at its start until the transaction ends).
+        self.replayed_offset = -1
 
     # -- the quorum's callbacks (its apply thread) ---------------------------------------------
 
@@ -75,6 +78,7 @@ class MetadataPublisher:
             builder = ImageBuilder(base, self._internal_topics)
             builder.replay_all((end_offset - 1, record) for record in records)
             self._transaction = None
+            self.replayed_offset = end_offset - 1
             self.image = builder.build()
             if self._publishing:
                 self._core.apply_metadata(self.core_image())
@@ -92,6 +96,7 @@ class MetadataPublisher:
                 builder.replay(offset, _decode(f"offset {offset}", value))
                 size += len(value)
             self._transaction = builder.transaction
+            self.replayed_offset = entries[-1][0]
             self._publish(builder)
             self._snapshots.appended(size)
         self._maybe_snapshot()
@@ -165,6 +170,11 @@ class MetadataPublisher:
     async def wait_for(self, offset: int) -> None:
         """Return once the record at `offset` is part of the image."""
         await self.wait_until(lambda image: image.metadata_offset >= offset)
+
+    async def wait_replayed(self, offset: int) -> None:
+        """Return once the record at `offset` has been replayed, into the image or into the
+        metadata transaction still open."""
+        await self.wait_until(lambda _image: self.replayed_offset >= offset)
 
     async def wait_until(self, holds: Callable[[MetadataImage], bool]) -> None:
         """Return once `holds` is true of the image."""
