@@ -100,6 +100,8 @@ class Controller:
         # Whether this node leads the quorum, and the task taking up or dropping the duties.
         self._leading = False
         self._duties: asyncio.Task[None] | None = None
+        # Set by close: a metadata change after it (its own last commit's) takes up nothing.
+        self._closed = False
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
@@ -177,6 +179,7 @@ class Controller:
 
     async def close(self) -> None:
         """Stop the active controller's duties."""
+        self._closed = True
         self._leading = False
         if self._duties is not None:
             await asyncio.gather(self._duties, return_exceptions=True)
@@ -194,7 +197,7 @@ class Controller:
         self._leadership_changed()
 
     def _leadership_changed(self) -> None:
-        leading = self.publisher.leader_id == self.image.node_id
+        leading = self.publisher.leader_id == self.image.node_id and not self._closed
         if leading == self._leading:
             return
         self._leading = leading
