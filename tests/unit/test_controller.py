@@ -22,6 +22,7 @@ from krust.controller.records import (
     BeginTransactionRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
+    NoOpRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     decode_record,
@@ -563,6 +564,31 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
         assert response.topics[0].topic_id == controller.image.topics["wire"].topic_id
     finally:
         dispatcher.close()
+
+
+def test_a_restart_ends_a_transaction_a_crash_left_open(
+    controller: Controller, config: BrokerConfig, fake_core: FakeCore
+) -> None:
+    # A crash kept only the first records of a commit (each is its own entry): the log ends
+    # inside its transaction.
+    torn = [
+        BeginTransactionRecord(name="2 records"),
+        ProducerIdsRecord(broker_id=1, next_producer_id=5000),
+    ]
+    fake_core.internal_append(METADATA_TOPIC, 0, [(None, encode_record(r)) for r in torn])
+
+    restarted = Controller.open(config, fake_core.reopen())
+
+    assert restarted.image.next_producer_id == 0
+    after_torn = metadata_records(fake_core)[-len(torn) - 5 :]
+    assert [type(r) for r in after_torn[len(torn) :]] == [
+        NoOpRecord,
+        AbortTransactionRecord,
+        BeginTransactionRecord,
+        RegisterBrokerRecord,
+        EndTransactionRecord,
+    ]
+    assert restarted.image.brokers[1].epoch == restarted.image.metadata_offset - 1
 
 
 class LaggingCore(FakeCore):

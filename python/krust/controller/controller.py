@@ -128,6 +128,10 @@ class Controller:
             return controller
         while not publisher.wait_caught_up(QUORUM_WAIT_LOG_S):
             log.info("waiting for the controller quorum to elect a leader")
+        if core.log_end_offset(METADATA_TOPIC, 0) > 0:
+            # A restart: the registration below must not land in a transaction a crash left
+            # open (its records are separate entries, a crash can keep only some).
+            controller._end_transaction_left_open(None)
         check_finalized_levels(controller.image.features)
         bootstrapped = METADATA_VERSION_FEATURE in controller.image.features
         records = [] if bootstrapped else initial_records()
@@ -214,11 +218,9 @@ class Controller:
         while True:
             try:
                 async with self._lock:
-                    await self._replay_to_this_epoch()
-                    if self.publisher.in_transaction:
-                        abort = AbortTransactionRecord(reason="controller failover")
-                        last = await asyncio.to_thread(self._core.propose, [encode_record(abort)])
-                        await self.publisher.wait_for(last)
+                    await asyncio.to_thread(
+                        self._end_transaction_left_open, DUTIES_CATCH_UP_TIMEOUT_S
+                    )
                     if METADATA_VERSION_FEATURE not in self.image.features:
                         await self.commit(initial_records())
                 break
@@ -233,14 +235,20 @@ class Controller:
         if self.cluster is not None and self._leading:
             self.cluster.activate()
 
-    async def _replay_to_this_epoch(self) -> None:
-        """Wait until every record before this leader's first one is replayed. Right after
-        an election the image can lag the log: it may still show a transaction the log has
-        ended (a new abort would then stop every node's replay) or not yet show one the log
-        leaves open. Kafka's raft client tells its controller of a leadership only once the
-        controller has caught up; here a NoOpRecord of this epoch, once replayed, marks it."""
-        barrier = await asyncio.to_thread(self._core.propose, [encode_record(NoOpRecord())])
-        await asyncio.wait_for(self.publisher.wait_replayed(barrier), DUTIES_CATCH_UP_TIMEOUT_S)
+    def _end_transaction_left_open(self, timeout: float | None) -> None:
+        """Blocking: replay the log up to a record of this leader's epoch, then abort a
+        metadata transaction (KIP-868) that the last controller, or this node before a crash,
+        left open. Right after an election the image can lag the log: it may still show a
+        transaction the log has ended (an abort then would stop every node's replay) or not
+        yet show one the log leaves open. Kafka's raft client tells its controller of a
+        leadership only once the controller has caught up; here a NoOpRecord of this epoch,
+        once replayed, marks that point. TimeoutError after `timeout` seconds of waiting."""
+        barrier = self._core.propose([encode_record(NoOpRecord())])
+        self.publisher.wait_replayed_blocking(barrier, timeout)
+        if self.publisher.in_transaction:
+            abort = AbortTransactionRecord(reason="controller failover")
+            last = self._core.propose([encode_record(abort)])
+            self.publisher.wait_replayed_blocking(last, timeout)
 
     async def _drop_duties(self, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:

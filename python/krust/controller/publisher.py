@@ -140,6 +140,16 @@ class MetadataPublisher:
         with self._advanced_condition:
             self._advanced_condition.wait_for(lambda: self.image.metadata_offset >= offset)
 
+    def wait_replayed_blocking(self, offset: int, timeout: float | None) -> None:
+        """Block until the record at `offset` has been replayed, into the image or into the
+        metadata transaction still open; TimeoutError after `timeout` seconds."""
+        with self._advanced_condition:
+            replayed = self._advanced_condition.wait_for(
+                lambda: self.replayed_offset >= offset, timeout
+            )
+        if not replayed:
+            raise TimeoutError(f"{METADATA_TOPIC} offset {offset} not replayed in {timeout} s")
+
     def publish_when_caught_up(self) -> None:
         """Start publishing (below) on the quorum's thread as soon as it has a leader and
         everything committed before it is in the image."""
@@ -170,11 +180,6 @@ class MetadataPublisher:
     async def wait_for(self, offset: int) -> None:
         """Return once the record at `offset` is part of the image."""
         await self.wait_until(lambda image: image.metadata_offset >= offset)
-
-    async def wait_replayed(self, offset: int) -> None:
-        """Return once the record at `offset` has been replayed, into the image or into the
-        metadata transaction still open."""
-        await self.wait_until(lambda _image: self.replayed_offset >= offset)
 
     async def wait_until(self, holds: Callable[[MetadataImage], bool]) -> None:
         """Return once `holds` is true of the image."""
