@@ -64,10 +64,12 @@ def install(ctx: BrokerContext, installed: list[object], stopping: threading.Eve
     as it is; both start loading their internal topic on the services' loop. Returns without
     installing if `stopping` is set while the modules cannot be read."""
     installers = _import_installers(stopping)
+    if not installers:
+        return
     for install_one in installers:
         installed.append(install_one(ctx))
     waiting = ctx.dispatcher.reserved()
-    if installers and waiting:
+    if waiting:
         raise RuntimeError(f"advertised apis without a handler: {sorted(waiting)}")
 
 

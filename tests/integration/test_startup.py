@@ -1,7 +1,7 @@
-"""Start-up: the controller's apis and the coordinators are installed after the port opens
-(docs/python-services.md, "Start-up order"), yet the broker advertises exactly the apis and
-versions it did when everything was installed before, and a request for one of them sent the
-moment the port opens is answered."""
+"""Start-up: the coordinators are installed after the port opens (docs/python-services.md,
+"Start-up order"), yet the broker advertises exactly the apis and versions it did when
+everything was installed before, and a coordinator request sent the moment the port opens is
+answered."""
 
 from __future__ import annotations
 

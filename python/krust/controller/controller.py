@@ -179,7 +179,8 @@ class Controller:
         """Commit records before the event loop runs (start-up)."""
         if records:
             last = self._core.propose(_atomic(records))
-            self.publisher.wait_for_blocking(last)
+            # The last record ends the transaction: replayed, the image holds them all.
+            self.publisher.wait_replayed_blocking(last, None)
 
     async def close(self) -> None:
         """Stop the active controller's duties."""

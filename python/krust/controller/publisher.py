@@ -134,12 +134,6 @@ class MetadataPublisher:
         image (False after `timeout` seconds)."""
         return self._caught_up.wait(timeout)
 
-    def wait_for_blocking(self, offset: int) -> None:
-        """Block until the record at `offset` is part of the image (start-up, before the
-        event loop runs)."""
-        with self._advanced_condition:
-            self._advanced_condition.wait_for(lambda: self.image.metadata_offset >= offset)
-
     def wait_replayed_blocking(self, offset: int, timeout: float | None) -> None:
         """Block until the record at `offset` has been replayed, into the image or into the
         metadata transaction still open; TimeoutError after `timeout` seconds."""
