@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from kio.index import load_request_schema
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
-from krust.protocol import encode_entity
+from krust.protocol import encode_entity, request_schema
 
 logger = logging.getLogger("krust.bridge")
 
@@ -271,7 +270,7 @@ class Dispatcher:
             await self._installed[api_key].wait()
             route = self._routes[api_key]
         assert route.handler is not None
-        request_type = load_request_schema(api_key, version)
+        request_type = request_schema(api_key, version)
         body = request.body
         entity, _ = entity_reader(request_type)(body, 0)
         context = RequestContext(

@@ -8,10 +8,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from krust.protocol import build_entity, encode_entity
+from krust.protocol import build_entity, encode_entity, request_schema, response_schema
 
 
 class ControllerSender(Protocol):
@@ -24,7 +23,7 @@ async def request_controller(
 ) -> Any:
     """The decoded response of the request `fields` describe (see krust.protocol); the
     channel's errors (no controller within its timeout) propagate."""
-    body = encode_entity(build_entity(load_request_schema(api_key, version), fields))
+    body = encode_entity(build_entity(request_schema(api_key, version), fields))
     raw = await asyncio.to_thread(core.send_to_controller, api_key, version, body)
-    response: Any = entity_reader(load_response_schema(api_key, version))(raw, 0)[0]
+    response: Any = entity_reader(response_schema(api_key, version))(raw, 0)[0]
     return response

@@ -15,6 +15,7 @@ from krust.authorization import Authorization
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.context import BrokerContext
+from krust.controller import apis as controller_apis
 
 Installer = Callable[[BrokerContext], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 # Each service registers its APIs on ctx.dispatcher; the controller comes first. These serve
 # before the port opens; the coordinators (krust.coordinators) are installed after it.
 SERVICES: list[Installer] = [
-    controller.install,
+    controller_apis.install,
     authentication.install,
     coordinators.reserve,
     quota_callback.install,

@@ -14,7 +14,8 @@ from krust.authorization import Authorization
 from krust.bridge import Dispatcher, RequestContext
 from krust.config import BrokerConfig, ConfigError, load_config
 from krust.context import BrokerContext
-from krust.controller import Controller, TopicCreationError, install
+from krust.controller import Controller, TopicCreationError
+from krust.controller.apis import ControllerApis, install
 from krust.controller.bootstrap import META_PROPERTIES
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (
@@ -72,7 +73,7 @@ def create(
     request = build_entity(
         request_type, {"topics": list(topics), "timeout": 1000, "validate_only": validate_only}
     )
-    return run(controller.create_topics(request, context(19, version)))
+    return run(ControllerApis(controller).create_topics(request, context(19, version)))
 
 
 def topic(name: str, partitions: int = 1, factor: int = -1, **fields: Any) -> dict[str, Any]:
@@ -165,7 +166,7 @@ def test_restart_replays_the_same_topics_with_the_same_ids(
 ) -> None:
     create(run, controller, topic("a", 2, configs=[{"name": "cleanup.policy", "value": "compact"}]))
     create(run, controller, topic("b", 1))
-    run(controller.delete_topics(delete_request(6, names=["b"]), context(20, 6)))
+    run(ControllerApis(controller).delete_topics(delete_request(6, names=["b"]), context(20, 6)))
     before = controller.image
 
     restarted_core = fake_core.reopen()
@@ -350,7 +351,9 @@ def delete_request(
 
 def delete(run: LoopRunner, controller: Controller, version: int, **kwargs: Any) -> list[Any]:
     request = delete_request(version, **kwargs)
-    return list(run(controller.delete_topics(request, context(20, version))).responses)
+    return list(
+        run(ControllerApis(controller).delete_topics(request, context(20, version))).responses
+    )
 
 
 def test_delete_by_name_and_by_id(
@@ -417,7 +420,7 @@ def create_partitions(
     request = build_entity(
         request_type, {"topics": list(topics), "timeout": 1000, "validate_only": validate_only}
     )
-    response = run(controller.create_partitions(request, context(37, 3)))
+    response = run(ControllerApis(controller).create_partitions(request, context(37, 3)))
     return {r.name: r.error_code for r in response.results}
 
 
@@ -462,7 +465,7 @@ def allocate(
     request = build_entity(request_type, {"broker_id": 1, "broker_epoch": epoch})
     # The client id the core sends does not make a request internal: only the core's flag does.
     request_context = context(67, 0, "krust-internal", internal=internal)
-    return run(controller.allocate_producer_ids(request, request_context))
+    return run(ControllerApis(controller).allocate_producer_ids(request, request_context))
 
 
 def test_producer_id_blocks_are_durable_and_never_reused(

@@ -10,6 +10,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from krust.config import BrokerConfig
 from krust.controller import Controller
+from krust.controller.apis import ControllerApis
 from krust.controller.features import (
     SUPPORTED_FEATURES,
     FeatureUpdate,
@@ -129,7 +130,7 @@ def update(
         load_request_schema(57, version),
         {"feature_updates": list(updates), "timeout": 1000, "validate_only": validate_only},
     )
-    return run(controller.update_features(request, context(57, version)))
+    return run(ControllerApis(controller).update_features(request, context(57, version)))
 
 
 def test_an_update_is_appended_applied_and_survives_a_restart(

@@ -1,7 +1,7 @@
 """The controller: KIP-631 metadata records in `__cluster_metadata`, the metadata image they
-replay into, and the topic and producer-id operations that append them."""
+replay into, and the operations that append them (their APIs: krust.controller.apis)."""
 
-from krust.controller.controller import Controller, TopicCreationError, install
+from krust.controller.controller import Controller, TopicCreationError
 from krust.controller.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 
 __all__ = [
@@ -11,5 +11,4 @@ __all__ = [
     "PartitionImage",
     "TopicCreationError",
     "TopicImage",
-    "install",
 ]

@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
 from krust.bridge import Exposure, RequestContext
+from krust.controller.image import entry_record
 from krust.controller.records import (
-    AccessControlEntryRecord,
     MetadataRecord,
     RemoveAccessControlEntryRecord,
 )
@@ -102,19 +102,6 @@ def binding_filter(request: Any) -> AclBindingFilter:
         if value == 0:
             raise InvalidAcl(f"Invalid filter: {type(value).__name__} UNKNOWN")
     return result
-
-
-def entry_record(acl_id: uuid.UUID, binding: AclBinding) -> AccessControlEntryRecord:
-    return AccessControlEntryRecord(
-        id=acl_id,
-        resource_type=binding.pattern.resource_type,
-        resource_name=binding.pattern.name,
-        pattern_type=binding.pattern.pattern_type,
-        principal=binding.entry.principal,
-        host=binding.entry.host,
-        operation=binding.entry.operation,
-        permission_type=binding.entry.permission_type,
-    )
 
 
 def _acl_fields(binding: AclBinding) -> dict[str, Any]:

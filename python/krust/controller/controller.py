@@ -1,4 +1,5 @@
-"""The controller: owns the metadata log and image, answers the topic and producer-id APIs.
+"""The controller: owns the metadata log and image, commits changes through the quorum and
+takes up the active controller's duties (its APIs: krust.controller.apis).
 
 Every change is appended to the metadata log (durable) before the new image is applied to
 the core and the answer sent, so an acknowledged change survives a crash and a restart
@@ -8,24 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
-from krust.bridge import Exposure, RequestContext
-from krust.context import BrokerContext, CoreBroker
-from krust.controller import acls, cluster_apis, configs, quota_apis, scram
+from krust.context import CoreBroker
 from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
 from krust.controller.broker_configs import EffectiveBrokerConfig
-from krust.controller.features import (
-    FeatureUpdate,
-    UpgradeType,
-    check_finalized_levels,
-    plan_update_features,
-)
+from krust.controller.features import check_finalized_levels
 from krust.controller.image import MetadataImage, TopicImage
 from krust.controller.publisher import METADATA_TOPIC, MetadataPublisher
 from krust.controller.records import (
@@ -35,19 +28,10 @@ from krust.controller.records import (
     EndTransactionRecord,
     MetadataRecord,
     NoOpRecord,
-    ProducerIdsRecord,
     encode_record,
 )
-from krust.controller.topics import (
-    PartitionsSpec,
-    TopicSpec,
-    plan_create_partitions,
-    plan_create_topics,
-    plan_delete_topics,
-)
+from krust.controller.topics import TopicSpec, plan_create_topics
 from krust.controller_requests import request_controller
-from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
 
 if TYPE_CHECKING:
     from krust import _core
@@ -56,11 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-CREATE_PARTITIONS = 37
-UPDATE_FEATURES = 57
-ALLOCATE_PRODUCER_IDS = 67
-PRODUCER_ID_BLOCK_SIZE = 1000
 # How long a request to the active controller may take.
 CONTROLLER_TIMEOUT_MS = 30_000
 # How long a new active controller waits before trying its first commit again.
@@ -70,7 +49,6 @@ DUTIES_RETRY_S = 0.2
 DUTIES_CATCH_UP_TIMEOUT_S = 5.0
 # How often start-up logs that it is still waiting for the quorum.
 QUORUM_WAIT_LOG_S = 5.0
-LONG_MAX = 2**63 - 1
 
 
 class TopicCreationError(Exception):
@@ -141,6 +119,11 @@ class Controller:
         controller._propose_blocking(records)
         publisher.start_publishing()
         return controller
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The broker's static configuration."""
+        return self._config
 
     @property
     def image(self) -> MetadataImage:
@@ -315,164 +298,6 @@ class Controller:
             ) from None
         return self.image.topics[name]
 
-    async def create_topics(self, request: Any, context: RequestContext) -> Any:
-        specs = [
-            TopicSpec(
-                name=topic.name,
-                num_partitions=topic.num_partitions,
-                replication_factor=topic.replication_factor,
-                assignments=tuple(
-                    (a.partition_index, tuple(a.broker_ids)) for a in topic.assignments
-                ),
-                configs=tuple((c.name, c.value) for c in topic.configs),
-            )
-            for topic in request.topics
-        ]
-        # As Kafka: CREATE on the cluster, or else on each topic.
-        names = [spec.name for spec in specs]
-        creatable = set(names)
-        if not await self.authorization.allowed(context, AclOperation.CREATE, ResourceType.CLUSTER):
-            creatable = await self.authorization.allowed_names(
-                context, AclOperation.CREATE, ResourceType.TOPIC, names
-            )
-        async with self._lock:
-            allowed = [spec for spec in specs if spec.name in creatable]
-            plan = plan_create_topics(self.image, self.broker_config(), allowed)
-            if plan.records and not request.validate_only:
-                await self.commit(plan.records)
-        results = plan.results + _refused(n for n in names if n not in creatable)
-        # v5+ answers the new topics' configs, only to who may DESCRIBE_CONFIGS them.
-        describable = await self.authorization.allowed_names(
-            context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names
-        )
-        for result in results:
-            if result["name"] not in describable:
-                result.update(topic_config_error_code=ErrorCode.topic_authorization_failed)
-                result.update(configs=[])
-        return make_response(CREATE_TOPICS, context.api_version, {"topics": results})
-
-    async def delete_topics(self, request: Any, context: RequestContext) -> Any:
-        entries: list[tuple[str | None, uuid.UUID | None]] = [
-            (name, None) for name in getattr(request, "topic_names", ())
-        ]
-        entries += [(topic.name, topic.topic_id) for topic in getattr(request, "topics", ())]
-        # As Kafka: DELETE on each topic, named or given by id.
-        by_id = self.image.topics_by_id
-        named = [
-            (name if topic_id is None or topic_id not in by_id else by_id[topic_id].name, topic_id)
-            for name, topic_id in entries
-        ]
-        deletable = await self.authorization.allowed_names(
-            context, AclOperation.DELETE, ResourceType.TOPIC, (n for n, _ in named if n)
-        )
-        refused = [
-            {"name": name, "topic_id": topic_id or uuid.UUID(int=0)}
-            for name, topic_id in named
-            if name and name not in deletable
-        ]
-        allowed = [
-            e for e, (name, _) in zip(entries, named, strict=True) if not name or name in deletable
-        ]
-        async with self._lock:
-            plan = plan_delete_topics(self.image, self._config, context.api_version, allowed)
-            if plan.records:
-                await self.commit(plan.records)
-        results = plan.results + [
-            {**r, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
-            for r in refused
-        ]
-        return make_response(DELETE_TOPICS, context.api_version, {"responses": results})
-
-    async def create_partitions(self, request: Any, context: RequestContext) -> Any:
-        specs = [
-            PartitionsSpec(
-                name=topic.name,
-                count=topic.count,
-                assignments=None
-                if topic.assignments is None
-                else tuple(tuple(a.broker_ids) for a in topic.assignments),
-            )
-            for topic in request.topics
-        ]
-        # As Kafka: ALTER on each topic.
-        alterable = await self.authorization.allowed_names(
-            context, AclOperation.ALTER, ResourceType.TOPIC, (spec.name for spec in specs)
-        )
-        async with self._lock:
-            allowed = [spec for spec in specs if spec.name in alterable]
-            plan = plan_create_partitions(self.image, allowed)
-            if plan.records and not request.validate_only:
-                await self.commit(plan.records)
-        results = plan.results + _refused(s.name for s in specs if s.name not in alterable)
-        return make_response(CREATE_PARTITIONS, context.api_version, {"results": results})
-
-    async def update_features(self, request: Any, context: RequestContext) -> Any:
-        """Finalize feature levels (KIP-584): all updates or none, as Kafka's QuorumController."""
-        version = context.api_version
-        # As Kafka's ControllerApis: ALTER on the cluster.
-        if not await self.authorization.allowed(context, AclOperation.ALTER, ResourceType.CLUSTER):
-            refused = {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
-            return make_response(UPDATE_FEATURES, version, refused)
-        updates = {
-            update.feature: FeatureUpdate(
-                update.feature,
-                update.max_version_level,
-                # v0's allow_downgrade asks for a safe downgrade (KIP-778).
-                (UpgradeType.SAFE_DOWNGRADE if update.allow_downgrade else UpgradeType.UPGRADE)
-                if version == 0
-                else UpgradeType.from_code(update.upgrade_type),
-            )
-            for update in request.feature_updates
-        }
-        async with self._lock:
-            plan = plan_update_features(self.image.features, updates.values(), self.image.node_id)
-            if plan.records and not getattr(request, "validate_only", False):
-                await self.commit(plan.records)
-        if plan.message is not None:
-            message = (
-                "The update failed for all features since the following feature had an error: "
-                + plan.message
-            )
-            fields: dict[str, Any] = {"error_code": plan.error, "error_message": message}
-        else:
-            # Kafka answers per feature only on success, with Errors.NONE's message.
-            results = [
-                {"feature": name, "error_code": plan.error, "error_message": "NONE"}
-                for name in updates
-            ]
-            fields = {"error_code": plan.error, "error_message": None, "results": results}
-        return make_response(UPDATE_FEATURES, version, fields)
-
-    async def allocate_producer_ids(self, request: Any, context: RequestContext) -> Any:
-        """Hand the core the next block of producer ids (Kafka's ProducerIdControlManager)."""
-
-        def answer(error: ErrorCode, start: int = -1, length: int = 0) -> Any:
-            fields = {"error_code": error, "producer_id_start": start, "producer_id_len": length}
-            return make_response(ALLOCATE_PRODUCER_IDS, context.api_version, fields)
-
-        # As Kafka's ControllerApis: brokers only (CLUSTER_ACTION on the cluster); the core's
-        # own requests of a quorum of one pass.
-        allowed = await self.authorization.allowed(
-            context, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER
-        )
-        if not allowed:
-            return answer(ErrorCode.cluster_authorization_failed)
-        broker = self.image.brokers.get(request.broker_id)
-        # The core does not learn its broker epoch; -1 means "do not check".
-        if broker is None or request.broker_epoch not in (-1, broker.epoch):
-            return answer(ErrorCode.stale_broker_epoch)
-        async with self._lock:
-            start = self.image.next_producer_id
-            if start > LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
-                return answer(ErrorCode.unknown_server_error)
-            record = ProducerIdsRecord(
-                broker_id=request.broker_id,
-                broker_epoch=request.broker_epoch,
-                next_producer_id=start + PRODUCER_ID_BLOCK_SIZE,
-            )
-            await self.commit([record])
-        return answer(ErrorCode.none, start, PRODUCER_ID_BLOCK_SIZE)
-
 
 def _atomic(records: Sequence[MetadataRecord]) -> list[bytes]:
     """The records' values in a metadata transaction (KIP-868): each is its own Raft entry,
@@ -482,39 +307,3 @@ def _atomic(records: Sequence[MetadataRecord]) -> list[bytes]:
     values = [encode_record(record) for record in records]
     begin = BeginTransactionRecord(name=f"{len(values)} records")
     return [encode_record(begin), *values, encode_record(EndTransactionRecord())]
-
-
-def _refused(names: Any) -> list[dict[str, Any]]:
-    """The results of topics the principal may not act on (Kafka's message)."""
-    return [
-        {
-            "name": name,
-            "error_code": ErrorCode.topic_authorization_failed,
-            "error_message": "Authorization failed.",
-        }
-        for name in names
-    ]
-
-
-def install(ctx: BrokerContext) -> Controller:
-    """Route the controller's APIs (versions Kafka 4 serves) to `ctx.controller`."""
-    controller = ctx.controller
-    register, forwarded = ctx.dispatcher.register, Exposure.FORWARDED
-    register(CREATE_TOPICS, 2, 7, controller.create_topics, exposure=forwarded)
-    register(DELETE_TOPICS, 1, 6, controller.delete_topics, exposure=forwarded)
-    register(CREATE_PARTITIONS, 0, 3, controller.create_partitions, exposure=forwarded)
-    register(UPDATE_FEATURES, 0, 2, controller.update_features, exposure=forwarded)
-    register(
-        ALLOCATE_PRODUCER_IDS,
-        0,
-        0,
-        controller.allocate_producer_ids,
-        exposure=Exposure.CONTROLLER,
-    )
-    configs.install(controller, ctx.dispatcher.register)
-    acls.install(controller, ctx.authorization, ctx.dispatcher.register)
-    quota_apis.install(controller, ctx.dispatcher.register)
-    scram.install(controller, ctx.dispatcher.register)
-    controller.cluster = cluster_apis.install(controller, ctx.dispatcher)
-    ctx.dispatcher.loop.call_soon_threadsafe(controller.watch_leadership)
-    return controller

@@ -58,6 +58,8 @@ from krust.plugins.authorizer import (
 if TYPE_CHECKING:
     from krust import _core
 
+# (user, mechanism, salt, stored key, server key, iterations) of a SCRAM credential.
+CoreCredential = tuple[str, int, bytes, bytes, bytes, int]
 # Kafka's Topic.INTERNAL_TOPICS: reported with is_internal in Metadata responses.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -525,6 +527,28 @@ def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
         )
     except ValueError as error:
         raise MetadataRecordError(f"AccessControlEntryRecord {record.id}: {error}") from None
+
+
+def entry_record(acl_id: uuid.UUID, binding: AclBinding) -> AccessControlEntryRecord:
+    """The AccessControlEntryRecord that holds an ACL (`acl_binding`'s inverse)."""
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=binding.pattern.resource_type,
+        resource_name=binding.pattern.name,
+        pattern_type=binding.pattern.pattern_type,
+        principal=binding.entry.principal,
+        host=binding.entry.host,
+        operation=binding.entry.operation,
+        permission_type=binding.entry.permission_type,
+    )
+
+
+def core_credentials(image: MetadataImage) -> list[CoreCredential]:
+    """The image's SCRAM credentials as `krust._core.Broker.set_scram_credentials` takes them."""
+    return [
+        (r.name, r.mechanism, r.salt, r.stored_key, r.server_key, r.iterations)
+        for r in image.scram_credentials.values()
+    ]
 
 
 def to_core_image(image: MetadataImage) -> _core.MetadataImage:

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from krust.connection_limits import push_connection_limits
 from krust.context import CoreBroker
-from krust.controller import scram
 from krust.controller.broker_configs import (
     EffectiveBrokerConfig,
     push_replication_throttled_rates,
 )
 from krust.controller.client_quotas import core_client_quotas
-from krust.controller.image import ImageBuilder, MetadataImage, to_core_image
+from krust.controller.image import ImageBuilder, MetadataImage, core_credentials, to_core_image
 from krust.controller.records import (
     MetadataRecord,
     MetadataRecordError,
@@ -214,13 +213,13 @@ class MetadataPublisher:
         if builder.client_quotas_changed:
             self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
         if builder.scram_credentials_changed:
-            self._core.set_scram_credentials(scram.core_credentials(self.image))
+            self._core.set_scram_credentials(core_credentials(self.image))
 
     def _push_side_state(self) -> None:
         self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
         push_connection_limits(self._core, self.broker_config())
         push_replication_throttled_rates(self._core, self.broker_config())
-        self._core.set_scram_credentials(scram.core_credentials(self.image))
+        self._core.set_scram_credentials(core_credentials(self.image))
 
     def _maybe_snapshot(self) -> None:
         """Ask the quorum for a snapshot when one is due (it calls `snapshot` back)."""

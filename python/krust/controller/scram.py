@@ -33,16 +33,6 @@ MECHANISMS: Mapping[int, str] = {1: "sha256", 2: "sha512"}
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 
-CoreCredential = tuple[str, int, bytes, bytes, bytes, int]
-
-
-def core_credentials(image: MetadataImage) -> list[CoreCredential]:
-    """The image's credentials as `krust._core.Broker.set_scram_credentials` takes them."""
-    return [
-        (r.name, r.mechanism, r.salt, r.stored_key, r.server_key, r.iterations)
-        for r in image.scram_credentials.values()
-    ]
-
 
 def credential_record(
     name: str, mechanism: int, salt: bytes, salted_password: bytes, iterations: int

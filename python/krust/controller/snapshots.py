@@ -11,9 +11,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from krust.controller.acls import entry_record
 from krust.controller.client_quotas import client_quota_records
-from krust.controller.image import MetadataImage
+from krust.controller.image import MetadataImage, entry_record
 from krust.controller.records import (
     BROKER_RESOURCE,
     GROUP_RESOURCE,
