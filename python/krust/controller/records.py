@@ -1,24 +1,20 @@
 """KIP-631 metadata records, as Kafka writes them to `__cluster_metadata`.
 
 Each class mirrors one version of a schema in Kafka's
-metadata/src/main/resources/common/metadata/*.json (field order, types, tags), written in
-kio's entity style so kio's serializer encodes and decodes it. The versions are the ones
-metadata.version 3.6-IV2 uses (see `METADATA_VERSION`).
+metadata/src/main/resources/common/metadata/*.json (field order, types, tags; every one a
+flexible version), in kio's entity style: `kafka_type` and `tag` in each field's metadata.
+`record_codec` encodes and decodes them. The versions are the ones metadata.version 3.6-IV2
+uses (see `METADATA_VERSION`).
 
 A record value is framed as: unsigned varint frame version (1), unsigned varint api key,
 unsigned varint record version, then the record body; the record key is null.
 """
 
-import io
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import ClassVar, cast
 
-from kio.serial import entity_reader, entity_writer
-from kio.serial.readers import read_unsigned_varint
-from kio.serial.writers import write_unsigned_varint
-from kio.static.constants import EntityType
-from kio.static.primitive import uvarint
+from krust.controller.record_codec import read_struct, read_uvarint, write_struct, write_uvarint
 
 FRAME_VERSION = 1
 METADATA_VERSION_FEATURE = "metadata.version"
@@ -33,8 +29,6 @@ def _kafka(kafka_type: str, **extra: object) -> dict[str, object]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerEndpoint:
-    __type__: ClassVar = EntityType.nested
-    __flexible__: ClassVar[bool] = True
     name: str = field(metadata=_kafka("string"))
     host: str = field(metadata=_kafka("string"))
     port: int = field(metadata=_kafka("uint16"))
@@ -43,8 +37,6 @@ class BrokerEndpoint:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerFeature:
-    __type__: ClassVar = EntityType.nested
-    __flexible__: ClassVar[bool] = True
     name: str = field(metadata=_kafka("string"))
     min_supported_version: int = field(metadata=_kafka("int16"))
     max_supported_version: int = field(metadata=_kafka("int16"))
@@ -54,8 +46,6 @@ class BrokerFeature:
 class RegisterBrokerRecord:
     """A broker (re)registers: its endpoints, rack and epoch. Version 2."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 0
     __version__: ClassVar[int] = 2
     broker_id: int = field(metadata=_kafka("int32"))
@@ -73,8 +63,6 @@ class RegisterBrokerRecord:
 class UnregisterBrokerRecord:
     """A broker's registration is removed (KIP-631). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 1
     __version__: ClassVar[int] = 0
     broker_id: int = field(metadata=_kafka("int32"))
@@ -94,8 +82,6 @@ class BrokerRegistrationChangeRecord:
     """A registered broker is fenced, unfenced or enters controlled shutdown; 0 means no
     change. Version 1 (version 2 adds the log dirs of KIP-858)."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 17
     __version__: ClassVar[int] = 1
     broker_id: int = field(metadata=_kafka("int32"))
@@ -108,8 +94,6 @@ class BrokerRegistrationChangeRecord:
 class TopicRecord:
     """A topic is created. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 2
     __version__: ClassVar[int] = 0
     name: str = field(metadata=_kafka("string"))
@@ -120,8 +104,6 @@ class TopicRecord:
 class PartitionRecord:
     """A partition is created (or wholly replaced). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 3
     __version__: ClassVar[int] = 0
     partition_id: int = field(metadata=_kafka("int32"))
@@ -143,8 +125,6 @@ NO_LEADER_CHANGE = -2
 class PartitionChangeRecord:
     """A partition's leader, ISR or replicas change; None/-2 mean unchanged. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 5
     __version__: ClassVar[int] = 0
     partition_id: int = field(metadata=_kafka("int32"))
@@ -162,8 +142,6 @@ class BeginTransactionRecord:
     """The records up to the next EndTransactionRecord apply together, or not at all if an
     AbortTransactionRecord comes first (KIP-868). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 23
     __version__: ClassVar[int] = 0
     name: str | None = field(metadata=_kafka("string", tag=0), default=None)
@@ -173,8 +151,6 @@ class BeginTransactionRecord:
 class EndTransactionRecord:
     """The open metadata transaction applies (KIP-868). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 24
     __version__: ClassVar[int] = 0
 
@@ -183,8 +159,6 @@ class EndTransactionRecord:
 class AbortTransactionRecord:
     """The open metadata transaction's records are dropped (KIP-868). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 25
     __version__: ClassVar[int] = 0
     reason: str | None = field(metadata=_kafka("string", tag=0), default=None)
@@ -199,8 +173,6 @@ GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
 class ConfigRecord:
     """A config of a resource is set (value) or deleted (None). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 4
     __version__: ClassVar[int] = 0
     resource_type: int = field(metadata=_kafka("int8"))
@@ -213,8 +185,6 @@ class ConfigRecord:
 class RemoveTopicRecord:
     """A topic and all its partitions and configs are deleted. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 9
     __version__: ClassVar[int] = 0
     topic_id: uuid.UUID = field(metadata=_kafka("uuid"))
@@ -224,8 +194,6 @@ class RemoveTopicRecord:
 class FeatureLevelRecord:
     """A finalized feature level (metadata.version first of all). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 12
     __version__: ClassVar[int] = 0
     name: str = field(metadata=_kafka("string"))
@@ -237,8 +205,6 @@ class ProducerIdsRecord:
     """A block of producer ids was handed out; the next block starts at next_producer_id.
     Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 15
     __version__: ClassVar[int] = 0
     broker_id: int = field(metadata=_kafka("int32"))
@@ -250,8 +216,6 @@ class ProducerIdsRecord:
 class AccessControlEntryRecord:
     """An ACL is created (Kafka's StandardAcl, with its id). Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 18
     __version__: ClassVar[int] = 0
     id: uuid.UUID = field(metadata=_kafka("uuid"))
@@ -268,8 +232,6 @@ class AccessControlEntryRecord:
 class RemoveAccessControlEntryRecord:
     """An ACL is deleted. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 19
     __version__: ClassVar[int] = 0
     id: uuid.UUID = field(metadata=_kafka("uuid"))
@@ -277,8 +239,6 @@ class RemoveAccessControlEntryRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuotaEntityData:
-    __type__: ClassVar = EntityType.nested
-    __flexible__: ClassVar[bool] = True
     entity_type: str = field(metadata=_kafka("string"))
     entity_name: str | None = field(metadata=_kafka("string"))
 
@@ -288,8 +248,6 @@ class ClientQuotaRecord:
     """A client quota of an entity (user, client-id, both, or ip; a None name is the entity
     type's default) is set, or removed. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 14
     __version__: ClassVar[int] = 0
     entity: tuple[QuotaEntityData, ...]
@@ -303,8 +261,6 @@ class UserScramCredentialRecord:
     """A user's SCRAM credential for one mechanism is set (KIP-554): salt, stored and server
     keys and iterations, never the password. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 11
     __version__: ClassVar[int] = 0
     name: str = field(metadata=_kafka("string"))
@@ -319,8 +275,6 @@ class UserScramCredentialRecord:
 class RemoveUserScramCredentialRecord:
     """A user's SCRAM credential for one mechanism is deleted. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 22
     __version__: ClassVar[int] = 0
     name: str = field(metadata=_kafka("string"))
@@ -331,8 +285,6 @@ class RemoveUserScramCredentialRecord:
 class NoOpRecord:
     """Advances the log without changing anything. Version 0."""
 
-    __type__: ClassVar = EntityType.data
-    __flexible__: ClassVar[bool] = True
     __api_key__: ClassVar[int] = 20
     __version__: ClassVar[int] = 0
 
@@ -390,20 +342,20 @@ class MetadataRecordError(ValueError):
 
 def encode_record(record: MetadataRecord) -> bytes:
     """The framed record value."""
-    buffer = io.BytesIO()
+    buffer = bytearray()
     for header in (FRAME_VERSION, record.__api_key__, record.__version__):
-        write_unsigned_varint(buffer, uvarint(header))
-    entity_writer(cast(Any, type(record)))(buffer, record)
-    return buffer.getvalue()
+        write_uvarint(buffer, header)
+    write_struct(buffer, record)
+    return bytes(buffer)
 
 
 def decode_record(value: bytes) -> MetadataRecord:
     """The record of a framed value; raises MetadataRecordError for anything unreadable."""
     try:
-        frame_version, offset = read_unsigned_varint(value, 0)
-        api_key, size = read_unsigned_varint(value, offset)
+        frame_version, offset = read_uvarint(value, 0)
+        api_key, size = read_uvarint(value, offset)
         offset += size
-        version, size = read_unsigned_varint(value, offset)
+        version, size = read_uvarint(value, offset)
         offset += size
     except Exception as error:
         raise MetadataRecordError(f"truncated record frame: {error}") from None
@@ -413,10 +365,10 @@ def decode_record(value: bytes) -> MetadataRecord:
     if record_type is None:
         raise MetadataRecordError(f"unsupported record: api key {api_key} version {version}")
     try:
-        record, size = entity_reader(cast(Any, record_type))(value, offset)
+        record, size = read_struct(record_type, value, offset)
     except Exception as error:
         raise MetadataRecordError(f"malformed {record_type.__name__}: {error}") from None
     if offset + size != len(value):
         raise MetadataRecordError(f"{len(value) - offset - size} trailing bytes after a record")
-    # kio's entity readers are untyped; the reader of `record_type` returns a `record_type`.
+    # read_struct is untyped; it returns a `record_type`.
     return cast(MetadataRecord, record)
