@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from krust import _core
     from krust.authorization import Authorization
     from krust.bridge import Dispatcher
-    from krust.controller import Controller
+    from krust.controller.controller import Controller
     from krust.group.api_membership import TransactionCoordinatorLocator
 
 

@@ -10,30 +10,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from krust import authentication, controller, coordinators, lifecycle_manager, quota_callback
+from krust import authentication, deferred_services, quota_callback
 from krust.authorization import Authorization
 from krust.bridge import Dispatcher
 from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.context import BrokerContext
-from krust.controller import apis as controller_apis
+from krust.controller.controller import Controller
 
 Installer = Callable[[BrokerContext], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
 # A controlled shutdown gives up after this (Kafka's waits on its request timeouts too).
 PREPARE_SHUTDOWN_TIMEOUT_S = 35.0
 STOPPING_THREAD = "krust-stopping"
-COORDINATORS_THREAD = "krust-coordinators"
+SERVICES_THREAD = "krust-services-install"
 log = logging.getLogger(__name__)
 
-# Each service registers its APIs on ctx.dispatcher; the controller comes first. These serve
-# before the port opens; the coordinators (krust.coordinators) are installed after it.
-SERVICES: list[Installer] = [
-    controller_apis.install,
-    authentication.install,
-    coordinators.reserve,
-    quota_callback.install,
-    lifecycle_manager.install,
-]
+# Each service registers its APIs on ctx.dispatcher. These load user plugins (a plugin that
+# cannot load stops start-up with exit 2) and are installed before the port opens; the others
+# are installed after it (krust.deferred_services) with their apis reserved before it.
+SERVICES: list[Installer] = [authentication.install, quota_callback.install]
 
 
 def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
@@ -50,9 +45,9 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         raise ConfigError(None, str(error)) from None
     dispatcher = Dispatcher(core.charge_request_time)
     services: list[object] = []
-    loading: _CoordinatorsLoading | None = None
+    loading: _ServicesLoading | None = None
     try:
-        metadata = controller.Controller.open(config, core)
+        metadata = Controller.open(config, core)
         metadata.authorization = authorization
         authorization.use_acls(lambda: metadata.image.acls)
         image = metadata.image
@@ -66,12 +61,14 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
             dispatcher=dispatcher,
             authorization=authorization,
         )
+        deferred_services.reserve(ctx)
+        deferred_services.install(ctx, deferred_services.before_port(config), services)
         # One by one, so that those installed are closed if a later one fails.
         for install in SERVICES:
             services.append(install(ctx))
         on_ready()
         routes = dispatcher.core_routes()
-        loading = _CoordinatorsLoading(ctx, services, core.shutdown)
+        loading = _ServicesLoading(ctx, services, core.shutdown)
         with _shutdown_on_signals(lambda: _stop_gracefully(dispatcher, services, core.shutdown)):
             loading.start()
             core.serve(
@@ -91,10 +88,11 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         core.close()
 
 
-class _CoordinatorsLoading:
-    """Imports and installs the coordinators on a thread of its own while the core serves;
-    if that fails the broker stops, and `finish` raises the failure as start-up would (a
-    process out of file descriptors keeps trying, `coordinators.install`)."""
+class _ServicesLoading:
+    """Imports and installs the services deferred until after the port opens on a thread of
+    its own while the core serves; if that fails the broker stops, and `finish` raises the
+    failure as start-up would (a process out of file descriptors keeps trying,
+    `deferred_services.install`)."""
 
     def __init__(
         self, ctx: BrokerContext, services: list[object], stop: Callable[[], None]
@@ -102,17 +100,19 @@ class _CoordinatorsLoading:
         self._ctx, self._services, self._stop = ctx, services, stop
         self._failure: BaseException | None = None
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._load, name=COORDINATORS_THREAD, daemon=True)
+        self._thread = threading.Thread(target=self._load, name=SERVICES_THREAD, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def _load(self) -> None:
         try:
-            coordinators.install(self._ctx, self._services, self._stopping)
+            modules = deferred_services.after_port(self._ctx.config)
+            if deferred_services.install(self._ctx, modules, self._services, self._stopping):
+                deferred_services.check_all_installed(self._ctx)
         except BaseException as error:
             self._failure = error
-            log.error("loading the coordinators failed, stopping: %s", error)
+            log.error("installing the services after the port opened failed, stopping: %s", error)
             self._stop()
 
     def join(self) -> None:
@@ -121,7 +121,7 @@ class _CoordinatorsLoading:
             self._thread.join()
 
     def finish(self) -> None:
-        """Wait for the coordinators; raise what kept them from loading."""
+        """Wait for the deferred services; raise what kept them from loading."""
         self.join()
         if self._failure is not None:
             raise self._failure

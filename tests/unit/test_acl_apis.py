@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.config import BrokerConfig, load_config
-from krust.controller import Controller
 from krust.controller.acls import AclAdmin
+from krust.controller.controller import Controller
 from krust.controller.image import ImageBuilder, MetadataImage
 from krust.controller.records import decode_record, encode_record
 from krust.controller.snapshots import image_records

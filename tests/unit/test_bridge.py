@@ -4,9 +4,9 @@ server wiring the core, the controller and the dispatcher together."""
 from __future__ import annotations
 
 import asyncio
-import builtins
 import datetime
 import errno
+import importlib
 import os
 import signal
 import sys
@@ -24,7 +24,7 @@ from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
-from krust import coordinators, server
+from krust import deferred_services, server
 from krust.bridge import Dispatcher, Exposure, RequestContext
 from krust.config import load_config
 from krust.protocol import build_entity, encode_entity, make_response
@@ -344,10 +344,13 @@ def test_a_handler_must_fill_its_reservation_exactly(dispatcher: Dispatcher) -> 
 def test_the_broker_stops_with_the_error_when_the_coordinators_cannot_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(ctx: Any, installed: list[object], stopping: threading.Event) -> None:
+    broken = types.ModuleType("krust.group.install")
+
+    def install(ctx: Any) -> None:
         raise ImportError("no coordinator here")
 
-    monkeypatch.setattr(coordinators, "install", broken)
+    broken.install = install  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "krust.group.install", broken)
     config = load_config(None, {}, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://h:1"])
 
     with pytest.raises(ImportError, match="no coordinator here"):
@@ -355,7 +358,8 @@ def test_the_broker_stops_with_the_error_when_the_coordinators_cannot_load(
 
     (core,) = ServingFakeCore.instances
     assert core.shut_down and core.closed
-    # The CreateTopics the fake core sent was answered: the controller serves before the port.
+    # The CreateTopics the fake core sent while the services were being installed waited for
+    # the controller's apis and was answered.
     assert core.answer is not None and core.answer.response is not None
 
 
@@ -374,16 +378,16 @@ def failing_imports(monkeypatch: pytest.MonkeyPatch, module: str, times: int) ->
     """Importing `module` fails as it does when the process is out of file descriptors,
     `times` times; returns the failed attempts."""
     failed: list[str] = []
-    real_import = builtins.__import__
+    real_import = importlib.import_module
 
-    def import_(name: str, *args: Any, **kwargs: Any) -> Any:
+    def import_(name: str, package: str | None = None) -> Any:
         if name == module and len(failed) < times:
             failed.append(name)
             raise OSError(errno.EMFILE, "Too many open files")
-        return real_import(name, *args, **kwargs)
+        return real_import(name, package)
 
-    monkeypatch.setattr(builtins, "__import__", import_)
-    monkeypatch.setattr(coordinators, "IMPORT_RETRY_S", 0.01)
+    monkeypatch.setattr(importlib, "import_module", import_)
+    monkeypatch.setattr(deferred_services, "IMPORT_RETRY_S", 0.01)
     return failed
 
 
@@ -391,12 +395,14 @@ def test_coordinators_that_cannot_be_read_for_want_of_descriptors_load_on_a_late
     monkeypatch: pytest.MonkeyPatch, coordinator_installers: list[str]
 ) -> None:
     failed = failing_imports(monkeypatch, "krust.group.install", times=2)
-    ctx: Any = types.SimpleNamespace(dispatcher=types.SimpleNamespace(reserved=set))
+    ctx: Any = types.SimpleNamespace()
     installed: list[object] = []
 
-    coordinators.install(ctx, installed, threading.Event())
+    done = deferred_services.install(
+        ctx, deferred_services.COORDINATORS, installed, threading.Event()
+    )
 
-    assert len(failed) == 2
+    assert done and len(failed) == 2
     assert (
         installed == coordinator_installers == ["krust.transaction.install", "krust.group.install"]
     )
@@ -408,9 +414,9 @@ def test_a_stopping_broker_gives_up_reading_the_coordinators(
     failing_imports(monkeypatch, "krust.group.install", times=1_000_000)
     stopping = threading.Event()
     threading.Timer(0.05, stopping.set).start()
-    ctx: Any = types.SimpleNamespace(dispatcher=types.SimpleNamespace(reserved=lambda: {8}))
+    ctx: Any = types.SimpleNamespace()
     installed: list[object] = []
 
-    coordinators.install(ctx, installed, stopping)
+    done = deferred_services.install(ctx, deferred_services.COORDINATORS, installed, stopping)
 
-    assert installed == coordinator_installers == []
+    assert not done and installed == coordinator_installers == []

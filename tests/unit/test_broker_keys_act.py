@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
-from krust.controller import Controller
+from krust.controller.controller import Controller
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import create, make_config, topic

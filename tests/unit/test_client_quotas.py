@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from krust.controller import Controller
 from krust.controller.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
+from krust.controller.controller import Controller
 from krust.controller.quota_apis import ClientQuotaApis
 from krust.protocol import build_entity
 

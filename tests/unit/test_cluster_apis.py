@@ -14,8 +14,8 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from krust.bridge import RequestContext
 from krust.config import load_config
-from krust.controller import Controller
 from krust.controller.cluster_apis import ClusterControl
+from krust.controller.controller import Controller
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import PartitionRecord, TopicRecord
 from krust.protocol import build_entity

@@ -10,8 +10,8 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from krust.config import LONG_MAX, BrokerConfig
-from krust.controller import Controller
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
+from krust.controller.controller import Controller
 from krust.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner

@@ -9,8 +9,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 from krust.config import ConfigError, load_config
 from krust.connection_limits import parse_overrides
-from krust.controller import Controller
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
+from krust.controller.controller import Controller
 
 from .conftest import FakeCore, LoopRunner
 from .test_config_admin import incremental

@@ -14,9 +14,9 @@ from krust.authorization import Authorization
 from krust.bridge import Dispatcher, RequestContext
 from krust.config import BrokerConfig, ConfigError, load_config
 from krust.context import BrokerContext
-from krust.controller import Controller, TopicCreationError
 from krust.controller.apis import ControllerApis, install
 from krust.controller.bootstrap import META_PROPERTIES
+from krust.controller.controller import Controller, TopicCreationError
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (
     AbortTransactionRecord,

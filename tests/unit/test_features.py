@@ -9,8 +9,8 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from krust.config import BrokerConfig
-from krust.controller import Controller
 from krust.controller.apis import ControllerApis
+from krust.controller.controller import Controller
 from krust.controller.features import (
     SUPPORTED_FEATURES,
     FeatureUpdate,

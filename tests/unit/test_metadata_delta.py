@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from krust.config import BrokerConfig
-from krust.controller import Controller
+from krust.controller.controller import Controller
 from krust.controller.image import ImageBuilder
 from krust.controller.records import TOPIC_RESOURCE, ConfigRecord
 

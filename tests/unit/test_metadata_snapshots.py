@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from krust.controller import Controller
+from krust.controller.controller import Controller
 from krust.controller.image import ImageBuilder, MetadataImage
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (

@@ -21,9 +21,9 @@ from krust.config import (
     ConfigType,
     load_config,
 )
-from krust.controller import Controller
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
+from krust.controller.controller import Controller
 from krust.controller.topic_configs import TopicConfigError, validate_topic_configs
 
 from .conftest import FakeCore, LoopRunner

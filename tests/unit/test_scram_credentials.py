@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 from krust.bridge import RequestContext
-from krust.controller import Controller, scram
+from krust.controller import scram
+from krust.controller.controller import Controller
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import UserScramCredentialRecord, decode_record
 

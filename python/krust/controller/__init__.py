@@ -1,14 +1,6 @@
-"""The controller: KIP-631 metadata records in `__cluster_metadata`, the metadata image they
-replay into, and the operations that append them (their APIs: krust.controller.apis)."""
+"""The controller: KIP-631 metadata records in `__cluster_metadata` (`records`), the metadata
+image they replay into (`image`, `publisher`), the state machine that appends them
+(`controller`) and its APIs (`apis`).
 
-from krust.controller.controller import Controller, TopicCreationError
-from krust.controller.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
-
-__all__ = [
-    "BrokerImage",
-    "Controller",
-    "MetadataImage",
-    "PartitionImage",
-    "TopicCreationError",
-    "TopicImage",
-]
+Importing the package imports none of them: start-up imports only what replaying the log
+needs before the port opens (docs/python-services.md, "Start-up order")."""
