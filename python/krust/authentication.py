@@ -15,11 +15,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import Exposure, RequestContext
+from krust.bridge import RequestContext
 from krust.config import ConfigError
 from krust.context import BrokerContext
 from krust.plugins import PlainServerCallback, PluginContext, PluginRunner, load_plugin
 from krust.protocol import make_response
+from krust.routes import Exposure
 
 SASL_AUTHENTICATE = 36
 PLAIN_CALLBACK_TIMEOUT_S = 5.0

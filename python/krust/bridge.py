@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
 import functools
 import logging
 import threading
@@ -23,6 +22,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
 from krust.protocol import encode_entity, request_schema
+from krust.routes import CoreRoutes, Exposure
 
 logger = logging.getLogger("krust.bridge")
 
@@ -120,20 +120,6 @@ class _Route:
     exposure: Exposure
 
 
-class Exposure(enum.Enum):
-    """Who may call an api (docs/session-and-routing.md)."""
-
-    CLIENTS = "clients"  # clients on the broker listeners, and the core itself
-    INTERNAL = "internal"  # the core itself only, never advertised
-    # Controller apis (Kafka's listeners=["controller"]): the controller listeners, and the
-    # core itself on a node that is a quorum of one.
-    CONTROLLER = "controller"
-    # Admin apis the active controller decides (Kafka's forwardable ones): the controller
-    # listeners, and the broker listeners, which forward them to the active controller when
-    # the node is in a quorum of several voters (KIP-590).
-    FORWARDED = "forwarded"
-
-
 class BadRequest(Exception):
     """A request that cannot be answered; its connection gets closed."""
 
@@ -211,7 +197,7 @@ class Dispatcher:
     def supported_versions(self) -> dict[int, tuple[int, int]]:
         return {key: (r.min_version, r.max_version) for key, r in self._routes.items()}
 
-    def core_routes(self) -> dict[int, tuple[int, int, str]]:
+    def core_routes(self) -> CoreRoutes:
         """What the core routes here: versions and exposure by api key. The table is fixed
         from then on: later registrations can only fill reserved routes."""
         self._routes_fixed = True

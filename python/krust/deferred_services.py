@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from krust.bridge import Exposure
+from krust.routes import CoreRoutes, Exposure
 
 if TYPE_CHECKING:
     from krust.context import BrokerContext
@@ -93,6 +93,12 @@ def reserve(ctx: BrokerContext) -> None:
     """Advertise these services' apis on the dispatcher, before the port opens."""
     for api_key, min_version, max_version, exposure in ADVERTISED:
         ctx.dispatcher.reserve(api_key, min_version, max_version, exposure=exposure)
+
+
+def core_routes() -> CoreRoutes:
+    """The route table of a node whose services start after the port opens: this table,
+    which the dispatcher then reserves."""
+    return {key: (low, high, exposure.value) for key, low, high, exposure in ADVERTISED}
 
 
 def after_port(config: Mapping[str, Any]) -> tuple[str, ...]:

@@ -1,4 +1,12 @@
-"""Wires the Rust core, the controller and the services to the bridge, and serves until a signal."""
+"""Wires the Rust core, the controller and the services to the bridge, and serves until a signal.
+
+Start-up order (docs/python-services.md): the core, then the metadata replayed into the image
+the core serves from (`controller.startup`), then the port. The Python services (the services'
+event loop and dispatcher, the controller, the authorizer, the coordinators) are built after
+the port opens, with their apis advertised and their requests held until then, unless the node
+needs them to listen: a node of a quorum of several voters registers with the active controller
+first, and a configured plugin (authorizer, SASL/PLAIN callback, client quota callback) must
+load, or stop start-up with exit 2, before anything is served."""
 
 from __future__ import annotations
 
@@ -9,95 +17,222 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
-from krust import authentication, deferred_services, quota_callback
-from krust.authorization import Authorization
-from krust.bridge import Dispatcher
+from krust import deferred_services
 from krust.config import BrokerConfig, ConfigError, core_settings
-from krust.context import BrokerContext
-from krust.controller.controller import Controller
+from krust.controller.startup import open_metadata
+from krust.routes import RequestGate
 
-Installer = Callable[[BrokerContext], object]
+if TYPE_CHECKING:
+    from krust import _core
+    from krust.authorization import Authorization
+    from krust.bridge import Dispatcher
+    from krust.context import BrokerContext
+    from krust.controller.publisher import MetadataPublisher
+
+Installer = Callable[["BrokerContext"], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
 # A controlled shutdown gives up after this (Kafka's waits on its request timeouts too).
 PREPARE_SHUTDOWN_TIMEOUT_S = 35.0
 STOPPING_THREAD = "krust-stopping"
 SERVICES_THREAD = "krust-services-install"
+# The keys of the plugins that load before the port opens when they are set.
+AUTHORIZER_KEY = "authorizer.class.name"
+QUOTA_CALLBACK_KEY = "client.quota.callback.class"
 log = logging.getLogger(__name__)
 
-# Each service registers its APIs on ctx.dispatcher. These load user plugins (a plugin that
-# cannot load stops start-up with exit 2) and are installed before the port opens; the others
-# are installed after it (krust.deferred_services) with their apis reserved before it.
-SERVICES: list[Installer] = [authentication.install, quota_callback.install]
+
+def _installers() -> list[Installer]:
+    """The services that load user plugins, installed with the dispatcher: a plugin that
+    cannot load stops start-up with exit 2."""
+    from krust import authentication, quota_callback
+
+    return [authentication.install, quota_callback.install]
+
+
+def needs_python_before_port(config: BrokerConfig) -> bool:
+    """Whether the services must be in place before the port opens (see the module's doc)."""
+    plain_callbacks = any(
+        (security["sasl"] or {}).get("plain_callback_class") is not None
+        for security in config["listener.security"].values()
+    )
+    return bool(
+        config["controller.quorum.voters"]
+        or str(config.get(AUTHORIZER_KEY) or "").strip()
+        or config.get(QUOTA_CALLBACK_KEY)
+        or plain_callbacks
+    )
 
 
 def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
-    """Open the core, replay the metadata log, install the services, serve until
-    SIGINT/SIGTERM; then stop the services' loop and close the core (flush, checkpoints)."""
+    """Open the core, replay the metadata log, serve until SIGINT/SIGTERM with the services
+    installed before or after the port opens; then stop the services' loop and close the core
+    (flush, checkpoints)."""
     from krust import _core  # the extension; imported here so config and controller need it not
 
+    early = needs_python_before_port(config)
     # A plugin that cannot be loaded stops start-up before any log dir is opened.
-    authorization = Authorization.from_config(config, config.originals())
+    authorization = _load_authorization(config) if early else None
     try:
         core = _core.Broker(core_settings(config))
     except ValueError as error:
         # The core's checks of settings (TLS material, mapping rules) name the key.
         raise ConfigError(None, str(error)) from None
-    dispatcher = Dispatcher(core.charge_request_time)
-    services: list[object] = []
+    python = PythonServices(config, core)
     loading: _ServicesLoading | None = None
     try:
-        metadata = Controller.open(config, core)
-        metadata.authorization = authorization
-        authorization.use_acls(lambda: metadata.image.acls)
-        image = metadata.image
-        authorization.start(
-            image.cluster_id, image.node_id, lambda: core.invalidate_authorizations()
-        )
-        ctx = BrokerContext(
-            config=config,
-            core=core,
-            controller=metadata,
-            dispatcher=dispatcher,
-            authorization=authorization,
-        )
-        deferred_services.reserve(ctx)
-        deferred_services.install(ctx, deferred_services.before_port(config), services)
-        # One by one, so that those installed are closed if a later one fails.
-        for install in SERVICES:
-            services.append(install(ctx))
+        publisher = open_metadata(config, core)
+        if early:
+            python.start(publisher, authorization, before_port=True)
+            routes = python.core_routes()
+        else:
+            routes = deferred_services.core_routes()
         on_ready()
-        routes = dispatcher.core_routes()
-        loading = _ServicesLoading(ctx, services, core.shutdown)
-        with _shutdown_on_signals(lambda: _stop_gracefully(dispatcher, services, core.shutdown)):
+        loading = _ServicesLoading(python, publisher, routes, core.shutdown)
+        with _shutdown_on_signals(lambda: python.stop_gracefully(core.shutdown)):
             loading.start()
             core.serve(
-                dispatcher.submit,
+                python.gate.submit,
                 routes,
-                authorize=authorization.core_callback if authorization.enabled else None,
+                authorize=(
+                    authorization.core_callback
+                    if authorization is not None and authorization.enabled
+                    else None
+                ),
             )
         loading.finish()
     finally:
         log.info("closing the services, then flushing the logs and writing checkpoints")
         if loading is not None:
             loading.join()
-        if services:
-            _close_services(dispatcher, services)
-        dispatcher.close()
-        authorization.close()
+        python.close()
+        if authorization is not None:
+            authorization.close()
         core.close()
 
 
+def _load_authorization(config: BrokerConfig) -> Authorization:
+    from krust.authorization import Authorization
+
+    return Authorization.from_config(config, config.originals())
+
+
+class PythonServices:
+    """The services' dispatcher and event loop, the controller and the services installed on
+    them, and the gate that holds the core's requests for them until they exist."""
+
+    def __init__(self, config: BrokerConfig, core: _core.Broker) -> None:
+        self.config, self.core = config, core
+        self.gate = RequestGate()
+        self.installed: list[object] = []
+        self.dispatcher: Dispatcher | None = None
+        self.ctx: BrokerContext | None = None
+        self._authorization: Authorization | None = None
+
+    def start(
+        self, publisher: MetadataPublisher, authorization: Authorization | None, before_port: bool
+    ) -> None:
+        """Build the dispatcher and the controller, reserve every deferred api and install
+        the services that must be there as soon as the dispatcher is; then pass the core's
+        requests on."""
+        from krust.bridge import Dispatcher
+        from krust.context import BrokerContext
+        from krust.controller.controller import Controller
+
+        if authorization is None:
+            authorization = self._authorization = _load_authorization(self.config)
+        core = self.core
+        controller = Controller(self.config, core, publisher)
+        controller.authorization = authorization
+        authorization.use_acls(lambda: controller.image.acls)
+        image = controller.image
+        authorization.start(
+            image.cluster_id, image.node_id, lambda: core.invalidate_authorizations()
+        )
+        self.dispatcher = Dispatcher(core.charge_request_time)
+        self.ctx = ctx = BrokerContext(
+            config=self.config,
+            core=core,
+            controller=controller,
+            dispatcher=self.dispatcher,
+            authorization=authorization,
+        )
+        deferred_services.reserve(ctx)
+        if before_port:
+            modules = deferred_services.before_port(self.config)
+            deferred_services.install(ctx, modules, self.installed)
+        # One by one, so that those installed are closed if a later one fails.
+        for install in _installers():
+            self.installed.append(install(ctx))
+
+    def core_routes(self) -> dict[int, tuple[int, int, str]]:
+        """The route table as the dispatcher has it (fixed from then on)."""
+        assert self.dispatcher is not None, "start() first"
+        return self.dispatcher.core_routes()
+
+    def open_gate(self) -> None:
+        assert self.dispatcher is not None, "start() first"
+        self.gate.open(self.dispatcher.submit)
+
+    def stop_gracefully(self, shutdown: Callable[[], None]) -> None:
+        """Kafka's order: while still serving, let services prepare (the controlled shutdown
+        moves this broker's leaderships away), then stop serving. Runs on its own thread, so
+        the signal handler returns at once; a second signal stops at once."""
+        dispatcher, installed = self.dispatcher, self.installed
+
+        def prepare_then_stop() -> None:
+            for service in list(installed):
+                prepare = getattr(service, "prepare_shutdown", None)
+                if prepare is None or dispatcher is None:
+                    continue
+                try:
+                    dispatcher.run(prepare(), timeout=PREPARE_SHUTDOWN_TIMEOUT_S)
+                except Exception as error:  # the stop goes on without it
+                    log.error(
+                        "preparing %s for shutdown failed: %s", type(service).__name__, error
+                    )
+            shutdown()
+
+        if any(thread.name == STOPPING_THREAD for thread in threading.enumerate()):
+            shutdown()
+            return
+        threading.Thread(target=prepare_then_stop, name=STOPPING_THREAD, daemon=True).start()
+
+    def close(self) -> None:
+        """Let services that write to the core (the group coordinator's pending commits)
+        finish before the core is closed, newest first; a service may offer `async close()`.
+        Then stop the loop; requests still held get their connections closed."""
+        dispatcher = self.dispatcher
+        if dispatcher is not None:
+            for service in reversed(self.installed):
+                close = getattr(service, "close", None)
+                if close is None or not inspect.iscoroutinefunction(close):
+                    continue
+                try:
+                    dispatcher.run(close(), timeout=SERVICE_CLOSE_TIMEOUT_S)
+                except Exception as error:  # a failing close must not keep the core from closing
+                    log.error("closing %s failed: %s", type(service).__name__, error)
+            dispatcher.close()
+        self.gate.close()
+        if self._authorization is not None:
+            self._authorization.close()
+
+
 class _ServicesLoading:
-    """Imports and installs the services deferred until after the port opens on a thread of
-    its own while the core serves; if that fails the broker stops, and `finish` raises the
-    failure as start-up would (a process out of file descriptors keeps trying,
-    `deferred_services.install`)."""
+    """On a thread of its own while the core serves: builds the services if the port opened
+    without them, then imports and installs the services deferred until after the port; if
+    that fails the broker stops, and `finish` raises the failure as start-up would (a process
+    out of file descriptors keeps trying, `deferred_services.install`)."""
 
     def __init__(
-        self, ctx: BrokerContext, services: list[object], stop: Callable[[], None]
+        self,
+        python: PythonServices,
+        publisher: MetadataPublisher,
+        routes: dict[int, tuple[int, int, str]],
+        stop: Callable[[], None],
     ) -> None:
-        self._ctx, self._services, self._stop = ctx, services, stop
+        self._python, self._publisher, self._routes, self._stop = python, publisher, routes, stop
         self._failure: BaseException | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._load, name=SERVICES_THREAD, daemon=True)
@@ -106,10 +241,18 @@ class _ServicesLoading:
         self._thread.start()
 
     def _load(self) -> None:
+        python = self._python
         try:
-            modules = deferred_services.after_port(self._ctx.config)
-            if deferred_services.install(self._ctx, modules, self._services, self._stopping):
-                deferred_services.check_all_installed(self._ctx)
+            if python.dispatcher is None:
+                python.start(self._publisher, None, before_port=False)
+                routes = python.core_routes()
+                if routes != self._routes:
+                    raise RuntimeError(f"the services route {routes}, the core {self._routes}")
+            python.open_gate()
+            assert python.ctx is not None
+            modules = deferred_services.after_port(python.config)
+            if deferred_services.install(python.ctx, modules, python.installed, self._stopping):
+                deferred_services.check_all_installed(python.ctx)
         except BaseException as error:
             self._failure = error
             log.error("installing the services after the port opened failed, stopping: %s", error)
@@ -127,43 +270,6 @@ class _ServicesLoading:
             raise self._failure
 
 
-def _stop_gracefully(
-    dispatcher: Dispatcher, services: list[object], shutdown: Callable[[], None]
-) -> None:
-    """Kafka's order: while still serving, let services prepare (the controlled shutdown moves
-    this broker's leaderships away), then stop serving. Runs on its own thread, so the signal
-    handler returns at once; a second signal stops at once."""
-
-    def prepare_then_stop() -> None:
-        for service in services:
-            prepare = getattr(service, "prepare_shutdown", None)
-            if prepare is None:
-                continue
-            try:
-                dispatcher.run(prepare(), timeout=PREPARE_SHUTDOWN_TIMEOUT_S)
-            except Exception as error:  # the stop goes on without it
-                log.error("preparing %s for shutdown failed: %s", type(service).__name__, error)
-        shutdown()
-
-    if any(thread.name == STOPPING_THREAD for thread in threading.enumerate()):
-        shutdown()
-        return
-    threading.Thread(target=prepare_then_stop, name=STOPPING_THREAD, daemon=True).start()
-
-
-def _close_services(dispatcher: Dispatcher, services: list[object]) -> None:
-    """Let services that write to the core (the group coordinator's pending commits) finish
-    before the core is closed, newest first; a service may offer `async close()`."""
-    for service in reversed(services):
-        close = getattr(service, "close", None)
-        if close is None or not inspect.iscoroutinefunction(close):
-            continue
-        try:
-            dispatcher.run(close(), timeout=SERVICE_CLOSE_TIMEOUT_S)
-        except Exception as error:  # a failing close must not keep the core from closing
-            log.error("closing %s failed: %s", type(service).__name__, error)
-
-
 @contextmanager
 def _shutdown_on_signals(shutdown: Callable[[], None]) -> Iterator[None]:
     """SIGINT and SIGTERM ask for a clean shutdown (exit status 0)."""
@@ -171,7 +277,9 @@ def _shutdown_on_signals(shutdown: Callable[[], None]) -> Iterator[None]:
     def handle(_signum: int, _frame: FrameType | None) -> None:
         shutdown()
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous: dict[int, Any] = {
+        sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:

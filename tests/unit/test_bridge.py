@@ -25,9 +25,10 @@ from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 from krust import deferred_services, server
-from krust.bridge import Dispatcher, Exposure, RequestContext
+from krust.bridge import Dispatcher, RequestContext
 from krust.config import load_config
 from krust.protocol import build_entity, encode_entity, make_response
+from krust.routes import Exposure
 
 from .conftest import TIMEOUT, FakeCore, FakeRequest
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
-from krust.bridge import Exposure, RequestContext
+from krust.bridge import RequestContext
 from krust.controller.image import entry_record
 from krust.controller.records import (
     MetadataRecord,
@@ -29,6 +29,7 @@ from krust.plugins.authorizer import (
     ResourceType,
 )
 from krust.protocol import make_response
+from krust.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

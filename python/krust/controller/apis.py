@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import Exposure, RequestContext
+from krust.bridge import RequestContext
 from krust.controller import acls, cluster_apis, configs, quota_apis, scram
 from krust.controller.controller import CREATE_TOPICS
 from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
@@ -23,6 +23,7 @@ from krust.controller.topics import (
 )
 from krust.plugins.authorizer import AclOperation, ResourceType
 from krust.protocol import make_response
+from krust.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.context import BrokerContext

@@ -12,10 +12,12 @@ import math
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-from kio.schema.errors import ErrorCode
+from typing import TYPE_CHECKING
 
 from krust.controller.records import ClientQuotaRecord, QuotaEntityData
+
+if TYPE_CHECKING:
+    from kio.schema.errors import ErrorCode
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -57,7 +59,15 @@ class ClientQuotaError(Exception):
 
 
 def _invalid(message: str) -> ClientQuotaError:
-    return ClientQuotaError(ErrorCode.invalid_request, message)
+    return ClientQuotaError(_error_code("invalid_request"), message)
+
+
+def _error_code(name: str) -> ErrorCode:
+    """Kafka's error code of that name; kio's error codes are imported on the first error,
+    not by the image replay before the port opens."""
+    from kio.schema.errors import ErrorCode
+
+    return ErrorCode[name]
 
 
 def entity_of(pairs: Sequence[tuple[str, str | None]]) -> QuotaEntity:
@@ -250,7 +260,7 @@ def describe_client_quotas(
             raise _invalid(f"Entity type {entity_type} cannot appear more than once in the filter.")
         if entity_type not in ENTITY_TYPES:
             raise ClientQuotaError(
-                ErrorCode.unsupported_version, f"Unsupported entity type {entity_type}"
+                _error_code("unsupported_version"), f"Unsupported entity type {entity_type}"
             )
         if component.match_type == MATCH_EXACT:
             if component.match is None:

@@ -16,20 +16,12 @@ from kio.schema.errors import ErrorCode
 
 from krust.authorization import Authorization
 from krust.context import CoreBroker
-from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
+from krust.controller.bootstrap import initial_records
 from krust.controller.broker_configs import EffectiveBrokerConfig
-from krust.controller.features import check_finalized_levels
 from krust.controller.image import MetadataImage, TopicImage
-from krust.controller.publisher import METADATA_TOPIC, MetadataPublisher
-from krust.controller.records import (
-    METADATA_VERSION_FEATURE,
-    AbortTransactionRecord,
-    BeginTransactionRecord,
-    EndTransactionRecord,
-    MetadataRecord,
-    NoOpRecord,
-    encode_record,
-)
+from krust.controller.publisher import MetadataPublisher
+from krust.controller.records import METADATA_VERSION_FEATURE, MetadataRecord
+from krust.controller.startup import atomic, end_transaction_left_open, next_offset, open_metadata
 from krust.controller.topics import TopicSpec, plan_create_topics
 from krust.controller_requests import request_controller
 
@@ -47,8 +39,6 @@ DUTIES_RETRY_S = 0.2
 # How long a new active controller waits for its first record to be replayed before it checks
 # that it still leads and proposes another.
 DUTIES_CATCH_UP_TIMEOUT_S = 5.0
-# How often start-up logs that it is still waiting for the quorum.
-QUORUM_WAIT_LOG_S = 5.0
 
 
 class TopicCreationError(Exception):
@@ -83,42 +73,8 @@ class Controller:
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
-        """Format the log dirs if needed, start the quorum and wait until the image holds
-        what it committed, register this broker and push the image to the core. Blocking;
-        runs before the server starts serving."""
-        node_id = config["node.id"]
-        cluster_id = format_log_dirs(
-            config["log.dirs"],
-            node_id,
-            config["cluster.id"],
-            shared=bool(config["controller.quorum.voters"]),
-        )
-        publisher = MetadataPublisher(config, core, MetadataImage.empty(cluster_id, node_id))
-        core.start_quorum(
-            publisher.apply, publisher.snapshot, publisher.load_snapshot, publisher.leader_changed
-        )
-        controller = cls(config, core, publisher)
-        if config["controller.quorum.voters"]:
-            # The quorum needs this node's controller listener, which serves only once this
-            # returns: the image reaches the core when the quorum has a leader, and the broker
-            # registers through the controller channel (krust.lifecycle_manager).
-            publisher.publish_when_caught_up()
-            return controller
-        while not publisher.wait_caught_up(QUORUM_WAIT_LOG_S):
-            log.info("waiting for the controller quorum to elect a leader")
-        if core.log_end_offset(METADATA_TOPIC, 0) > 0:
-            # A restart: the registration below must not land in a transaction a crash left
-            # open (its records are separate entries, a crash can keep only some).
-            controller._end_transaction_left_open(None)
-        check_finalized_levels(controller.image.features)
-        bootstrapped = METADATA_VERSION_FEATURE in controller.image.features
-        records = [] if bootstrapped else initial_records()
-        # A quorum of one registers its broker here. The broker epoch is the record's offset.
-        first = controller.next_offset()
-        records.append(registration_record(config, broker_epoch=first + len(records)))
-        controller._propose_blocking(records)
-        publisher.start_publishing()
-        return controller
+        """`startup.open_metadata`, then the controller over its publisher. Blocking."""
+        return cls(config, core, open_metadata(config, core))
 
     @property
     def config(self) -> Mapping[str, Any]:
@@ -148,7 +104,7 @@ class Controller:
         offset of the first (-1 for none). Hold `lock`."""
         if not records:
             return -1
-        values = _atomic(records)
+        values = atomic(records)
         last = await asyncio.to_thread(self._core.propose, values)
         await self.publisher.wait_for(last)
         return last - len(records)
@@ -156,14 +112,7 @@ class Controller:
     def next_offset(self) -> int:
         """The offset the first record of the next commit gets, after its
         BeginTransactionRecord (Kafka's broker epochs are offsets)."""
-        return self._core.log_end_offset(METADATA_TOPIC, 0) + 1
-
-    def _propose_blocking(self, records: Sequence[MetadataRecord]) -> None:
-        """Commit records before the event loop runs (start-up)."""
-        if records:
-            last = self._core.propose(_atomic(records))
-            # The last record ends the transaction: replayed, the image holds them all.
-            self.publisher.wait_replayed_blocking(last, None)
+        return next_offset(self._core)
 
     async def close(self) -> None:
         """Stop the active controller's duties."""
@@ -203,7 +152,10 @@ class Controller:
             try:
                 async with self._lock:
                     await asyncio.to_thread(
-                        self._end_transaction_left_open, DUTIES_CATCH_UP_TIMEOUT_S
+                        end_transaction_left_open,
+                        self._core,
+                        self.publisher,
+                        DUTIES_CATCH_UP_TIMEOUT_S,
                     )
                     if METADATA_VERSION_FEATURE not in self.image.features:
                         await self.commit(initial_records())
@@ -218,21 +170,6 @@ class Controller:
         log.info("this node is the active controller (epoch %d)", self.publisher.leader_epoch)
         if self.cluster is not None and self._leading:
             self.cluster.activate()
-
-    def _end_transaction_left_open(self, timeout: float | None) -> None:
-        """Blocking: replay the log up to a record of this leader's epoch, then abort a
-        metadata transaction (KIP-868) that the last controller, or this node before a crash,
-        left open. Right after an election the image can lag the log: it may still show a
-        transaction the log has ended (an abort then would stop every node's replay) or not
-        yet show one the log leaves open. Kafka's raft client tells its controller of a
-        leadership only once the controller has caught up; here a NoOpRecord of this epoch,
-        once replayed, marks that point. TimeoutError after `timeout` seconds of waiting."""
-        barrier = self._core.propose([encode_record(NoOpRecord())])
-        self.publisher.wait_replayed_blocking(barrier, timeout)
-        if self.publisher.in_transaction:
-            abort = AbortTransactionRecord(reason="controller failover")
-            last = self._core.propose([encode_record(abort)])
-            self.publisher.wait_replayed_blocking(last, timeout)
 
     async def _drop_duties(self, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
@@ -298,12 +235,3 @@ class Controller:
             ) from None
         return self.image.topics[name]
 
-
-def _atomic(records: Sequence[MetadataRecord]) -> list[bytes]:
-    """The records' values in a metadata transaction (KIP-868): each is its own Raft entry,
-    and a new leader may commit only some of them, so they apply together at the
-    EndTransactionRecord or not at all. One record is wrapped too, so that the offsets a
-    commit gives are known before it (`next_offset`)."""
-    values = [encode_record(record) for record in records]
-    begin = BeginTransactionRecord(name=f"{len(values)} records")
-    return [encode_record(begin), *values, encode_record(EndTransactionRecord())]

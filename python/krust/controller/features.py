@@ -12,8 +12,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-
-from kio.schema.errors import ErrorCode
+from typing import TYPE_CHECKING
 
 from krust.controller.records import (
     METADATA_VERSION,
@@ -22,6 +21,9 @@ from krust.controller.records import (
     MetadataRecord,
     NoOpRecord,
 )
+
+if TYPE_CHECKING:
+    from kio.schema.errors import ErrorCode
 
 KRAFT_VERSION_FEATURE = "kraft.version"
 # krust's quorum is one static voter: kraft.version 1 (KIP-853 dynamic voters) is not served.
@@ -101,6 +103,9 @@ def plan_update_features(
     finalized: Mapping[str, int], updates: Iterable[FeatureUpdate], node_id: int
 ) -> FeaturesPlan:
     """The records that apply every update, or the first update's error (nothing applied)."""
+    # kio's error codes are imported here, not before the port opens (UpdateFeatures only).
+    from kio.schema.errors import ErrorCode
+
     records: list[MetadataRecord] = []
     try:
         for update in updates:

@@ -45,18 +45,10 @@ from krust.controller.records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
-from krust.plugins.authorizer import (
-    AccessControlEntry,
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
 
 if TYPE_CHECKING:
     from krust import _core
+    from krust.plugins.authorizer import AclBinding
 
 # (user, mechanism, salt, stored key, server key, iterations) of a SCRAM credential.
 CoreCredential = tuple[str, int, bytes, bytes, bytes, int]
@@ -511,6 +503,18 @@ def merge_partition_change(
 
 def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
     """The ACL an AccessControlEntryRecord holds."""
+    # The ACL types are imported on the first ACL: most logs have none, and the replay runs
+    # before the port opens (docs/python-services.md, "Start-up order").
+    from krust.plugins.authorizer import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
     try:
         return AclBinding(
             ResourcePattern(

@@ -5,11 +5,13 @@ and the core gets what changed.
 The quorum calls `load_snapshot`, `apply`, `snapshot` and `leader_changed` on one dedicated
 thread, in log order (docs/quorum.md). Services read `image` from the event loop: images are
 immutable, so a reader always sees a whole one. The controller waits with `wait_for` until
-its own proposals are part of the image."""
+its own proposals are part of the image.
+
+The replay runs before the port opens, before any event loop exists, so asyncio is imported
+only by the methods that run on one (docs/python-services.md, "Start-up order")."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import threading
@@ -33,6 +35,8 @@ from krust.controller.records import (
 from krust.controller.snapshots import SnapshotSchedule, image_records
 
 if TYPE_CHECKING:
+    import asyncio
+
     from krust import _core
 
 log = logging.getLogger(__name__)
@@ -168,6 +172,8 @@ class MetadataPublisher:
 
     def add_listener(self, listener: Listener) -> None:
         """Call `listener(image)` on the calling thread's event loop after each change."""
+        import asyncio  # see the module's docstring
+
         self._listeners.append((asyncio.get_running_loop(), listener))
 
     async def wait_for(self, offset: int) -> None:
@@ -178,6 +184,8 @@ class MetadataPublisher:
         """Return once `holds` is true of the image."""
         if holds(self.image):
             return
+        import asyncio  # see the module's docstring
+
         future = asyncio.get_running_loop().create_future()
         with self._mutex:
             self._waiters.append((holds, future))

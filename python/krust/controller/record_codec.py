@@ -172,7 +172,7 @@ def _field_codec(field: dataclasses.Field[Any]) -> tuple[Reader, Writer]:
         (annotation,) = (arg for arg in get_args(annotation) if arg is not type(None))
     if get_origin(annotation) is tuple:
         item = get_args(annotation)[0]
-        if dataclasses.is_dataclass(item):
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
             codec = _struct_codec(item)
             return _array(codec.read, codec.write)
         return _array(*_PRIMITIVES[field.metadata["kafka_type"]])
@@ -214,9 +214,9 @@ class StructCodec:
             end = position + length
             if end > len(data):
                 raise RecordFormatError(f"tagged field {tag} runs past the end")
-            field = self._by_tag.get(tag)
-            if field is not None:
-                values[field.name], size = field.read(data[:end], position)
+            tagged = self._by_tag.get(tag)
+            if tagged is not None:
+                values[tagged.name], size = tagged.read(data[:end], position)
                 if size != length:
                     raise RecordFormatError(f"tagged field {tag} is {length} bytes, read {size}")
             position = end

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from krust.bridge import Exposure
 from krust.coordinator.clock import AsyncioClock
+from krust.routes import Exposure
 from krust.transaction.api import INIT_PRODUCER_ID, TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.settings import TransactionCoordinatorConfig
