@@ -1,13 +1,15 @@
-"""Start-up: the coordinators are installed after the port opens (docs/python-services.md,
-"Start-up order"), yet the broker advertises exactly the apis and versions it did when
-everything was installed before, and a coordinator request sent the moment the port opens is
-answered."""
+"""Start-up: an empty broker's Python services (the controller's apis, the coordinators) are
+built after the port opens (docs/python-services.md, "Start-up order"), yet the broker
+advertises exactly the apis and versions it did when everything was installed before, and
+requests for them sent the moment the port opens are answered."""
 
 from __future__ import annotations
 
 import socket
 import time
 from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
 
 from . import wire
 from .broker_process import HOST, BrokerProcess
@@ -34,6 +36,7 @@ def test_api_versions_advertises_every_api_it_did_before(broker: BrokerProcess) 
 
 
 FIND_COORDINATOR = 10
+CREATE_TOPICS = 19
 NONE, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 0, 14, 15
 PORT_OPEN_TIMEOUT_S = 30.0
 
@@ -50,10 +53,16 @@ def first_connection(port: int) -> socket.socket:
             time.sleep(0.001)
 
 
-def test_a_coordinator_request_sent_as_the_port_opens_is_answered(tmp_path: Path) -> None:
+def started_unready(tmp_path: Path) -> BrokerProcess:
+    """A broker whose start returns at once, before its port opens."""
     broker = BrokerProcess(tmp_path)
     broker.wait_ready = lambda timeout_s=0.0: None  # type: ignore[method-assign]
     broker.start()
+    return broker
+
+
+def test_a_coordinator_request_sent_as_the_port_opens_is_answered(tmp_path: Path) -> None:
+    broker = started_unready(tmp_path)
     try:
         with first_connection(broker.port) as sock:
             # FindCoordinator v0 for group "g": the group coordinator may still be loading.
@@ -63,5 +72,27 @@ def test_a_coordinator_request_sent_as_the_port_opens_is_answered(tmp_path: Path
             error_code = answer.int16()
         assert error_code in (NONE, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE)
         assert broker.unexpected_exit() is None
+    finally:
+        broker.kill9()
+
+
+def test_a_topic_created_as_the_port_opens_is_created(tmp_path: Path) -> None:
+    broker = started_unready(tmp_path)
+    try:
+        with first_connection(broker.port) as sock:
+            # CreateTopics v2: "early", 2 partitions, replication factor 1, no assignments or
+            # configs; timeout 30 s; not validate-only.
+            topic = wire.string("early") + wire.int32(2) + wire.int16(1) + wire.int32(0) * 2
+            body = wire.array([topic]) + wire.int32(30_000) + b"\x00"
+            sock.sendall(wire.frame(wire.request_header(CREATE_TOPICS, 2, 7) + body))
+            answer = wire.read_response(sock, 7)
+            answer.int32()  # throttle time
+            created = [
+                (answer.string(), answer.int16(), answer.string()) for _ in range(answer.int32())
+            ]
+        assert created == [("early", NONE, None)]
+        assert broker.unexpected_exit() is None
+        metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics("early", 10)
+        assert len(metadata.topics["early"].partitions) == 2
     finally:
         broker.kill9()
