@@ -45,6 +45,9 @@ def open_metadata(config: Mapping[str, Any], core: CoreBroker) -> MetadataPublis
         shared=bool(config["controller.quorum.voters"]),
     )
     publisher = MetadataPublisher(config, core, MetadataImage.empty(cluster_id, node_id))
+    # A restart (the log holds records from before this start; once the quorum runs, it holds
+    # the leader's own entries too).
+    restart = core.log_end_offset(METADATA_TOPIC, 0) > 0
     core.start_quorum(
         publisher.apply, publisher.snapshot, publisher.load_snapshot, publisher.leader_changed
     )
@@ -56,9 +59,9 @@ def open_metadata(config: Mapping[str, Any], core: CoreBroker) -> MetadataPublis
         return publisher
     while not publisher.wait_caught_up(QUORUM_WAIT_LOG_S):
         log.info("waiting for the controller quorum to elect a leader")
-    if core.log_end_offset(METADATA_TOPIC, 0) > 0:
-        # A restart: the registration below must not land in a transaction a crash left
-        # open (its records are separate entries, a crash can keep only some).
+    if restart:
+        # The registration below must not land in a transaction a crash left open (its
+        # records are separate entries, a crash can keep only some).
         end_transaction_left_open(core, publisher, None)
     check_finalized_levels(publisher.image.features)
     bootstrapped = METADATA_VERSION_FEATURE in publisher.image.features
