@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from krust import deferred_services
 from krust.config import BrokerConfig, ConfigError, core_settings
-from krust.controller.startup import open_metadata
+from krust.controller.meta_properties import format_node
 from krust.routes import RequestGate
 
 if TYPE_CHECKING:
@@ -74,15 +74,16 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
     early = needs_python_before_port(config)
     # A plugin that cannot be loaded stops start-up before any log dir is opened.
     authorization = _load_authorization(config) if early else None
-    try:
-        core = _core.Broker(core_settings(config))
-    except ValueError as error:
-        # The core's checks of settings (TLS material, mapping rules) name the key.
-        raise ConfigError(None, str(error)) from None
+    opening = _NodeOpening(config, _core.Broker)
+    opening.start()
+    # The metadata replay's modules are imported while the other thread waits on the disk.
+    from krust.controller.startup import open_metadata
+
+    core, cluster_id = opening.result()
     python = PythonServices(config, core)
     loading: _ServicesLoading | None = None
     try:
-        publisher = open_metadata(config, core)
+        publisher = open_metadata(config, core, cluster_id)
         if early:
             python.start(publisher, authorization, before_port=True)
             routes = python.core_routes()
@@ -110,6 +111,44 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         if authorization is not None:
             authorization.close()
         core.close()
+
+
+class _NodeOpening:
+    """On a thread of its own: the core (log dirs locked, logs recovered), then the log dirs'
+    meta.properties checked or written. Both wait on the disk more than they compute, so the
+    start-up thread imports the metadata replay's modules meanwhile."""
+
+    def __init__(self, config: BrokerConfig, open_core: Callable[[Any], _core.Broker]) -> None:
+        self._config, self._open_core = config, open_core
+        self._core: _core.Broker | None = None
+        self._cluster_id = ""
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, name="krust-opening", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _open(self) -> None:
+        try:
+            try:
+                self._core = self._open_core(core_settings(self._config))
+            except ValueError as error:
+                # The core's checks of settings (TLS material, mapping rules) name the key.
+                raise ConfigError(None, str(error)) from None
+            self._cluster_id = format_node(self._config)
+        except BaseException as error:
+            self._failure = error
+
+    def result(self) -> tuple[_core.Broker, str]:
+        """The core and the cluster id; raises what the thread could not do (closing a core
+        it opened)."""
+        self._thread.join()
+        if self._failure is not None:
+            if self._core is not None:
+                self._core.close()
+            raise self._failure
+        assert self._core is not None
+        return self._core, self._cluster_id
 
 
 def _load_authorization(config: BrokerConfig) -> Authorization:

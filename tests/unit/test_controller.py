@@ -15,8 +15,8 @@ from krust.bridge import Dispatcher, RequestContext
 from krust.config import BrokerConfig, ConfigError, load_config
 from krust.context import BrokerContext
 from krust.controller.apis import ControllerApis, install
-from krust.controller.bootstrap import META_PROPERTIES
 from krust.controller.controller import Controller, TopicCreationError
+from krust.controller.meta_properties import META_PROPERTIES
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (
     AbortTransactionRecord,

@@ -82,7 +82,7 @@ def test_the_inter_broker_listener_follows_kafkas_rules(tmp_path: Path) -> None:
 
 
 def test_a_node_of_a_cluster_must_be_given_the_clusters_id(tmp_path: Path) -> None:
-    from krust.controller.bootstrap import format_log_dirs
+    from krust.controller.meta_properties import format_log_dirs
 
     dirs = [str(tmp_path)]
     with pytest.raises(ConfigError) as caught:

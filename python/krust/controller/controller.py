@@ -19,6 +19,7 @@ from krust.context import CoreBroker
 from krust.controller.bootstrap import initial_records
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.image import MetadataImage, TopicImage
+from krust.controller.meta_properties import format_node
 from krust.controller.publisher import MetadataPublisher
 from krust.controller.records import METADATA_VERSION_FEATURE, MetadataRecord
 from krust.controller.startup import atomic, end_transaction_left_open, next_offset, open_metadata
@@ -73,8 +74,9 @@ class Controller:
 
     @classmethod
     def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
-        """`startup.open_metadata`, then the controller over its publisher. Blocking."""
-        return cls(config, core, open_metadata(config, core))
+        """Format the log dirs and `startup.open_metadata`, then the controller over its
+        publisher. Blocking."""
+        return cls(config, core, open_metadata(config, core, format_node(config)))
 
     @property
     def config(self) -> Mapping[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from krust.context import CoreBroker
-from krust.controller.bootstrap import format_log_dirs, initial_records, registration_record
+from krust.controller.bootstrap import initial_records, registration_record
 from krust.controller.features import check_finalized_levels
 from krust.controller.image import MetadataImage
 from krust.controller.publisher import METADATA_TOPIC, MetadataPublisher
@@ -34,16 +34,12 @@ log = logging.getLogger(__name__)
 QUORUM_WAIT_LOG_S = 5.0
 
 
-def open_metadata(config: Mapping[str, Any], core: CoreBroker) -> MetadataPublisher:
-    """Format the log dirs if needed, start the quorum and wait until the image holds what it
+def open_metadata(
+    config: Mapping[str, Any], core: CoreBroker, cluster_id: str
+) -> MetadataPublisher:
+    """Start the quorum on formatted log dirs and wait until the image holds what it
     committed, register this broker and push the image to the core. Blocking."""
     node_id = config["node.id"]
-    cluster_id = format_log_dirs(
-        config["log.dirs"],
-        node_id,
-        config["cluster.id"],
-        shared=bool(config["controller.quorum.voters"]),
-    )
     publisher = MetadataPublisher(config, core, MetadataImage.empty(cluster_id, node_id))
     # A restart (the log holds records from before this start; once the quorum runs, it holds
     # the leader's own entries too).

@@ -13,8 +13,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.controller.bootstrap import random_kafka_uuid
 from krust.controller.image import MetadataImage, TopicImage
+from krust.controller.meta_properties import random_kafka_uuid
 from krust.controller.placement import PlacementError, place_replicas
 from krust.controller.records import (
     TOPIC_RESOURCE,
