@@ -93,6 +93,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
         loading = _ServicesLoading(python, publisher, routes, core.shutdown)
         with _shutdown_on_signals(lambda: python.stop_gracefully(core.shutdown)):
             loading.start()
+            loading.serving()
             core.serve(
                 python.gate.submit,
                 routes,
@@ -274,13 +275,22 @@ class _ServicesLoading:
         self._python, self._publisher, self._routes, self._stop = python, publisher, routes, stop
         self._failure: BaseException | None = None
         self._stopping = threading.Event()
+        self._serving = threading.Event()
         self._thread = threading.Thread(target=self._load, name=SERVICES_THREAD, daemon=True)
 
     def start(self) -> None:
+        """Start the thread; it waits for `serving` before it takes the GIL for long."""
         self._thread.start()
+
+    def serving(self) -> None:
+        """Called right before `core.serve`: from then on the start-up thread needs the GIL
+        only briefly, so the imports here no longer hold up the port opening (a thread that
+        asks for the GIL waits up to the switch interval, 5 ms, for it)."""
+        self._serving.set()
 
     def _load(self) -> None:
         python = self._python
+        self._serving.wait()
         try:
             if python.dispatcher is None:
                 python.start(self._publisher, None, before_port=False)
@@ -299,6 +309,7 @@ class _ServicesLoading:
 
     def join(self) -> None:
         self._stopping.set()
+        self._serving.set()
         if self._thread.ident is not None:  # started
             self._thread.join()
 
