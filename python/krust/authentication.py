@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from krust.bridge import RequestContext
 from krust.config import ConfigError
+from krust.configured_plugins import plain_callback_specs
 from krust.context import BrokerContext
 from krust.plugins import PlainServerCallback, PluginContext, PluginRunner, load_plugin
 from krust.protocol import make_response
@@ -81,10 +82,7 @@ def install(ctx: BrokerContext) -> PlainCallbacks:
     """Load each listener's PLAIN callback (a class that fails to load stops start-up with
     exit 2) and serve the core's credential checks."""
     callbacks = {}
-    for listener, security in ctx.config["listener.security"].items():
-        spec = (security["sasl"] or {}).get("plain_callback_class")
-        if spec is None:
-            continue
+    for listener, spec in plain_callback_specs(ctx.config).items():
         key = callback_key(listener)
         plugin = load_plugin(key, spec, _plugin_configs(ctx.config, listener))
         if not isinstance(plugin, PlainServerCallback):

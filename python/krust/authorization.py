@@ -16,6 +16,7 @@ from typing import Any
 
 from krust.bridge import RequestContext
 from krust.config import ConfigError
+from krust.configured_plugins import AUTHORIZER_KEY, authorizer_spec
 from krust.plugins.authorizer import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -34,7 +35,7 @@ from krust.plugins.containment import PluginRunner
 from krust.plugins.loading import load_plugin, plugin_configs
 from krust.plugins.standard_authorizer import KAFKA_CLASS_NAME, StandardAuthorizer
 
-CLASS_KEY = "authorizer.class.name"
+CLASS_KEY = AUTHORIZER_KEY
 BUILT_IN = "krust.plugins.standard_authorizer:StandardAuthorizer"
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Authorization:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], originals: Mapping[str, str]) -> Authorization:
         """Load `authorizer.class.name` (ConfigError, exit 2, if it cannot be loaded)."""
-        spec = str(config.get(CLASS_KEY) or "").strip()
+        spec = authorizer_spec(config)
         if not spec:
             return cls(None)
         if spec == KAFKA_CLASS_NAME:

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 from krust.routes import CoreRoutes, Exposure
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from krust.context import BrokerContext
 
-    Installer = Callable[[BrokerContext], object]
+Installer = Callable[["BrokerContext"], object]
 
 # How long to wait before reading the modules again after the process could not open them.
 IMPORT_RETRY_S = 1.0
@@ -124,9 +126,10 @@ def install(
     returns to `installed`. With `stopping` (after the port opened), modules the process
     cannot read are read again until they can be; False, with nothing installed, if
     `stopping` is set meanwhile."""
-    installers = _import_installers(modules, stopping)
-    if installers is None:
+    imported = import_modules(modules, stopping)
+    if imported is None:
         return False
+    installers: list[Installer] = [module.install for module in imported]
     for install_one in installers:
         installed.append(install_one(ctx))
     return True
@@ -139,16 +142,17 @@ def check_all_installed(ctx: BrokerContext) -> None:
         raise RuntimeError(f"advertised apis without a handler: {sorted(waiting)}")
 
 
-def _import_installers(
+def import_modules(
     modules: Sequence[str], stopping: threading.Event | None
-) -> list[Installer] | None:
-    """The modules' installers, imported now. A process out of file descriptors (or memory)
-    cannot read the modules: that is the broker's resources, not its code, so it goes on
-    serving as it would with them loaded (a log dir that hits the limit goes offline, as in
-    Kafka) and reads them again a little later; their requests wait."""
+) -> list[ModuleType] | None:
+    """The modules, imported now. After the port opened (`stopping` given), a process out of
+    file descriptors (or memory) that cannot read them goes on serving as it would with them
+    loaded (that is the broker's resources, not its code; a log dir that hits the limit goes
+    offline, as in Kafka) and reads them again a little later while their requests wait;
+    None if `stopping` is set meanwhile."""
     while True:
         try:
-            return [importlib.import_module(name).install for name in modules]
+            return [importlib.import_module(name) for name in modules]
         except OSError as error:
             if stopping is None:
                 raise

@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from krust.config import ConfigError
+from krust.configured_plugins import QUOTA_CALLBACK_KEY, quota_callback_spec
 from krust.context import BrokerContext
 from krust.controller.broker_configs import config_string
 from krust.plugins import PluginRunner, load_plugin
 from krust.plugins.quota import ClientQuotaCallback, ClientQuotaType, QuotaCallbackContext
 
-CALLBACK_KEY = "client.quota.callback.class"
+CALLBACK_KEY = QUOTA_CALLBACK_KEY
 # How long one callback call may take before its client is left unlimited.
 CALLBACK_TIMEOUT_S = 5.0
 # How often the service thread looks up from waiting, to notice shutdown.
@@ -44,7 +45,7 @@ class QuotaCallbackCore(Protocol):
 def load_callback(config: Mapping[str, Any]) -> ClientQuotaCallback | None:
     """The configured callback, imported and configured; None when none is configured.
     Raises ConfigError (exit status 2) when it cannot be loaded or is not a callback."""
-    spec = config.get(CALLBACK_KEY)
+    spec = quota_callback_spec(config)
     if not spec:
         return None
     configs = {name: config_string(value) for name, value in config.items() if value is not None}

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from krust import deferred_services
+from krust import configured_plugins, deferred_services
 from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.controller.meta_properties import format_node
 from krust.routes import RequestGate
@@ -31,19 +31,27 @@ if TYPE_CHECKING:
     from krust.context import BrokerContext
     from krust.controller.publisher import MetadataPublisher
 
-Installer = Callable[["BrokerContext"], object]
 SERVICE_CLOSE_TIMEOUT_S = 5.0
 # A controlled shutdown gives up after this (Kafka's waits on its request timeouts too).
 PREPARE_SHUTDOWN_TIMEOUT_S = 35.0
 STOPPING_THREAD = "krust-stopping"
 SERVICES_THREAD = "krust-services-install"
-# The keys of the plugins that load before the port opens when they are set.
-AUTHORIZER_KEY = "authorizer.class.name"
-QUOTA_CALLBACK_KEY = "client.quota.callback.class"
 log = logging.getLogger(__name__)
 
 
-def _installers() -> list[Installer]:
+# What `PythonServices.start` imports: read through `deferred_services.import_modules` first
+# when it runs after the port opened, so running out of file descriptors there is retried.
+SERVICE_MODULES = (
+    "krust.authentication",
+    "krust.authorization",
+    "krust.bridge",
+    "krust.context",
+    "krust.controller.controller",
+    "krust.quota_callback",
+)
+
+
+def _installers() -> list[deferred_services.Installer]:
     """The services that load user plugins, installed with the dispatcher: a plugin that
     cannot load stops start-up with exit 2."""
     from krust import authentication, quota_callback
@@ -53,16 +61,7 @@ def _installers() -> list[Installer]:
 
 def needs_python_before_port(config: BrokerConfig) -> bool:
     """Whether the services must be in place before the port opens (see the module's doc)."""
-    plain_callbacks = any(
-        (security["sasl"] or {}).get("plain_callback_class") is not None
-        for security in config["listener.security"].values()
-    )
-    return bool(
-        config["controller.quorum.voters"]
-        or str(config.get(AUTHORIZER_KEY) or "").strip()
-        or config.get(QUOTA_CALLBACK_KEY)
-        or plain_callbacks
-    )
+    return bool(config["controller.quorum.voters"]) or configured_plugins.any_configured(config)
 
 
 def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
@@ -293,6 +292,8 @@ class _ServicesLoading:
         self._serving.wait()
         try:
             if python.dispatcher is None:
+                if deferred_services.import_modules(SERVICE_MODULES, self._stopping) is None:
+                    return
                 python.start(self._publisher, None, before_port=False)
                 routes = python.core_routes()
                 if routes != self._routes:
