@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from krust import configured_plugins, deferred_services
 from krust.config import BrokerConfig, ConfigError, core_settings
 from krust.controller.meta_properties import format_node
-from krust.routes import RequestGate
+from krust.routes import CoreRoutes, RequestGate
 
 if TYPE_CHECKING:
     from krust import _core
@@ -84,7 +84,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
     try:
         publisher = open_metadata(config, core, cluster_id)
         if early:
-            python.start(publisher, authorization, before_port=True)
+            python.start(publisher, authorization)
             routes = python.core_routes()
         else:
             routes = deferred_services.core_routes()
@@ -169,12 +169,12 @@ class PythonServices:
         self.ctx: BrokerContext | None = None
         self._authorization: Authorization | None = None
 
-    def start(
-        self, publisher: MetadataPublisher, authorization: Authorization | None, before_port: bool
-    ) -> None:
-        """Build the dispatcher and the controller, reserve every deferred api and install
-        the services that must be there as soon as the dispatcher is; then pass the core's
-        requests on."""
+    def start(self, publisher: MetadataPublisher, authorization: Authorization | None) -> None:
+        """Build the dispatcher and the controller (and the authorizer, when not given),
+        reserve every deferred api and install the services that must be there as soon as the
+        dispatcher is: the plugins' services, and a cluster node's controller apis and
+        lifecycle manager (`deferred_services.before_port`; none on a node that starts its
+        services after the port). `open_gate` then passes the core's requests on."""
         from krust.bridge import Dispatcher
         from krust.context import BrokerContext
         from krust.controller.controller import Controller
@@ -198,14 +198,12 @@ class PythonServices:
             authorization=authorization,
         )
         deferred_services.reserve(ctx)
-        if before_port:
-            modules = deferred_services.before_port(self.config)
-            deferred_services.install(ctx, modules, self.installed)
+        deferred_services.install(ctx, deferred_services.before_port(self.config), self.installed)
         # One by one, so that those installed are closed if a later one fails.
         for install in _installers():
             self.installed.append(install(ctx))
 
-    def core_routes(self) -> dict[int, tuple[int, int, str]]:
+    def core_routes(self) -> CoreRoutes:
         """The route table as the dispatcher has it (fixed from then on)."""
         assert self.dispatcher is not None, "start() first"
         return self.dispatcher.core_routes()
@@ -268,7 +266,7 @@ class _ServicesLoading:
         self,
         python: PythonServices,
         publisher: MetadataPublisher,
-        routes: dict[int, tuple[int, int, str]],
+        routes: CoreRoutes,
         stop: Callable[[], None],
     ) -> None:
         self._python, self._publisher, self._routes, self._stop = python, publisher, routes, stop
@@ -294,7 +292,7 @@ class _ServicesLoading:
             if python.dispatcher is None:
                 if deferred_services.import_modules(SERVICE_MODULES, self._stopping) is None:
                     return
-                python.start(self._publisher, None, before_port=False)
+                python.start(self._publisher, None)
                 routes = python.core_routes()
                 if routes != self._routes:
                     raise RuntimeError(f"the services route {routes}, the core {self._routes}")

@@ -59,15 +59,10 @@ class ClientQuotaError(Exception):
 
 
 def _invalid(message: str) -> ClientQuotaError:
-    return ClientQuotaError(_error_code("invalid_request"), message)
-
-
-def _error_code(name: str) -> ErrorCode:
-    """Kafka's error code of that name; kio's error codes are imported on the first error,
-    not by the image replay before the port opens."""
+    # kio's error codes load on the first error, not with the image replay before the port.
     from kio.schema.errors import ErrorCode
 
-    return ErrorCode[name]
+    return ClientQuotaError(ErrorCode.invalid_request, message)
 
 
 def entity_of(pairs: Sequence[tuple[str, str | None]]) -> QuotaEntity:
@@ -259,8 +254,10 @@ def describe_client_quotas(
         if entity_type in exact or entity_type in specified:
             raise _invalid(f"Entity type {entity_type} cannot appear more than once in the filter.")
         if entity_type not in ENTITY_TYPES:
+            from kio.schema.errors import ErrorCode
+
             raise ClientQuotaError(
-                _error_code("unsupported_version"), f"Unsupported entity type {entity_type}"
+                ErrorCode.unsupported_version, f"Unsupported entity type {entity_type}"
             )
         if component.match_type == MATCH_EXACT:
             if component.match is None:

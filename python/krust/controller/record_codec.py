@@ -18,7 +18,7 @@ import struct
 import types
 import uuid
 from collections.abc import Callable
-from typing import Any, Union, get_args, get_origin
+from typing import Any, NamedTuple, Union, get_args, get_origin
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
@@ -156,12 +156,12 @@ def _array(read_item: Reader, write_item: Writer) -> tuple[Reader, Writer]:
     return read, write
 
 
-@dataclasses.dataclass(frozen=True)
-class _Field:
+class _Field(NamedTuple):
+    # A NamedTuple, not a dataclass: this module loads before the port opens.
     name: str
     read: Reader
     write: Writer
-    tag: int | None
+    tag: int  # -1: not a tagged field
     default: Any
 
 
@@ -188,13 +188,13 @@ class StructCodec:
         tagged: list[_Field] = []
         for field in dataclasses.fields(cls):
             read, write = _field_codec(field)
-            tag = field.metadata.get("tag")
-            if tag is not None and field.default is dataclasses.MISSING:
+            tag = field.metadata.get("tag", -1)
+            if tag >= 0 and field.default is dataclasses.MISSING:
                 raise TypeError(f"{cls.__name__}.{field.name}: a tagged field needs a default")
-            (tagged if tag is not None else self._fields).append(
+            (tagged if tag >= 0 else self._fields).append(
                 _Field(field.name, read, write, tag, field.default)
             )
-        self._tagged = sorted(tagged, key=lambda field: field.tag or 0)
+        self._tagged = sorted(tagged, key=lambda field: field.tag)
         self._by_tag = {field.tag: field for field in self._tagged}
 
     def read(self, data: bytes, offset: int) -> tuple[Any, int]:
@@ -216,7 +216,7 @@ class StructCodec:
                 raise RecordFormatError(f"tagged field {tag} runs past the end")
             tagged = self._by_tag.get(tag)
             if tagged is not None:
-                values[tagged.name], size = tagged.read(data[:end], position)
+                values[tagged.name], size = tagged.read(data[position:end], 0)
                 if size != length:
                     raise RecordFormatError(f"tagged field {tag} is {length} bytes, read {size}")
             position = end
@@ -237,7 +237,7 @@ class StructCodec:
         for field, value in present:
             body = bytearray()
             field.write(body, value)
-            write_uvarint(buffer, field.tag or 0)
+            write_uvarint(buffer, field.tag)
             write_uvarint(buffer, len(body))
             buffer += body
 
