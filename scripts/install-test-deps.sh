@@ -47,7 +47,7 @@ step "compile python/krust to bytecode"
 # cryptography makes the TLS tests' certificates (tests/integration/tls_certs.py).
 step "pip install test tools (pytest, pytest-xdist, ruff, mypy 1.x) and Kafka clients (+ codecs)"
 pip_install \
-    "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "ruff>=0.6" "mypy>=1.13,<2" \
+    "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "ruff>=0.6" "mypy>=1.13,<2" "hypothesis>=6" \
     "confluent-kafka>=2.6" "cryptography>=42" \
     "kafka-python[crc32c,lz4,snappy,zstd]>=3" \
     "aiokafka[lz4,snappy,zstd]>=0.12"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -10,6 +11,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import settings
+
+# The property tests (test_*_properties.py): a modest number of examples, so the layer stays
+# fast, and no per-example deadline, which a loaded 2-core machine would trip for no reason.
+# HYPOTHESIS_PROFILE=thorough searches much longer, for a change to a codec, assignor or rule.
+settings.register_profile("krust", max_examples=40, deadline=None, database=None)
+settings.register_profile("thorough", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "krust"))
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2] / "python"
 if str(SOURCE_ROOT) not in sys.path:
