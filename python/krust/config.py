@@ -54,6 +54,9 @@ class ConfigType(enum.Enum):
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# What Java's Double.parseDouble reads (hexadecimal literals aside): Python's float() also takes
+# "1_000", "inf", "nan" and non-ASCII digits, which Kafka refuses.
+_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
 _INTEGER_BOUNDS = {
     ConfigType.SHORT: (-(2**15), 2**15 - 1),
     ConfigType.INT: (-(2**31), INT_MAX),
@@ -74,10 +77,9 @@ def parse_typed(config_type: ConfigType, raw: str) -> Any:
             raise ValueError(f"not a number of type {config_type.value}")
         return int(text)
     if config_type is ConfigType.DOUBLE:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError("not a number of type DOUBLE") from None
+        if not _DOUBLE.fullmatch(text):
+            raise ValueError("not a number of type DOUBLE")
+        return float(text.rstrip("fFdD"))
     if config_type is ConfigType.LIST:
         return [] if not text else [item.strip() for item in text.split(",")]
     return text
@@ -509,7 +511,8 @@ def _unescape(text: str) -> str:
             index += 4
         else:
             out.append(_ESCAPES.get(code, code))
-    return "".join(out)
+    # Java writes a character beyond the BMP as two \u escapes, its UTF-16 surrogate pair.
+    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
 
 
 def _resolve(values: dict[str, Any]) -> None:
