@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from krust.config import ConfigType, parse_typed
+
 CONSUMER_SESSION_TIMEOUT = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 # The group configs that act, with the broker key each one overrides.
@@ -26,7 +28,10 @@ class GroupConfigError(ValueError):
 def effective(name: str, configs: Mapping[str, str], broker: Mapping[str, Any]) -> int:
     """The value a group runs with: its own, else the broker's."""
     value = configs.get(name)
-    return int(value) if value is not None else int(broker[BROKER_KEYS[name]])
+    # Kafka parses it as its ConfigDef type (INT): Python's int() would take "1_000" too.
+    return (
+        parse_typed(ConfigType.INT, value) if value is not None else int(broker[BROKER_KEYS[name]])
+    )
 
 
 def validate(configs: Mapping[str, str], broker: Mapping[str, Any]) -> None:
