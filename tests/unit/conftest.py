@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 # The property tests (test_*_properties.py): a modest number of examples, so the layer stays
-# fast, and no per-example deadline, which a loaded 2-core machine would trip for no reason.
-# HYPOTHESIS_PROFILE=thorough searches much longer, for a change to a codec, assignor or rule.
-settings.register_profile("krust", max_examples=40, deadline=None, database=None)
-settings.register_profile("thorough", max_examples=2000, deadline=None)
+# fast, and neither a per-example deadline nor the slow-generation check, which a loaded 2-core
+# machine would trip for no reason. HYPOTHESIS_PROFILE=thorough searches much longer, for a
+# change to a codec, assignor or rule.
+_LOADED_MACHINE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("krust", max_examples=40, database=None, **_LOADED_MACHINE)
+settings.register_profile("thorough", max_examples=2000, **_LOADED_MACHINE)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "krust"))
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2] / "python"
