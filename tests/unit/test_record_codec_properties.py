@@ -30,8 +30,9 @@ from krust.controller.records import (
     encode_record,
 )
 
-# Short values mostly, sometimes one long enough for a multi-byte length varint (>= 128 and
-# >= 16384 bytes); characters of any plane, never a lone surrogate (not encodable as UTF-8).
+# Short values mostly, sometimes one long enough for a two-byte length varint (>= 128 bytes;
+# test_values_with_a_three_byte_length_round_trip goes past 16384); characters of any plane,
+# never a lone surrogate (not encodable as UTF-8).
 _TEXT = st.one_of(
     st.text(max_size=12),
     st.builds(
