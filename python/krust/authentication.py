@@ -16,8 +16,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from krust.bridge import RequestContext
-from krust.config import ConfigError
-from krust.configured_plugins import plain_callback_specs
+from krust.config.configured_plugins import plain_callback_specs
+from krust.config.errors import ConfigError
 from krust.context import BrokerContext
 from krust.plugins import PlainServerCallback, PluginContext, PluginRunner, load_plugin
 from krust.protocol import make_response

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from krust.bridge import RequestContext
-from krust.config import ConfigError
-from krust.configured_plugins import AUTHORIZER_KEY, authorizer_spec
+from krust.config.configured_plugins import AUTHORIZER_KEY, authorizer_spec
+from krust.config.errors import ConfigError
 from krust.plugins.authorizer import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from krust import __version__, logs
-from krust.config import ENV_PREFIX, BrokerConfig, ConfigError, load_config
+from krust.config.broker import ENV_PREFIX, BrokerConfig, load_config
+from krust.config.errors import ConfigError
 
 EXIT_OK = 0
 EXIT_FAILED = 1

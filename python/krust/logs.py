@@ -16,7 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from krust.config import ENV_PREFIX, BrokerConfig, ConfigError, ConfigSource
+from krust.config.broker import ENV_PREFIX, BrokerConfig, ConfigSource
+from krust.config.errors import ConfigError
 
 LEVEL_KEY = "krust.log.level"
 FORMAT_KEY = "krust.log.format"

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from krust.config import ConfigError
-from krust.configured_plugins import QUOTA_CALLBACK_KEY, quota_callback_spec
+from krust.config.configured_plugins import QUOTA_CALLBACK_KEY, quota_callback_spec
+from krust.config.errors import ConfigError
 from krust.context import BrokerContext
 from krust.controller.broker_configs import config_string
 from krust.plugins import PluginRunner, load_plugin

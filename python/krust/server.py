@@ -19,8 +19,10 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from krust import configured_plugins, deferred_services
-from krust.config import BrokerConfig, ConfigError, core_settings
+from krust import deferred_services
+from krust.config import configured_plugins
+from krust.config.broker import BrokerConfig, core_settings
+from krust.config.errors import ConfigError
 from krust.controller.meta_properties import format_node
 from krust.routes import CoreRoutes, RequestGate
 

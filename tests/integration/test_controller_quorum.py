@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from krust import _core
-from krust.config import core_settings, load_config
+from krust.config.broker import core_settings, load_config
 from krust.controller.records import TopicRecord, encode_record
 
 from .kafka_cli import DUMP_LOG_SEGMENTS, run_java_tool, tool_output

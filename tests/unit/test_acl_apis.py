@@ -11,7 +11,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from krust.authorization import Authorization
 from krust.bridge import RequestContext
-from krust.config import BrokerConfig, load_config
+from krust.config.broker import BrokerConfig, load_config
 from krust.controller.acls import AclAdmin
 from krust.controller.controller import Controller
 from krust.controller.image import ImageBuilder, MetadataImage

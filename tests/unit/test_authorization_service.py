@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from krust.authorization import Authorization
-from krust.config import ConfigError, load_config
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
 from krust.plugins.authorizer import (
     AclOperation,
     Action,

@@ -26,7 +26,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 from krust import deferred_services, server
 from krust.bridge import Dispatcher, RequestContext
-from krust.config import load_config
+from krust.config.broker import load_config
 from krust.protocol import build_entity, encode_entity, make_response
 from krust.routes import Exposure
 

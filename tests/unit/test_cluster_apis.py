@@ -13,7 +13,7 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from krust.bridge import RequestContext
-from krust.config import load_config
+from krust.config.broker import load_config
 from krust.controller.cluster_apis import ClusterControl
 from krust.controller.controller import Controller
 from krust.controller.features import SUPPORTED_FEATURES

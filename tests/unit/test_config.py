@@ -8,16 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from krust.config import (
-    BROKER_KEYS,
-    ConfigError,
-    ConfigSource,
-    Listener,
-    core_settings,
-    env_name,
-    load_config,
-    parse_properties,
-)
+from krust.config.broker import ConfigSource, core_settings, env_name, load_config
+from krust.config.errors import ConfigError
+from krust.config.listeners import Listener
+from krust.config.properties import parse_properties
+from krust.config.table import BROKER_KEYS
 
 from .conftest import SOURCE_ROOT
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from krust.config import ConfigError, load_config
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
 from krust.coordinator.clock import FakeClock
 from krust.group.consumer.testing import new_group
 from krust.group.results import ErrorCode

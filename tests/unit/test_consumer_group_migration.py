@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 from krust.bridge import RequestContext
-from krust.config import ConfigError, load_config
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
 from krust.coordinator.clock import FakeClock
 from krust.coordinator.wire import Writer
 from krust.group.api_consumer_group import ConsumerGroupApis

@@ -12,7 +12,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from krust.authorization import Authorization
 from krust.bridge import Dispatcher, RequestContext
-from krust.config import BrokerConfig, ConfigError, load_config
+from krust.config.broker import BrokerConfig, load_config
+from krust.config.errors import ConfigError
 from krust.context import BrokerContext
 from krust.controller.apis import ControllerApis, install
 from krust.controller.controller import Controller, TopicCreationError

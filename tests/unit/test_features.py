@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from krust.config import BrokerConfig
+from krust.config.broker import BrokerConfig
 from krust.controller.apis import ControllerApis
 from krust.controller.controller import Controller
 from krust.controller.features import (

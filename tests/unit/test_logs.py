@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from krust import logs
 from krust.cli import build_parser, overrides
-from krust.config import load_config
+from krust.config.broker import load_config
 
 from .test_config import cli
 

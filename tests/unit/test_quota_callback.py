@@ -11,7 +11,7 @@ import types
 from collections.abc import Mapping, Sequence
 
 import pytest
-from krust.config import ConfigError
+from krust.config.errors import ConfigError
 from krust.plugins import ClientQuotaType, QuotaCallbackContext
 from krust.quota_callback import Limits, QuotaCallbackService, load_callback
 

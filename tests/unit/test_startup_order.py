@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from krust.config import BrokerConfig, load_config
+from krust.config.broker import BrokerConfig, load_config
 from krust.server import needs_python_before_port
 
 BASE = ["listeners=PLAINTEXT://127.0.0.1:9092"]

@@ -15,14 +15,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from krust.config import (
-    KEYS,
-    TOPIC_KEYS,
-    ConfigKey,
-    ConfigSource,
-    DynamicUpdateMode,
-)
-from krust.connection_limits import CONNECTION_LIMIT_KEYS, OVERRIDES_KEY
+from krust.config.broker import ConfigSource
+from krust.config.checks import OVERRIDES_KEY
+from krust.config.table import KEYS, TOPIC_KEYS, ConfigKey, DynamicUpdateMode
+from krust.connection_limits import CONNECTION_LIMIT_KEYS
 
 
 class Source(enum.IntEnum):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from krust.bridge import RequestContext
-from krust.config import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
+from krust.config.table import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
 from krust.controller import group_configs
 from krust.controller.broker_configs import (
     LIVE_KEYS,

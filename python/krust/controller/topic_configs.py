@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from krust.config import TOPIC_KEYS, ConfigKey
+from krust.config.table import TOPIC_KEYS, ConfigKey
 from krust.controller.broker_configs import EffectiveBrokerConfig, Source, Synonym, config_string
 
 

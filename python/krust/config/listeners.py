@@ -1,15 +1,19 @@
-"""Listener security: the ssl.* and sasl.* keys, set for every listener or for one listener as
+"""Listeners: their names and addresses, their security protocols, what brokers advertise, and the
+ssl.* and sasl.* keys, set for every listener or for one listener as
 `listener.name.<listener>.<key>` (Kafka's listener prefix), resolved per listener into what the
 core needs (PEM text, client auth, mechanisms, PLAIN users). See docs/security.md."""
 
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from krust.config import ConfigError
+from krust.config.errors import ConfigError
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Keys a broker reads per listener *and* mechanism: listener.name.<l>.<mechanism>.<key>.
@@ -22,6 +26,82 @@ _LOGIN_MODULES = {
 _LISTENER_KEY = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+class Listener(NamedTuple):
+    """One listener, as the core receives it: (name, host, port)."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER = re.compile(r"(.+)://\[?([0-9A-Za-z\-%._:]*)\]?:(-?[0-9]+)")
+
+
+def parse_listeners(key: str, entries: list[str]) -> list[Listener]:
+    listeners = []
+    for entry in entries:
+        match = _LISTENER.fullmatch(entry)
+        if not match or not 0 <= int(match[3]) <= 65535:
+            raise ConfigError(key, f"invalid listener {entry!r}: expected NAME://host:port")
+        listeners.append(Listener(match[1].upper(), match[2], int(match[3])))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(key, "each listener must have a different name")
+    return listeners
+
+
+def protocol_map(text: str) -> dict[str, str]:
+    """listener.security.protocol.map as {LISTENER: PROTOCOL}."""
+    mapping = {}
+    for entry in filter(None, (item.strip() for item in text.split(","))):
+        name, sep, protocol = entry.partition(":")
+        if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                "listener.security.protocol.map",
+                f"invalid entry {entry!r}: expected NAME:PROTOCOL "
+                f"with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}",
+            )
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping
+
+
+def advertised_listeners(
+    entries: list[str] | None, listeners: list[Listener], controller_names: list[str]
+) -> list[Listener]:
+    """What brokers advertise to clients: never a controller listener (Kafka's rule)."""
+    if entries is None:
+        # Like Kafka: an empty listener host is advertised as this machine's host name.
+        advertised = [
+            lst._replace(host=lst.host or socket.gethostname())
+            for lst in listeners
+            if lst.name not in controller_names
+        ]
+    else:
+        advertised = parse_listeners("advertised.listeners", entries)
+    if not advertised:
+        raise ConfigError("listeners", "at least one listener that is not a controller listener")
+    names = {listener.name for listener in listeners}
+    for listener in advertised:
+        if listener.name not in names:
+            raise ConfigError("advertised.listeners", f"{listener.name} is not in listeners")
+        if listener.name in controller_names:
+            raise ConfigError(
+                "advertised.listeners",
+                f"{listener.name} is a controller listener (controller.listener.names): "
+                "clients do not send requests to controllers",
+            )
+        if listener.host in ("0.0.0.0", "::", ""):
+            raise ConfigError(
+                "advertised.listeners",
+                f"{listener} is not routable: set advertised.listeners to a host clients can reach",
+            )
+    return advertised
 
 
 def is_security_key(name: str) -> bool:

@@ -13,9 +13,9 @@ import socket
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from krust.config import ConfigError
+from krust.config.errors import ConfigError
+from krust.config.listeners import SECURITY_PROTOCOLS
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 VOTER = re.compile(r"(\d+)@\[?([0-9A-Za-z\-%._:]+)\]?:(\d+)")
 
 
