@@ -6,14 +6,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from krust.connection_limits import ConnectionLimitsCore
+from krust.security.connection_limits import ConnectionLimitsCore
 
 if TYPE_CHECKING:
     from krust import _core
-    from krust.authorization import Authorization
     from krust.bridge import Dispatcher
     from krust.controller.controller import Controller
     from krust.group.api_membership import TransactionCoordinatorLocator
+    from krust.security.authorization import Authorization
 
 
 class CoreBroker(ConnectionLimitsCore, Protocol):
@@ -60,7 +60,7 @@ class CoreBroker(ConnectionLimitsCore, Protocol):
 
 
 def _no_authorizer() -> Authorization:
-    from krust.authorization import Authorization
+    from krust.security.authorization import Authorization
 
     return Authorization(None)
 

@@ -28,10 +28,10 @@ from krust.routes import CoreRoutes, RequestGate
 
 if TYPE_CHECKING:
     from krust import _core
-    from krust.authorization import Authorization
     from krust.bridge import Dispatcher
     from krust.context import BrokerContext
     from krust.controller.publisher import MetadataPublisher
+    from krust.security.authorization import Authorization
 
 SERVICE_CLOSE_TIMEOUT_S = 5.0
 # A controlled shutdown gives up after this (Kafka's waits on its request timeouts too).
@@ -44,19 +44,19 @@ log = logging.getLogger(__name__)
 # What `PythonServices.start` imports: read through `deferred_services.import_modules` first
 # when it runs after the port opened, so running out of file descriptors there is retried.
 SERVICE_MODULES = (
-    "krust.authentication",
-    "krust.authorization",
+    "krust.security.authentication",
+    "krust.security.authorization",
     "krust.bridge",
     "krust.context",
     "krust.controller.controller",
-    "krust.quota_callback",
+    "krust.security.quota_callback",
 )
 
 
 def _installers() -> list[deferred_services.Installer]:
     """The services that load user plugins, installed with the dispatcher: a plugin that
     cannot load stops start-up with exit 2."""
-    from krust import authentication, quota_callback
+    from krust.security import authentication, quota_callback
 
     return [authentication.install, quota_callback.install]
 
@@ -154,7 +154,7 @@ class _NodeOpening:
 
 
 def _load_authorization(config: BrokerConfig) -> Authorization:
-    from krust.authorization import Authorization
+    from krust.security.authorization import Authorization
 
     return Authorization.from_config(config, config.originals())
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.config.broker import BrokerConfig, load_config
 from krust.controller.acls import AclAdmin
@@ -26,6 +25,7 @@ from krust.plugins.authorizer import (
 )
 from krust.plugins.standard_authorizer import StandardAuthorizer
 from krust.protocol import build_entity
+from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, LoopRunner
 

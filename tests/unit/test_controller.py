@@ -10,7 +10,6 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-from krust.authorization import Authorization
 from krust.bridge import Dispatcher, RequestContext
 from krust.config.broker import BrokerConfig, load_config
 from krust.config.errors import ConfigError
@@ -32,6 +31,7 @@ from krust.controller.records import (
 )
 from krust.controller.topics import MAX_RECORDS_PER_USER_OP
 from krust.protocol import build_entity, encode_entity
+from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, FakeRequest, LoopRunner
 

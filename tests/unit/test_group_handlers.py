@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
-from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.coordinator.clock import FakeClock
 from krust.group.api_admin import AdminApis
@@ -29,6 +28,7 @@ from krust.group.testing import (
     start_coordinator,
 )
 from krust.protocol import build_entity, encode_entity
+from krust.security.authorization import Authorization
 
 EXPECTED_ROUTES = {
     8: (2, 10),  # OffsetCommit: kio has no v0-v1

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 from krust.config.errors import ConfigError
 from krust.plugins import ClientQuotaType, QuotaCallbackContext
-from krust.quota_callback import Limits, QuotaCallbackService, load_callback
+from krust.security.quota_callback import Limits, QuotaCallbackService, load_callback
 
 
 class FakeQuotaCore:

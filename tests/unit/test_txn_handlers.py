@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as E
-from krust.authorization import Authorization
 from krust.coordinator.clock import FakeClock
 from krust.coordinator.partitioner import partition_for
 from krust.group.api_membership import MembershipApis
@@ -24,6 +23,7 @@ from krust.plugins.authorizer import (
     AuthorizerContext,
 )
 from krust.routes import Exposure
+from krust.security.authorization import Authorization
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.install import install

@@ -60,6 +60,17 @@ def parse_typed(config_type: ConfigType, raw: str) -> Any:
     return text
 
 
+def config_string(value: object) -> str:
+    """A typed config value as Kafka writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ",".join(f"{name}:{item}" for name, item in value.items())
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
 class DynamicUpdateMode(enum.Enum):
     """Kafka's dynamic update mode of a broker key (DynamicBrokerConfig)."""
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.authorization import Authorization
 from krust.bridge import RequestContext
 from krust.controller.image import entry_record
 from krust.controller.records import (
@@ -30,6 +29,7 @@ from krust.plugins.authorizer import (
 )
 from krust.protocol import make_response
 from krust.routes import Exposure
+from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

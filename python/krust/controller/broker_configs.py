@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from krust.config.broker import ConfigSource
 from krust.config.checks import OVERRIDES_KEY
-from krust.config.table import KEYS, TOPIC_KEYS, ConfigKey, DynamicUpdateMode
-from krust.connection_limits import CONNECTION_LIMIT_KEYS
+from krust.config.table import KEYS, TOPIC_KEYS, ConfigKey, DynamicUpdateMode, config_string
+from krust.security.connection_limits import CONNECTION_LIMIT_KEYS
 
 
 class Source(enum.IntEnum):
@@ -71,17 +71,6 @@ _FAMILIES = {name: key.synonyms for key in TOPIC_KEYS for name in key.synonyms}
 
 def broker_synonyms(name: str) -> tuple[str, ...]:
     return _FAMILIES.get(name, (name,))
-
-
-def config_string(value: object) -> str:
-    """A typed config value as Kafka writes it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return ",".join(f"{name}:{item}" for name, item in value.items())
-    if isinstance(value, list | tuple):
-        return ",".join(str(item) for item in value)
-    return str(value)
 
 
 class EffectiveBrokerConfig(Mapping[str, Any]):

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.authorization import Authorization
 from krust.context import CoreBroker
 from krust.controller.bootstrap import initial_records
 from krust.controller.broker_configs import EffectiveBrokerConfig
@@ -25,6 +24,7 @@ from krust.controller.records import METADATA_VERSION_FEATURE, MetadataRecord
 from krust.controller.startup import atomic, end_transaction_left_open, next_offset, open_metadata
 from krust.controller.topics import TopicSpec, plan_create_topics
 from krust.controller_requests import request_controller
+from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
     from krust import _core

@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from krust.connection_limits import push_connection_limits
 from krust.context import CoreBroker
 from krust.controller.broker_configs import (
     EffectiveBrokerConfig,
@@ -33,6 +32,7 @@ from krust.controller.records import (
     encode_record,
 )
 from krust.controller.snapshots import SnapshotSchedule, image_records
+from krust.security.connection_limits import push_connection_limits
 
 if TYPE_CHECKING:
     import asyncio

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from krust.config.configured_plugins import QUOTA_CALLBACK_KEY, quota_callback_spec
 from krust.config.errors import ConfigError
+from krust.config.table import config_string
 from krust.context import BrokerContext
-from krust.controller.broker_configs import config_string
 from krust.plugins import PluginRunner, load_plugin
 from krust.plugins.quota import ClientQuotaCallback, ClientQuotaType, QuotaCallbackContext
 
