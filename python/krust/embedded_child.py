@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from krust import cli
+from krust.runtime import cli
 
 # After the parent is gone: how long a clean shutdown may take before the process ends anyway.
 ORPHAN_STOP_TIMEOUT_S = 10.0

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from krust.bridge import RequestContext
 from krust.config.broker import BrokerConfig, load_config
 from krust.controller.acls import AclAdmin
 from krust.controller.controller import Controller
@@ -25,6 +24,7 @@ from krust.plugins.authorizer import (
 )
 from krust.plugins.standard_authorizer import StandardAuthorizer
 from krust.protocol import build_entity
+from krust.runtime.bridge import RequestContext
 from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, LoopRunner

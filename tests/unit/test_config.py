@@ -227,7 +227,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     environment["PYTHONPATH"] = str(SOURCE_ROOT)
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "krust.cli", *args],
+        [sys.executable, "-m", "krust.runtime.cli", *args],
         capture_output=True,
         text=True,
         env=environment,

@@ -10,7 +10,6 @@ import types
 from collections.abc import Mapping, Sequence
 
 import pytest
-from krust.bridge import RequestContext
 from krust.config.broker import load_config
 from krust.config.errors import ConfigError
 from krust.coordinator.clock import FakeClock
@@ -38,6 +37,7 @@ from krust.group.testing import (
     start_coordinator,
     sync_request,
 )
+from krust.runtime.bridge import RequestContext
 
 NONE = ErrorCode.none
 REBALANCE = ErrorCode.rebalance_in_progress

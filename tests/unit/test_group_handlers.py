@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
-from krust.bridge import RequestContext
 from krust.coordinator.clock import FakeClock
 from krust.group.api_admin import AdminApis
 from krust.group.api_consumer_group import ConsumerGroupApis
@@ -28,6 +27,7 @@ from krust.group.testing import (
     start_coordinator,
 )
 from krust.protocol import build_entity, encode_entity
+from krust.runtime.bridge import RequestContext
 from krust.security.authorization import Authorization
 
 EXPECTED_ROUTES = {

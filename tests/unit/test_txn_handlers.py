@@ -22,7 +22,7 @@ from krust.plugins.authorizer import (
     AuthorizationResult,
     AuthorizerContext,
 )
-from krust.routes import Exposure
+from krust.runtime.routes import Exposure
 from krust.security.authorization import Authorization
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
@@ -213,8 +213,8 @@ async def test_find_coordinator_locates_transactional_ids() -> None:
     transactions = await start_coordinator(clock=FakeClock())
     groups = await start_group_coordinator()
     membership = MembershipApis(groups, transactions=transactions)
-    from krust.bridge import RequestContext
     from krust.protocol import build_entity
+    from krust.runtime.bridge import RequestContext
 
     request = build_entity(
         load_request_schema(10, 4), {"key_type": 1, "coordinator_keys": ["tx", "other"]}

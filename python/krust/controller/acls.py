@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
 from krust.controller.image import entry_record
 from krust.controller.records import (
     MetadataRecord,
@@ -28,7 +27,8 @@ from krust.plugins.authorizer import (
     ResourceType,
 )
 from krust.protocol import make_response
-from krust.routes import Exposure
+from krust.runtime.bridge import RequestContext
+from krust.runtime.routes import Exposure
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:

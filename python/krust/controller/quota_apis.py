@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
 from krust.controller.client_quotas import (
     ClientQuotaError,
     FilterComponent,
@@ -18,7 +17,8 @@ from krust.controller.client_quotas import (
 )
 from krust.controller.configs import Register
 from krust.protocol import make_response
-from krust.routes import Exposure
+from krust.runtime.bridge import RequestContext
+from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

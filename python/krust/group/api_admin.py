@@ -14,7 +14,7 @@ from krust.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.bridge import RequestContext
+    from krust.runtime.bridge import RequestContext
 
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16

@@ -20,7 +20,7 @@ from krust.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.bridge import RequestContext
+    from krust.runtime.bridge import RequestContext
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69

@@ -20,7 +20,7 @@ from krust.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.bridge import Handler, RequestContext
+    from krust.runtime.bridge import Handler, RequestContext
 
 FIND_COORDINATOR = 10
 JOIN_GROUP = 11

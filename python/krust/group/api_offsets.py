@@ -21,7 +21,7 @@ from krust.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.bridge import RequestContext
+    from krust.runtime.bridge import RequestContext
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9

@@ -19,7 +19,7 @@ from krust.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.bridge import RequestContext
+    from krust.runtime.bridge import RequestContext
 
 TXN_OFFSET_COMMIT = 28
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
 from krust.config.configured_plugins import plain_callback_specs
 from krust.config.errors import ConfigError
-from krust.context import BrokerContext
 from krust.plugins import PlainServerCallback, PluginContext, PluginRunner, load_plugin
 from krust.protocol import make_response
-from krust.routes import Exposure
+from krust.runtime.bridge import RequestContext
+from krust.runtime.context import BrokerContext
+from krust.runtime.routes import Exposure
 
 SASL_AUTHENTICATE = 36
 PLAIN_CALLBACK_TIMEOUT_S = 5.0

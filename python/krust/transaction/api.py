@@ -24,7 +24,7 @@ from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.metadata import TopicPartition
 
 if TYPE_CHECKING:
-    from krust.bridge import Handler, RequestContext
+    from krust.runtime.bridge import Handler, RequestContext
 
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24

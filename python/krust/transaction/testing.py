@@ -15,10 +15,10 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from krust.bridge import RequestContext
 from krust.coordinator.clock import FakeClock
 from krust.group.testing import FakeController, FakeCore, FakeImage, FakeTopic
 from krust.protocol import build_entity, encode_entity
+from krust.runtime.bridge import RequestContext
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.markers import WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION

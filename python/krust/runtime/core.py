@@ -1,22 +1,18 @@
-"""BrokerContext: what every service gets when it installs itself."""
+"""The core (the extension's `krust._core.Broker`) as the Python services see it: the methods
+they call, as a Protocol, so that unit tests can hand them in-memory fakes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from krust.security.connection_limits import ConnectionLimitsCore
 
 if TYPE_CHECKING:
     from krust import _core
-    from krust.bridge import Dispatcher
-    from krust.controller.controller import Controller
-    from krust.group.api_membership import TransactionCoordinatorLocator
-    from krust.security.authorization import Authorization
 
 
-class CoreBroker(ConnectionLimitsCore, Protocol):
+class ServicesCore(ConnectionLimitsCore, Protocol):
     """The part of `krust._core.Broker` services use (unit tests pass in-memory fakes)."""
 
     def apply_metadata(self, image: _core.MetadataImage) -> None: ...
@@ -57,21 +53,3 @@ class CoreBroker(ConnectionLimitsCore, Protocol):
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None: ...
     def set_replication_throttled_rates(self, leader: int, follower: int) -> None: ...
-
-
-def _no_authorizer() -> Authorization:
-    from krust.security.authorization import Authorization
-
-    return Authorization(None)
-
-
-@dataclass
-class BrokerContext:
-    config: Mapping[str, Any]  # validated values by Kafka name, e.g. config["node.id"]
-    core: CoreBroker
-    controller: Controller
-    dispatcher: Dispatcher
-    authorization: Authorization = field(default_factory=_no_authorizer)
-    # Set by krust.transaction's install (before the group coordinator's, which serves
-    # FindCoordinator for both key types).
-    transactions: TransactionCoordinatorLocator | None = None

@@ -22,9 +22,9 @@ from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
 from krust.protocol import encode_entity, request_schema
-from krust.routes import CoreRoutes, Exposure
+from krust.runtime.routes import CoreRoutes, Exposure
 
-logger = logging.getLogger("krust.bridge")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

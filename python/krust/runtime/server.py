@@ -19,18 +19,18 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from krust import deferred_services
 from krust.config import configured_plugins
 from krust.config.broker import BrokerConfig, core_settings
 from krust.config.errors import ConfigError
 from krust.controller.meta_properties import format_node
-from krust.routes import CoreRoutes, RequestGate
+from krust.runtime import deferred_services
+from krust.runtime.routes import CoreRoutes, RequestGate
 
 if TYPE_CHECKING:
     from krust import _core
-    from krust.bridge import Dispatcher
-    from krust.context import BrokerContext
     from krust.controller.publisher import MetadataPublisher
+    from krust.runtime.bridge import Dispatcher
+    from krust.runtime.context import BrokerContext
     from krust.security.authorization import Authorization
 
 SERVICE_CLOSE_TIMEOUT_S = 5.0
@@ -46,8 +46,8 @@ log = logging.getLogger(__name__)
 SERVICE_MODULES = (
     "krust.security.authentication",
     "krust.security.authorization",
-    "krust.bridge",
-    "krust.context",
+    "krust.runtime.bridge",
+    "krust.runtime.context",
     "krust.controller.controller",
     "krust.security.quota_callback",
 )
@@ -177,9 +177,9 @@ class PythonServices:
         dispatcher is: the plugins' services, and a cluster node's controller apis and
         lifecycle manager (`deferred_services.before_port`; none on a node that starts its
         services after the port). `open_gate` then passes the core's requests on."""
-        from krust.bridge import Dispatcher
-        from krust.context import BrokerContext
         from krust.controller.controller import Controller
+        from krust.runtime.bridge import Dispatcher
+        from krust.runtime.context import BrokerContext
 
         if authorization is None:
             authorization = self._authorization = _load_authorization(self.config)

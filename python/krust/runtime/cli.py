@@ -9,9 +9,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from krust import __version__, logs
+from krust import __version__
 from krust.config.broker import ENV_PREFIX, BrokerConfig, load_config
 from krust.config.errors import ConfigError
+from krust.runtime import logs
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(config, os.environ)
     except ConfigError as error:
         return _fail(EXIT_CONFIG, f"configuration error: {error}")
-    from krust import server
+    from krust.runtime import server
 
     try:
         server.run(config, on_ready=lambda: print(startup_line(config), flush=True))

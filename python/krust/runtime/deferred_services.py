@@ -20,12 +20,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from krust.routes import CoreRoutes, Exposure
+from krust.runtime.routes import CoreRoutes, Exposure
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from krust.context import BrokerContext
+    from krust.runtime.context import BrokerContext
 
 Installer = Callable[["BrokerContext"], object]
 
@@ -85,7 +85,7 @@ ADVERTISED: tuple[tuple[int, int, int, Exposure], ...] = (
 
 # The controller's apis, then the lifecycle manager (a broker's registration and heartbeats in
 # a quorum of several voters; nothing in a quorum of one).
-CONTROLLER_SERVICES = ("krust.controller.apis", "krust.lifecycle_manager")
+CONTROLLER_SERVICES = ("krust.controller.apis", "krust.runtime.lifecycle_manager")
 # The transaction coordinator first: the group coordinator's FindCoordinator locates
 # transactional ids through it (`BrokerContext.transactions`).
 COORDINATORS = ("krust.transaction.install", "krust.group.install")
