@@ -23,8 +23,8 @@ from krust.plugins.authorizer import (
     ResourceType,
 )
 from krust.plugins.standard_authorizer import StandardAuthorizer
-from krust.protocol import build_entity
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import build_entity
 from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, LoopRunner

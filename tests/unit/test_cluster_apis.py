@@ -17,8 +17,8 @@ from krust.controller.cluster_apis import ClusterControl
 from krust.controller.controller import Controller
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import PartitionRecord, TopicRecord
-from krust.protocol import build_entity
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 

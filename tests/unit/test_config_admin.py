@@ -13,7 +13,7 @@ from krust.config.broker import BrokerConfig
 from krust.config.table import LONG_MAX
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
 from krust.controller.controller import Controller
-from krust.protocol import build_entity
+from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import context, create, make_config, topic

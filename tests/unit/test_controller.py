@@ -28,9 +28,9 @@ from krust.controller.records import (
     encode_record,
 )
 from krust.controller.topics import MAX_RECORDS_PER_USER_OP
-from krust.protocol import build_entity, encode_entity
 from krust.runtime.bridge import Dispatcher, RequestContext
 from krust.runtime.context import BrokerContext
+from krust.runtime.protocol import build_entity, encode_entity
 from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, FakeRequest, LoopRunner

@@ -20,7 +20,7 @@ from krust.controller.features import (
 )
 from krust.controller.image import to_core_image
 from krust.controller.records import FeatureLevelRecord, NoOpRecord, encode_record
-from krust.protocol import build_entity
+from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import config, context, controller, log_dirs, metadata_records

@@ -26,8 +26,8 @@ from krust.plugins.authorizer import (
     ResourcePattern,
     ResourceType,
 )
-from krust.protocol import make_response
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import make_response
 from krust.runtime.routes import Exposure
 from krust.security.authorization import Authorization
 

@@ -21,8 +21,8 @@ from krust.controller.topics import (
     plan_delete_topics,
 )
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import make_response
 from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:

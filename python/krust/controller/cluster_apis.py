@@ -38,8 +38,8 @@ from krust.controller.replication import (
     unclean_election_enabled,
 )
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
 from krust.runtime.bridge import Dispatcher, RequestContext
+from krust.runtime.protocol import make_response
 from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from krust.controller.topic_configs import (
 from krust.controller.topics import topic_name_problem
 from krust.plugins.authorizer import CLUSTER_NAME, AclOperation
 from krust.plugins.authorizer import ResourceType as AclResource
-from krust.protocol import make_response
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import make_response
 from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from krust.controller.client_quotas import (
     plan_alter_client_quotas,
 )
 from krust.controller.configs import Register
-from krust.protocol import make_response
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import make_response
 from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:

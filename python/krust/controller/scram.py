@@ -18,8 +18,8 @@ from krust.controller.records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
-from krust.protocol import make_response
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import make_response
 from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from krust.group.consumer.target_assignment import preferred_assignor
 from krust.group.coordinator import GroupCoordinator
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
+from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:

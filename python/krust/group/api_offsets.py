@@ -17,7 +17,7 @@ from krust.group.coordinator import FetchedOffsets, GroupCoordinator
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit, PartitionErrors
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
+from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from krust.group.coordinator import GroupCoordinator
 from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from krust.protocol import make_response
+from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from krust.group.coordinator import GroupCoordinator
 from krust.group.offset_manager import PartitionCommit, TxnOffsetCommitRequest
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
+from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
-from krust.protocol import encode_entity, request_schema
+from krust.runtime.protocol import encode_entity, request_schema
 from krust.runtime.routes import CoreRoutes, Exposure
 
 logger = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from kio.schema.errors import ErrorCode
 from krust.config.configured_plugins import plain_callback_specs
 from krust.config.errors import ConfigError
 from krust.plugins import PlainServerCallback, PluginContext, PluginRunner, load_plugin
-from krust.protocol import make_response
 from krust.runtime.bridge import RequestContext
 from krust.runtime.context import BrokerContext
+from krust.runtime.protocol import make_response
 from krust.runtime.routes import Exposure
 
 SASL_AUTHENTICATE = 36

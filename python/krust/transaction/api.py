@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from krust.group.records import OFFSETS_TOPIC
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
+from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.metadata import TopicPartition

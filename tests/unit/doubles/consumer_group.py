@@ -7,10 +7,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from krust.coordinator.clock import FakeClock
 from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatResult
 from krust.group.coordinator import GroupCoordinator
-from krust.group.testing import FakeController, FakeCore, fast_config, start_coordinator
+
+from .clock import FakeClock
+from .group import FakeController, FakeCore, fast_config, start_coordinator
 
 
 class ConsumerGroupDriver:

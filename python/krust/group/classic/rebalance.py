@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from krust.coordinator.clock import Clock, KeyedTimer
-from krust.group.group import ClassicGroup, GroupState
+from krust.group.classic.group import ClassicGroup, GroupState
 from krust.group.records import GroupMetadataValue
 from krust.group.results import ErrorCode, JoinGroupResult, SyncGroupResult
 from krust.group.settings import GroupCoordinatorConfig

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from krust.embedded import START_TIMEOUT_S, STOP_TIMEOUT_S, TOPIC_TIMEOUT_S, Broker
+from krust.testing.embedded import START_TIMEOUT_S, STOP_TIMEOUT_S, TOPIC_TIMEOUT_S, Broker
 
 
 class AsyncBroker:

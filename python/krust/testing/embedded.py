@@ -1,10 +1,10 @@
 """`krust.Broker`: a real krust broker for tests, in a child process on a free loopback port.
 
 The broker never runs in the caller's interpreter: it is `krust-broker` run by the caller's
-interpreter (`python -m krust.embedded_child`), its data in a temporary directory (unless one
-is given), its output in a log file beside it. A finalizer stops a forgotten broker when it is
-garbage collected or when the interpreter exits; a caller killed outright is noticed by the
-child, which stops and removes its directory. No broker outlives its test run.
+interpreter (`python -m krust.testing.embedded_child`), its data in a temporary directory
+(unless one is given), its output in a log file beside it. A finalizer stops a forgotten broker
+when it is garbage collected or when the interpreter exits; a caller killed outright is noticed
+by the child, which stops and removes its directory. No broker outlives its test run.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+# What the child process runs: krust-broker under this interpreter (python -m).
+CHILD_MODULE = "krust.testing.embedded_child"
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -99,7 +101,7 @@ class _Run:
             with self.log_path.open("wb") as log:
                 # stdin: a pipe only this process holds; the child stops when it closes.
                 self.process = subprocess.Popen(
-                    [sys.executable, "-m", "krust.embedded_child", str(workdir), *broker_args],
+                    [sys.executable, "-m", CHILD_MODULE, str(workdir), *broker_args],
                     cwd=workdir,
                     env=env,
                     stdin=subprocess.PIPE,
@@ -265,7 +267,7 @@ class Broker:
         """True once ready; False if another process took the port and `may_move` (then the
         caller tries another port)."""
         # Imported here so the import overlaps the child's start-up.
-        from krust.embedded_requests import metadata_answers
+        from krust.testing.embedded_requests import metadata_answers
 
         assert self._run is not None
         while True:
@@ -304,7 +306,7 @@ class Broker:
     ) -> str:
         """Create a topic (CreateTopics) and return its name once every partition has a
         leader. Raises BrokerError with Kafka's error (TOPIC_ALREADY_EXISTS, INVALID_CONFIG...)."""
-        from krust.embedded_requests import RequestError, create_topic
+        from krust.testing.embedded_requests import RequestError, create_topic
 
         if self._run is None or not self.running:
             status = "never started" if self._run is None else "not running"

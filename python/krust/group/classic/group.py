@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from krust.coordinator.wire import Reader, RecordFormatError
-from krust.group.member import ClassicGroupMember, Protocols
+from krust.group.classic.member import ClassicGroupMember, Protocols
 from krust.group.records import GroupMetadataValue, MemberMetadata
 from krust.group.results import (
     CoordinatorError,

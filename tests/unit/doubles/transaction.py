@@ -14,11 +14,8 @@ from typing import Any, cast
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-
-from krust.coordinator.clock import FakeClock
-from krust.group.testing import FakeController, FakeCore, FakeImage, FakeTopic
-from krust.protocol import build_entity, encode_entity
 from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import build_entity, encode_entity
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.markers import WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION
@@ -26,6 +23,9 @@ from krust.transaction.metadata import TopicPartition
 from krust.transaction.records import TRANSACTION_STATE_TOPIC
 from krust.transaction.settings import TransactionCoordinatorConfig
 from krust.transaction.state import ControllerView
+
+from .clock import FakeClock
+from .group import FakeController, FakeCore, FakeImage, FakeTopic
 
 
 @dataclass(frozen=True)

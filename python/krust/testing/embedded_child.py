@@ -1,4 +1,4 @@
-"""The child side of `krust.Broker`: `python -m krust.embedded_child WORKDIR [BROKER ARGS]`.
+"""The child side of `krust.Broker`: `python -m krust.testing.embedded_child WORKDIR [BROKER ARGS]`.
 
 Runs `krust-broker` with BROKER ARGS, and reads stdin: a pipe whose other end only the parent
 holds and never writes to. End of file there means the parent is gone without stopping the

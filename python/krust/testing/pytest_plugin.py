@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from krust.embedded import Broker
+    from krust.testing.embedded import Broker
 
 LOG_SECTION = "krust broker log"
 LOG_TAIL_LINES = 200
@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def kafka_broker(pytestconfig: pytest.Config) -> Iterator[Broker]:
     """A krust broker for the whole session (per xdist worker), stopped at its end."""
-    from krust.embedded import Broker
+    from krust.testing.embedded import Broker
 
     broker = Broker(config=pytestconfig.stash[_CONFIG])
     pytestconfig.stash[_BROKER] = broker

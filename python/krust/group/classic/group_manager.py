@@ -16,9 +16,9 @@ import uuid
 from dataclasses import dataclass
 
 from krust.coordinator.clock import Clock
-from krust.group.group import ClassicGroup, GroupState
-from krust.group.member import ClassicGroupMember, Protocols
-from krust.group.rebalance import Rebalancer, StoreGroup, join_error
+from krust.group.classic.group import ClassicGroup, GroupState
+from krust.group.classic.member import ClassicGroupMember, Protocols
+from krust.group.classic.rebalance import Rebalancer, StoreGroup, join_error
 from krust.group.results import CoordinatorError, ErrorCode, JoinGroupResult, SyncGroupResult
 from krust.group.settings import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupCoordinatorConfig
 

@@ -13,13 +13,14 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from krust.coordinator.clock import FakeClock
 from krust.coordinator.wire import Writer
+from krust.group.classic.group_manager import JoinGroupRequest, SyncGroupRequest
 from krust.group.coordinator import GroupCoordinator
-from krust.group.group_manager import JoinGroupRequest, SyncGroupRequest
 from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode, JoinGroupResult
 from krust.group.settings import GroupCoordinatorConfig
+
+from .clock import FakeClock
 
 if TYPE_CHECKING:
     from krust._core import StoredRecord
