@@ -255,7 +255,7 @@ def _reason(error: Exception) -> str:
 
 
 def core_settings(config: BrokerConfig) -> dict[str, object]:
-    """The flat `settings` mapping for `krust._core.Broker`: every key under its Kafka name,
+    """The flat `settings` mapping for `krust._core.Core`: every key under its Kafka name,
     listeners as (name, host, port) tuples and log.dirs as absolute paths."""
     settings: dict[str, object] = dict(config)
     for key in ("listeners", "advertised.listeners", "controller.quorum.voters"):

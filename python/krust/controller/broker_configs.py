@@ -75,7 +75,7 @@ def broker_synonyms(name: str) -> tuple[str, ...]:
 
 class EffectiveBrokerConfig(Mapping[str, Any]):
     """The broker config in force: static values with the dynamic overrides applied; typed
-    values by Kafka name, like `krust.config.BrokerConfig`."""
+    values by Kafka name, like `krust.config.broker.BrokerConfig`."""
 
     def __init__(
         self,

@@ -50,7 +50,7 @@ Handler = Callable[[Any, RequestContext], Awaitable[Any]]
 
 ChargeRequestTime = Callable[[str, str, float], int]
 """(user, client id, seconds a request was handled) -> its throttle time in ms: the client's
-request_percentage (krust._core.Broker.charge_request_time)."""
+request_percentage (krust._core.Core.charge_request_time)."""
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""The core (the extension's `krust._core.Broker`) as the Python services see it: the methods
+"""The core (the extension's `krust._core.Core`) as the Python services see it: the methods
 they call, as a Protocol, so that unit tests can hand them in-memory fakes."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 class ServicesCore(ConnectionLimitsCore, Protocol):
-    """The part of `krust._core.Broker` services use (unit tests pass in-memory fakes)."""
+    """The part of `krust._core.Core` services use (unit tests pass in-memory fakes)."""
 
     def apply_metadata(self, image: _core.MetadataImage) -> None: ...
     def apply_metadata_delta(self, delta: _core.MetadataDelta) -> None: ...

@@ -29,7 +29,7 @@ class Exposure(enum.Enum):
 
 
 CoreRoutes = dict[int, tuple[int, int, str]]
-"""What `krust._core.Broker.serve` routes to Python: (min, max version, exposure) by api key."""
+"""What `krust._core.Core.serve` routes to Python: (min, max version, exposure) by api key."""
 
 
 class RequestGate:

@@ -75,7 +75,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
     early = needs_python_before_port(config)
     # A plugin that cannot be loaded stops start-up before any log dir is opened.
     authorization = _load_authorization(config) if early else None
-    opening = _NodeOpening(config, _core.Broker)
+    opening = _NodeOpening(config, _core.Core)
     opening.start()
     # The metadata replay's modules are imported while the other thread waits on the disk.
     from krust.controller.startup import open_metadata
@@ -120,9 +120,9 @@ class _NodeOpening:
     meta.properties checked or written. Both wait on the disk more than they compute, so the
     start-up thread imports the metadata replay's modules meanwhile."""
 
-    def __init__(self, config: BrokerConfig, open_core: Callable[[Any], _core.Broker]) -> None:
+    def __init__(self, config: BrokerConfig, open_core: Callable[[Any], _core.Core]) -> None:
         self._config, self._open_core = config, open_core
-        self._core: _core.Broker | None = None
+        self._core: _core.Core | None = None
         self._cluster_id = ""
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._open, name="krust-opening", daemon=True)
@@ -141,7 +141,7 @@ class _NodeOpening:
         except BaseException as error:
             self._failure = error
 
-    def result(self) -> tuple[_core.Broker, str]:
+    def result(self) -> tuple[_core.Core, str]:
         """The core and the cluster id; raises what the thread could not do (closing a core
         it opened)."""
         self._thread.join()
@@ -163,7 +163,7 @@ class PythonServices:
     """The services' dispatcher and event loop, the controller and the services installed on
     them, and the gate that holds the core's requests for them until they exist."""
 
-    def __init__(self, config: BrokerConfig, core: _core.Broker) -> None:
+    def __init__(self, config: BrokerConfig, core: _core.Core) -> None:
         self.config, self.core = config, core
         self.gate = RequestGate()
         self.installed: list[object] = []

@@ -1,6 +1,6 @@
 """The broker's authorizer (docs/authorization.md): the configured `authorizer.class.name`
 plugin, called on its own thread with a timeout, for the core's native handlers (through
-`krust._core.Broker.serve`'s `authorize` callback, on a miss of the core's decision cache) and
+`krust._core.Core.serve`'s `authorize` callback, on a miss of the core's decision cache) and
 for Python's handlers (`allowed`, `allowed_names`, `authorized_operations`).
 
 A call that raises, times out or answers malformed results denies, is logged once with the

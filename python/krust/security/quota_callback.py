@@ -32,7 +32,7 @@ UNLIMITED: Limits = (None, None, None)
 
 
 class QuotaCallbackCore(Protocol):
-    """The part of `krust._core.Broker` the service uses."""
+    """The part of `krust._core.Core` the service uses."""
 
     def use_quota_callback(self) -> None: ...
     def take_unresolved_quota_clients(self, timeout_s: float) -> list[tuple[str, str]]: ...

@@ -63,7 +63,7 @@ _UNSUPPORTED = frozenset({ErrorCode.unsupported_for_message_format, ErrorCode.un
 
 
 class MarkerTransport(Protocol):
-    """The core's inter-broker request sender (krust._core.Broker.send_to_broker)."""
+    """The core's inter-broker request sender (krust._core.Core.send_to_broker)."""
 
     def send_to_broker(self, node_id: int, api_key: int, version: int, body: bytes) -> bytes: ...
 
