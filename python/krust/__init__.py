@@ -12,17 +12,17 @@ except ImportError:  # a source tree whose extension was never built
     __version__ = "0+source"
 
 if TYPE_CHECKING:
-    from krust.embedded import Broker, BrokerError
-    from krust.embedded_async import AsyncBroker
+    from krust.testing.embedded import Broker, BrokerError
+    from krust.testing.embedded_async import AsyncBroker
 
 __all__ = ["AsyncBroker", "Broker", "BrokerError", "__version__"]
 
 # The embedded broker's API is imported on first use (PEP 562), so that the broker process,
 # which imports this package too, does not pay for it at start-up.
 _LAZY = {
-    "Broker": "krust.embedded",
-    "BrokerError": "krust.embedded",
-    "AsyncBroker": "krust.embedded_async",
+    "Broker": "krust.testing.embedded",
+    "BrokerError": "krust.testing.embedded",
+    "AsyncBroker": "krust.testing.embedded_async",
 }
 
 

@@ -9,7 +9,7 @@ from typing import Any, NotRequired, TypedDict, final, type_check_only
 __all__ = [
     "ArrowBatch",
     "BridgeRequest",
-    "Broker",
+    "Core",
     "DataLossError",
     "KafkaClient",
     "KafkaClientError",
@@ -135,13 +135,13 @@ def configure_logging(levels: str, format: str) -> None:
     """Send the core's log lines to stderr, filtered by `levels` (a tracing EnvFilter such as
     "info,krust_server::network=debug") in `format` "text" or "json". The first call in a
     process installs the logger; ValueError for a filter or format that does not parse.
-    Without a call, opening a Broker installs KRUST_LOG (default info) as text."""
+    Without a call, opening a Core installs KRUST_LOG (default info) as text."""
 
 @final
-class Broker:
+class Core:
     """One broker's Rust core. `settings` holds validated values under Kafka's config names."""
 
-    def __new__(cls, settings: Mapping[str, object]) -> Broker:
+    def __new__(cls, settings: Mapping[str, object]) -> Core:
         """Open (and if needed recover) every log under log.dirs. Does not listen yet."""
     def apply_metadata(self, image: MetadataImage) -> None:
         """Install the full image (once, at start-up): create or update every partition placed

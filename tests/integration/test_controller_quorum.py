@@ -1,4 +1,4 @@
-"""The controller quorum through `krust._core.Broker` (docs/quorum.md): a single voter
+"""The controller quorum through `krust._core.Core` (docs/quorum.md): a single voter
 commits proposals through Raft, hands them to the controller's callbacks in log order,
 snapshots them in Kafka's format and loads the snapshot on the next start."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from krust import _core
-from krust.config import core_settings, load_config
+from krust.config.broker import core_settings, load_config
 from krust.controller.records import TopicRecord, encode_record
 
 from .kafka_cli import DUMP_LOG_SEGMENTS, run_java_tool, tool_output
@@ -47,13 +47,13 @@ class Controller:
     def leader_changed(self, leader_id: int, epoch: int) -> None:
         self.leaders.append((leader_id, epoch))
 
-    def start(self, core: _core.Broker) -> None:
+    def start(self, core: _core.Core) -> None:
         core.start_quorum(self.apply, self.snapshot, self.load_snapshot, self.leader_changed)
 
 
-def open_core(data: Path) -> _core.Broker:
+def open_core(data: Path) -> _core.Core:
     config = load_config(None, {}, [f"log.dirs={data}", "listeners=PLAINTEXT://127.0.0.1:19092"])
-    return _core.Broker(core_settings(config))
+    return _core.Core(core_settings(config))
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
@@ -142,7 +142,7 @@ def test_kafka_metadata_quorum_describes_the_quorum_through_the_controller_liste
         ],
     )
     settings = core_settings(config)
-    core = _core.Broker(settings)
+    core = _core.Core(settings)
     Controller().start(core)
     last = core.propose([b"one"])
     serving = threading.Thread(target=core.serve, args=(lambda request: None, {}))

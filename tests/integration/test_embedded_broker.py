@@ -16,7 +16,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
-from krust import embedded, embedded_requests
+from krust.testing import embedded, embedded_requests
 
 from .process_checks import process_alive
 

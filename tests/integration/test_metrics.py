@@ -191,4 +191,6 @@ def test_json_logs_carry_a_debug_request_log(broker_factory) -> None:
     assert created[0]["response_bytes"] > 0
     assert created[0]["total_time_ms"] >= created[0]["remote_time_ms"] >= 0
     # Python's lines come in the same shape (its shutdown line, logged at INFO).
-    assert any(line["target"] == "krust.server" and line["level"] == "INFO" for line in lines)
+    assert any(
+        line["target"] == "krust.runtime.server" and line["level"] == "INFO" for line in lines
+    )

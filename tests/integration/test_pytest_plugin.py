@@ -50,7 +50,7 @@ class Project:
         (root / "suite" / "test_app.py").write_text(tests)
 
     def command(self, *args: str) -> list[str]:
-        plugin = ["-p", "krust.pytest_plugin"] if self.entry_point_site is None else []
+        plugin = ["-p", "krust.testing.pytest_plugin"] if self.entry_point_site is None else []
         return [
             sys.executable,
             "-m",

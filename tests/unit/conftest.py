@@ -32,7 +32,7 @@ TIMEOUT = 5.0
 
 
 class FakeCore:
-    """The parts of `krust._core.Broker` the Python services use, over in-memory logs.
+    """The parts of `krust._core.Core` the Python services use, over in-memory logs.
 
     `reopen()` is a broker restart: a new core over the same stored logs. A metadata snapshot
     trims the metadata log below it, as retention would."""

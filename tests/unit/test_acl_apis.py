@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from krust.authorization import Authorization
-from krust.bridge import RequestContext
-from krust.config import BrokerConfig, load_config
+from krust.config.broker import BrokerConfig, load_config
 from krust.controller.acls import AclAdmin
 from krust.controller.controller import Controller
 from krust.controller.image import ImageBuilder, MetadataImage
@@ -25,7 +23,9 @@ from krust.plugins.authorizer import (
     ResourceType,
 )
 from krust.plugins.standard_authorizer import StandardAuthorizer
-from krust.protocol import build_entity
+from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import build_entity
+from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, LoopRunner
 

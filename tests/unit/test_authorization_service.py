@@ -9,8 +9,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from krust.authorization import Authorization
-from krust.config import ConfigError, load_config
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
 from krust.plugins.authorizer import (
     AclOperation,
     Action,
@@ -21,6 +21,7 @@ from krust.plugins.authorizer import (
     ResourceType,
 )
 from krust.plugins.standard_authorizer import StandardAuthorizer
+from krust.security.authorization import Authorization
 
 TOPIC, ANY = int(ResourceType.TOPIC), int(PatternType.ANY)
 WRITE = int(AclOperation.WRITE)

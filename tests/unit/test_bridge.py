@@ -24,11 +24,11 @@ from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
-from krust import deferred_services, server
-from krust.bridge import Dispatcher, RequestContext
-from krust.config import load_config
-from krust.protocol import build_entity, encode_entity, make_response
-from krust.routes import Exposure
+from krust.config.broker import load_config
+from krust.runtime import deferred_services, server
+from krust.runtime.bridge import Dispatcher, RequestContext
+from krust.runtime.protocol import build_entity, encode_entity, make_response
+from krust.runtime.routes import Exposure
 
 from .conftest import TIMEOUT, FakeCore, FakeRequest
 
@@ -199,7 +199,7 @@ def test_registering_an_api_twice_or_a_bad_range_is_refused(dispatcher: Dispatch
 
 
 class ServingFakeCore(FakeCore):
-    """`krust._core.Broker` for server.run: serve() sends one CreateTopics through the bridge
+    """`krust._core.Core` for server.run: serve() sends one CreateTopics through the bridge
     handler, then SIGTERM to this process, and returns once shutdown() was called."""
 
     instances: ClassVar[list[ServingFakeCore]] = []
@@ -242,9 +242,9 @@ class ServingFakeCore(FakeCore):
 
 @pytest.fixture
 def serving_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    """server.run gets ServingFakeCore for `krust._core.Broker`."""
+    """server.run gets ServingFakeCore for `krust._core.Core`."""
     fake_module = types.ModuleType("krust._core")
-    fake_module.Broker = ServingFakeCore  # type: ignore[attr-defined]
+    fake_module.Core = ServingFakeCore  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "krust._core", fake_module)
     monkeypatch.setattr(krust, "_core", fake_module, raising=False)
     ServingFakeCore.instances.clear()

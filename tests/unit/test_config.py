@@ -8,16 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from krust.config import (
-    BROKER_KEYS,
-    ConfigError,
-    ConfigSource,
-    Listener,
-    core_settings,
-    env_name,
-    load_config,
-    parse_properties,
-)
+from krust.config.broker import ConfigSource, core_settings, env_name, load_config
+from krust.config.errors import ConfigError
+from krust.config.listeners import Listener
+from krust.config.properties import parse_properties
+from krust.config.table import BROKER_KEYS
 
 from .conftest import SOURCE_ROOT
 
@@ -232,7 +227,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     environment["PYTHONPATH"] = str(SOURCE_ROOT)
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "krust.cli", *args],
+        [sys.executable, "-m", "krust.runtime.cli", *args],
         capture_output=True,
         text=True,
         env=environment,

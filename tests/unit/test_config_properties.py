@@ -22,17 +22,11 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from krust.config import (
-    BROKER_KEYS,
-    CHECKS,
-    GROUP_KEYS,
-    TOPIC_KEYS,
-    ConfigError,
-    ConfigKey,
-    ConfigType,
-    load_config,
-    parse_properties,
-)
+from krust.config.broker import load_config
+from krust.config.checks import CHECKS
+from krust.config.errors import ConfigError
+from krust.config.properties import parse_properties
+from krust.config.table import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
 from krust.controller import group_configs
 from krust.controller.broker_configs import config_string
 from krust.controller.topic_configs import TopicConfigError, validate_topic_configs

@@ -6,14 +6,9 @@ import tomllib
 from typing import Any
 
 import pytest
-from krust.config import (
-    BROKER_KEYS,
-    TABLE_PATH,
-    TOPIC_KEYS,
-    ConfigError,
-    DynamicUpdateMode,
-    load_config,
-)
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
+from krust.config.table import BROKER_KEYS, TABLE_PATH, TOPIC_KEYS, DynamicUpdateMode
 from krust.controller.topic_configs import (
     TopicConfigError,
     effective_topic_configs,

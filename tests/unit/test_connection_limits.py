@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
-from krust.config import ConfigError, load_config
-from krust.connection_limits import parse_overrides
+from krust.config.broker import load_config
+from krust.config.checks import parse_overrides
+from krust.config.errors import ConfigError
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
 from krust.controller.controller import Controller
 

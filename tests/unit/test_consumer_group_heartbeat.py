@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from krust.config import ConfigError, load_config
-from krust.coordinator.clock import FakeClock
-from krust.group.consumer.testing import new_group
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
 from krust.group.results import ErrorCode
-from krust.group.testing import FakeCore, async_test, fast_config, start_coordinator
+
+from .doubles.clock import FakeClock
+from .doubles.consumer_group import new_group
+from .doubles.group import FakeCore, async_test, fast_config, start_coordinator
 
 NONE = ErrorCode.none
 SESSION_MS = 45_000

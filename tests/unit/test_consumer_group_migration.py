@@ -10,16 +10,15 @@ import types
 from collections.abc import Mapping, Sequence
 
 import pytest
-from krust.bridge import RequestContext
-from krust.config import ConfigError, load_config
-from krust.coordinator.clock import FakeClock
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
 from krust.coordinator.wire import Writer
 from krust.group.api_consumer_group import ConsumerGroupApis
+from krust.group.classic.group import GroupState
+from krust.group.classic.group_manager import LeavingMember
 from krust.group.consumer.consumer_protocol import parse_assignment, serialize_assignment
 from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatResult
 from krust.group.coordinator import GroupCoordinator
-from krust.group.group import GroupState
-from krust.group.group_manager import LeavingMember
 from krust.group.offset_manager import (
     OffsetCommitRequest,
     PartitionCommit,
@@ -27,7 +26,10 @@ from krust.group.offset_manager import (
 )
 from krust.group.results import ErrorCode, JoinGroupResult
 from krust.group.settings import ConsumerGroupMigrationPolicy, GroupCoordinatorConfig
-from krust.group.testing import (
+from krust.runtime.bridge import RequestContext
+
+from .doubles.clock import FakeClock
+from .doubles.group import (
     FakeController,
     FakeCore,
     async_test,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from krust.coordinator.clock import FakeClock
-from krust.group.consumer.testing import ConsumerGroupDriver, new_group
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
 from krust.group.results import ErrorCode
-from krust.group.testing import FakeCore, async_test, fast_config, start_coordinator
+
+from .doubles.clock import FakeClock
+from .doubles.consumer_group import ConsumerGroupDriver, new_group
+from .doubles.group import FakeCore, async_test, fast_config, start_coordinator
 
 NONE = ErrorCode.none
 MINUTE = 60_000

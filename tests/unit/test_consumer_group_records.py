@@ -52,7 +52,8 @@ from krust.group.records import (
     encode_key,
     encode_record,
 )
-from krust.group.testing import FakeCore, async_test
+
+from .doubles.group import FakeCore, async_test
 
 ORDERS = UUID("3c6b1a2e-8f4d-4b7a-9e21-5d0c7f9a1b42")
 PAYMENTS = UUID("00000000-0000-0000-0000-000000000001")

@@ -10,10 +10,8 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-from krust.authorization import Authorization
-from krust.bridge import Dispatcher, RequestContext
-from krust.config import BrokerConfig, ConfigError, load_config
-from krust.context import BrokerContext
+from krust.config.broker import BrokerConfig, load_config
+from krust.config.errors import ConfigError
 from krust.controller.apis import ControllerApis, install
 from krust.controller.controller import Controller, TopicCreationError
 from krust.controller.meta_properties import META_PROPERTIES
@@ -30,7 +28,10 @@ from krust.controller.records import (
     encode_record,
 )
 from krust.controller.topics import MAX_RECORDS_PER_USER_OP
-from krust.protocol import build_entity, encode_entity
+from krust.runtime.bridge import Dispatcher, RequestContext
+from krust.runtime.context import BrokerContext
+from krust.runtime.protocol import build_entity, encode_entity
+from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, FakeRequest, LoopRunner
 

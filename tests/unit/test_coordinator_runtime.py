@@ -9,7 +9,8 @@ import pytest
 from krust.coordinator.loader import replay
 from krust.coordinator.log import CoordinatorLog
 from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
-from krust.group.testing import FakeCore, async_test
+
+from .doubles.group import FakeCore, async_test
 
 TOPIC = "__test_state"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from krust.embedded import broker_config
+from krust.testing.embedded import broker_config
 
 
 def test_keywords_name_keys_with_dots_as_underscores() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from krust.config import BrokerConfig
+from krust.config.broker import BrokerConfig
 from krust.controller.apis import ControllerApis
 from krust.controller.controller import Controller
 from krust.controller.features import (
@@ -20,7 +20,7 @@ from krust.controller.features import (
 )
 from krust.controller.image import to_core_image
 from krust.controller.records import FeatureLevelRecord, NoOpRecord, encode_record
-from krust.protocol import build_entity
+from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import config, context, controller, log_dirs, metadata_records

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from krust.coordinator.clock import FakeClock
 from krust.group.coordinator import GroupCoordinator
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
 from krust.group.records import OFFSETS_TOPIC, GroupMetadataKey, OffsetCommitKey, decode_record
 from krust.group.results import ErrorCode
-from krust.group.testing import (
+
+from .doubles.clock import FakeClock
+from .doubles.group import (
     FakeController,
     FakeCore,
     async_test,

@@ -8,9 +8,6 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
-from krust.authorization import Authorization
-from krust.bridge import RequestContext
-from krust.coordinator.clock import FakeClock
 from krust.group.api_admin import AdminApis
 from krust.group.api_consumer_group import ConsumerGroupApis
 from krust.group.api_membership import MembershipApis
@@ -20,7 +17,12 @@ from krust.group.api_txn_offsets import TxnOffsetApis
 from krust.group.coordinator import GroupCoordinator
 from krust.group.install import install
 from krust.group.records import OFFSETS_TOPIC
-from krust.group.testing import (
+from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import build_entity, encode_entity
+from krust.security.authorization import Authorization
+
+from .doubles.clock import FakeClock
+from .doubles.group import (
     FakeController,
     FakeCore,
     async_test,
@@ -28,7 +30,6 @@ from krust.group.testing import (
     fast_config,
     start_coordinator,
 )
-from krust.protocol import build_entity, encode_entity
 
 EXPECTED_ROUTES = {
     8: (2, 10),  # OffsetCommit: kio has no v0-v1

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from krust.coordinator.clock import FakeClock
+from krust.group.classic.group import GroupState
+from krust.group.classic.group_manager import LeavingMember
 from krust.group.coordinator import GroupCoordinator
-from krust.group.group import GroupState
-from krust.group.group_manager import LeavingMember
 from krust.group.results import ErrorCode, JoinGroupResult
-from krust.group.testing import (
+
+from .doubles.clock import FakeClock
+from .doubles.group import (
     FakeCore,
     async_test,
     begin,

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from krust.coordinator.clock import FakeClock
+from krust.group.classic.group import GroupState
+from krust.group.classic.group_manager import LeavingMember
 from krust.group.coordinator import GroupCoordinator
-from krust.group.group import GroupState
-from krust.group.group_manager import LeavingMember
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
 from krust.group.records import OFFSETS_TOPIC, GroupMetadataKey, OffsetCommitKey, decode_record
 from krust.group.results import ErrorCode
-from krust.group.testing import (
+
+from .doubles.clock import FakeClock
+from .doubles.group import (
     FakeController,
     FakeCore,
     async_test,

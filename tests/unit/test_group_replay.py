@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from krust.coordinator.clock import FakeClock
+from krust.group.classic.group import GroupState
 from krust.group.coordinator import GroupCoordinator
-from krust.group.group import GroupState
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit
 from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode
-from krust.group.testing import (
+
+from .doubles.clock import FakeClock
+from .doubles.group import (
     FakeBroker,
     FakeController,
     FakeCore,

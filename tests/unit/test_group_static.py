@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from krust.coordinator.clock import FakeClock
+from krust.group.classic.group import GroupState
+from krust.group.classic.group_manager import LeavingMember
 from krust.group.coordinator import GroupCoordinator
-from krust.group.group import GroupState
-from krust.group.group_manager import LeavingMember
 from krust.group.records import GroupMetadataKey, decode_record
 from krust.group.results import ErrorCode
-from krust.group.testing import (
+
+from .doubles.clock import FakeClock
+from .doubles.group import (
     FakeCore,
     async_test,
     begin,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from krust.coordinator.clock import FakeClock
 from krust.group.records import OFFSETS_TOPIC
-from krust.group.testing import FakeController, FakeCore, async_test, start_coordinator
 
+from .doubles.clock import FakeClock
+from .doubles.group import FakeController, FakeCore, async_test, start_coordinator
 from .test_group_handlers import Client
 
 PRODUCER_ID, EPOCH = 4000, 3

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import uuid
 
-from krust.coordinator.clock import FakeClock
 from krust.group.results import ErrorCode
-from krust.group.testing import FakeController, async_test, start_coordinator
 
+from .doubles.clock import FakeClock
+from .doubles.group import FakeController, async_test, start_coordinator
 from .test_group_handlers import Client
 
 UNKNOWN_ID = uuid.UUID(int=42)

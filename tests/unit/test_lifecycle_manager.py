@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
-from krust.lifecycle_manager import (
+from krust.runtime.lifecycle_manager import (
     BROKER_HEARTBEAT,
     BROKER_REGISTRATION,
     BrokerLifecycleManager,
 )
-from krust.protocol import build_entity, encode_entity
+from krust.runtime.protocol import build_entity, encode_entity
 
 from .conftest import LoopRunner
 from .test_controller import make_config
@@ -106,7 +106,7 @@ def test_a_duplicate_node_id_is_logged_as_an_error_naming_it_and_retried(
             await asyncio.sleep(0.01)
         await manager.close()
 
-    with caplog.at_level(logging.WARNING, logger="krust.lifecycle_manager"):
+    with caplog.at_level(logging.WARNING, logger="krust.runtime.lifecycle_manager"):
         run(asyncio.wait_for(scenario(), 10))
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1, "once, not at every retry"

@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from krust import logs
-from krust.cli import build_parser, overrides
-from krust.config import load_config
+from krust.config.broker import load_config
+from krust.runtime import logs
+from krust.runtime.cli import build_parser, overrides
 
 from .test_config import cli
 
@@ -44,12 +44,12 @@ def test_text_lines_have_tracings_layout() -> None:
 
 
 def test_json_lines_have_tracings_flattened_fields() -> None:
-    line = logs.JsonFormatter().format(record("krust.bridge", logging.CRITICAL, "gone"))
+    line = logs.JsonFormatter().format(record("krust.runtime.bridge", logging.CRITICAL, "gone"))
     assert json.loads(line) == {
         "timestamp": "2023-11-14T22:13:20.250000Z",
         "level": "ERROR",
         "message": "gone",
-        "target": "krust.bridge",
+        "target": "krust.runtime.bridge",
     }
 
 

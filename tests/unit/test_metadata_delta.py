@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from krust.config import BrokerConfig
+from krust.config.broker import BrokerConfig
 from krust.controller.controller import Controller
 from krust.controller.image import ImageBuilder
 from krust.controller.records import TOPIC_RESOURCE, ConfigRecord

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
-from krust.config import (
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
+from krust.config.table import (
     BROKER_KEYS,
     GROUP_KEYS,
     INT_MAX,
     LONG_MAX,
     TOPIC_KEYS,
-    ConfigError,
     ConfigKey,
     ConfigType,
-    load_config,
 )
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType

@@ -6,7 +6,7 @@ import random
 
 import pytest
 from kio.schema.errors import ErrorCode
-from krust.config import load_config
+from krust.config.broker import load_config
 from krust.controller.placement import PlacementError, place_replicas
 from krust.controller.records import (
     FENCE,

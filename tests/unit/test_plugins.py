@@ -9,7 +9,7 @@ import types
 from collections.abc import Iterator, Mapping
 
 import pytest
-from krust.config import ConfigError
+from krust.config.errors import ConfigError
 from krust.plugins import PluginRunner, load_plugin
 
 

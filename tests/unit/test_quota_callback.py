@@ -11,9 +11,9 @@ import types
 from collections.abc import Mapping, Sequence
 
 import pytest
-from krust.config import ConfigError
+from krust.config.errors import ConfigError
 from krust.plugins import ClientQuotaType, QuotaCallbackContext
-from krust.quota_callback import Limits, QuotaCallbackService, load_callback
+from krust.security.quota_callback import Limits, QuotaCallbackService, load_callback
 
 
 class FakeQuotaCore:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from krust.config import load_config
+from krust.config.broker import load_config
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.image import MetadataImage
 from krust.controller.records import FENCE, IN_CONTROLLED_SHUTDOWN, BrokerRegistrationChangeRecord

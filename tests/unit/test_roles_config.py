@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from krust.config import BrokerConfig, ConfigError, Listener
-from krust.roles_config import Voter
+from krust.config.broker import BrokerConfig
+from krust.config.errors import ConfigError
+from krust.config.listeners import Listener
+from krust.config.roles import Voter
 
 from .test_controller import make_config
 

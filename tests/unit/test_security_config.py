@@ -1,4 +1,4 @@
-"""Listener security settings (krust.security_config): what each listener's TLS and SASL get,
+"""Listener security settings (krust.config.listeners): what each listener's TLS and SASL get,
 and the settings refused at start-up by name."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from krust.config import ConfigError, load_config
+from krust.config.broker import load_config
+from krust.config.errors import ConfigError
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from krust.config import BrokerConfig, load_config
-from krust.server import needs_python_before_port
+from krust.config.broker import BrokerConfig, load_config
+from krust.runtime.server import needs_python_before_port
 
 BASE = ["listeners=PLAINTEXT://127.0.0.1:9092"]
 
@@ -57,7 +57,7 @@ def test_the_pre_port_path_imports_neither_asyncio_nor_kio() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, krust.cli, krust.server\n"
+            "import sys, krust.runtime.cli, krust.runtime.server\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'asyncio', 'kio', 're2'}))",
         ],
         capture_output=True,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 
 from kio.schema.errors import ErrorCode as E
-from krust.coordinator.clock import FakeClock
-from krust.group.testing import async_test
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.metadata import TopicPartition
 from krust.transaction.records import TRANSACTION_STATE_TOPIC
 from krust.transaction.settings import TransactionCoordinatorConfig
-from krust.transaction.testing import FakeTxnCore, TxnController, start_coordinator
+
+from .doubles.clock import FakeClock
+from .doubles.group import async_test
+from .doubles.transaction import FakeTxnCore, TxnController, start_coordinator
 
 
 async def served(settings: dict[str, int]) -> tuple[TransactionCoordinator, FakeClock]:

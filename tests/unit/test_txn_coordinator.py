@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 
 from kio.schema.errors import ErrorCode as E
-from krust.coordinator.clock import FakeClock
-from krust.group.testing import async_test
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.metadata import TopicPartition, TransactionState
 from krust.transaction.records import TRANSACTION_STATE_TOPIC, TransactionRecordCodec
-from krust.transaction.testing import FakeTxnCore, TxnController, fast_config, start_coordinator
+
+from .doubles.clock import FakeClock
+from .doubles.group import async_test
+from .doubles.transaction import FakeTxnCore, TxnController, fast_config, start_coordinator
 
 P0 = TopicPartition("orders", 0)
 P1 = TopicPartition("orders", 1)

@@ -10,24 +10,25 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as E
-from krust.authorization import Authorization
-from krust.coordinator.clock import FakeClock
 from krust.coordinator.partitioner import partition_for
 from krust.group.api_membership import MembershipApis
 from krust.group.records import OFFSETS_TOPIC
-from krust.group.testing import FakeCore, async_test
-from krust.group.testing import start_coordinator as start_group_coordinator
 from krust.plugins.authorizer import (
     Action,
     AuthorizableRequestContext,
     AuthorizationResult,
     AuthorizerContext,
 )
-from krust.routes import Exposure
+from krust.runtime.routes import Exposure
+from krust.security.authorization import Authorization
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.install import install
-from krust.transaction.testing import Client, FakeTxnCore, TxnController, start_coordinator
+
+from .doubles.clock import FakeClock
+from .doubles.group import FakeCore, async_test
+from .doubles.group import start_coordinator as start_group_coordinator
+from .doubles.transaction import Client, FakeTxnCore, TxnController, start_coordinator
 
 EXPECTED_ROUTES = {22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 5), 65: (0, 0), 66: (0, 2)}
 
@@ -213,8 +214,8 @@ async def test_find_coordinator_locates_transactional_ids() -> None:
     transactions = await start_coordinator(clock=FakeClock())
     groups = await start_group_coordinator()
     membership = MembershipApis(groups, transactions=transactions)
-    from krust.bridge import RequestContext
-    from krust.protocol import build_entity
+    from krust.runtime.bridge import RequestContext
+    from krust.runtime.protocol import build_entity
 
     request = build_entity(
         load_request_schema(10, 4), {"key_type": 1, "coordinator_keys": ["tx", "other"]}

@@ -7,13 +7,14 @@ import asyncio
 import threading
 
 from kio.schema.errors import ErrorCode as E
-from krust.coordinator.clock import FakeClock
-from krust.group.testing import async_test
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.metadata import TopicPartition
 from krust.transaction.records import TRANSACTION_STATE_TOPIC
 from krust.transaction.settings import MARKER_RETRY_BACKOFF_MS
-from krust.transaction.testing import FakeTxnCore, TxnController, fast_config, start_coordinator
+
+from .doubles.clock import FakeClock
+from .doubles.group import async_test
+from .doubles.transaction import FakeTxnCore, TxnController, fast_config, start_coordinator
 
 A0 = TopicPartition("a", 0)
 A1 = TopicPartition("a", 1)

@@ -1,4 +1,4 @@
-//! `krust._core.Broker`: storage, metadata, internal logs and the serving loop.
+//! `krust._core.Core`: storage, metadata, internal logs and the serving loop.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -37,7 +37,7 @@ type QuotaValues = (Option<f64>, Option<f64>, Option<f64>);
 /// How often the serving loop wakes up to let Python see signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
 
-#[pyclass(name = "Broker", module = "krust._core", frozen)]
+#[pyclass(name = "Core", module = "krust._core", frozen)]
 pub struct PyBroker {
     inner: Arc<Broker>,
     /// The controller quorum's runtime, once `start_quorum` ran.

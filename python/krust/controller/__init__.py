@@ -1,6 +1,3 @@
-"""The controller: KIP-631 metadata records in `__cluster_metadata` (`records`), the metadata
-image they replay into (`image`, `publisher`), the state machine that appends them
-(`controller`) and its APIs (`apis`).
-
-Importing the package imports none of them: start-up imports only what replaying the log
-needs before the port opens (docs/python-services.md, "Start-up order")."""
+"""The controller: KIP-631 metadata records in `__cluster_metadata`, the image they replay into,
+the state machine that appends them and its APIs. Not here: a broker's registration with it
+(krust.runtime.lifecycle_manager). Imports none of its modules (docs: "Start-up order")."""

@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.authorization import Authorization
-from krust.bridge import RequestContext
 from krust.controller.image import entry_record
 from krust.controller.records import (
     MetadataRecord,
@@ -28,8 +26,10 @@ from krust.plugins.authorizer import (
     ResourcePattern,
     ResourceType,
 )
-from krust.protocol import make_response
-from krust.routes import Exposure
+from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import make_response
+from krust.runtime.routes import Exposure
+from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

@@ -15,14 +15,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from krust.config import (
-    KEYS,
-    TOPIC_KEYS,
-    ConfigKey,
-    ConfigSource,
-    DynamicUpdateMode,
-)
-from krust.connection_limits import CONNECTION_LIMIT_KEYS, OVERRIDES_KEY
+from krust.config.broker import ConfigSource
+from krust.config.checks import OVERRIDES_KEY
+from krust.config.table import KEYS, TOPIC_KEYS, ConfigKey, DynamicUpdateMode, config_string
+from krust.security.connection_limits import CONNECTION_LIMIT_KEYS
 
 
 class Source(enum.IntEnum):
@@ -77,20 +73,9 @@ def broker_synonyms(name: str) -> tuple[str, ...]:
     return _FAMILIES.get(name, (name,))
 
 
-def config_string(value: object) -> str:
-    """A typed config value as Kafka writes it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return ",".join(f"{name}:{item}" for name, item in value.items())
-    if isinstance(value, list | tuple):
-        return ",".join(str(item) for item in value)
-    return str(value)
-
-
 class EffectiveBrokerConfig(Mapping[str, Any]):
     """The broker config in force: static values with the dynamic overrides applied; typed
-    values by Kafka name, like `krust.config.BrokerConfig`."""
+    values by Kafka name, like `krust.config.broker.BrokerConfig`."""
 
     def __init__(
         self,

@@ -306,5 +306,5 @@ def _matches(
 def core_client_quotas(
     quotas: ClientQuotas,
 ) -> list[tuple[list[tuple[str, str | None]], dict[str, float]]]:
-    """The quotas in the shape `krust._core.Broker.set_client_quotas` takes."""
+    """The quotas in the shape `krust._core.Core.set_client_quotas` takes."""
     return [(list(entity), dict(values)) for entity, values in quotas.items()]

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import Dispatcher, RequestContext
 from krust.controller.broker_lifecycle import (
     BrokerHeartbeatManager,
     BrokerState,
@@ -39,8 +38,9 @@ from krust.controller.replication import (
     unclean_election_enabled,
 )
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
-from krust.routes import Exposure
+from krust.runtime.bridge import Dispatcher, RequestContext
+from krust.runtime.protocol import make_response
+from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

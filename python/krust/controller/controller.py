@@ -10,12 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from krust.authorization import Authorization
-from krust.context import CoreBroker
 from krust.controller.bootstrap import initial_records
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.image import MetadataImage, TopicImage
@@ -24,11 +22,12 @@ from krust.controller.publisher import MetadataPublisher
 from krust.controller.records import METADATA_VERSION_FEATURE, MetadataRecord
 from krust.controller.startup import atomic, end_transaction_left_open, next_offset, open_metadata
 from krust.controller.topics import TopicSpec, plan_create_topics
-from krust.controller_requests import request_controller
+from krust.runtime.controller_requests import request_controller
+from krust.runtime.core import ServicesCore
+from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
     from krust import _core
-    from krust.controller.cluster_apis import ClusterControl
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +39,14 @@ DUTIES_RETRY_S = 0.2
 # How long a new active controller waits for its first record to be replayed before it checks
 # that it still leads and proposes another.
 DUTIES_CATCH_UP_TIMEOUT_S = 5.0
+
+
+class ActiveDuties(Protocol):
+    """What the controller starts and stops of the active controller's duties (broker
+    lifecycle, elections, reassignments: `cluster_apis.ClusterControl`)."""
+
+    def activate(self) -> None: ...
+    async def close(self) -> None: ...
 
 
 class TopicCreationError(Exception):
@@ -56,7 +63,7 @@ class Controller:
     can commit; the image is every node's, kept by the publisher."""
 
     def __init__(
-        self, config: Mapping[str, Any], core: CoreBroker, publisher: MetadataPublisher
+        self, config: Mapping[str, Any], core: ServicesCore, publisher: MetadataPublisher
     ) -> None:
         self.publisher = publisher
         self._config = config
@@ -65,7 +72,7 @@ class Controller:
         # The broker's authorizer; server.py sets the configured one.
         self.authorization = Authorization(None)
         # Broker lifecycle, elections and reassignments; `install` sets it.
-        self.cluster: ClusterControl | None = None
+        self.cluster: ActiveDuties | None = None
         # Whether this node leads the quorum, and the task taking up or dropping the duties.
         self._leading = False
         self._duties: asyncio.Task[None] | None = None
@@ -73,7 +80,7 @@ class Controller:
         self._closed = False
 
     @classmethod
-    def open(cls, config: Mapping[str, Any], core: CoreBroker) -> Controller:
+    def open(cls, config: Mapping[str, Any], core: ServicesCore) -> Controller:
         """Format the log dirs and `startup.open_metadata`, then the controller over its
         publisher. Blocking."""
         return cls(config, core, open_metadata(config, core, format_node(config)))

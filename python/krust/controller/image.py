@@ -446,7 +446,7 @@ class ImageBuilder:
             configs[record.name] = record.value
 
     def core_delta(self, image: MetadataImage) -> _core.MetadataDelta:
-        """What `build()` changed, in the shape `krust._core.Broker.apply_metadata_delta`
+        """What `build()` changed, in the shape `krust._core.Core.apply_metadata_delta`
         takes: the created or changed topics with only their new or changed partitions."""
         names = set(self._changed_topic_names)
         names.update(self._topics[topic_id].name for topic_id in self._changed_partitions)
@@ -548,7 +548,7 @@ def entry_record(acl_id: uuid.UUID, binding: AclBinding) -> AccessControlEntryRe
 
 
 def core_credentials(image: MetadataImage) -> list[CoreCredential]:
-    """The image's SCRAM credentials as `krust._core.Broker.set_scram_credentials` takes them."""
+    """The image's SCRAM credentials as `krust._core.Core.set_scram_credentials` takes them."""
     return [
         (r.name, r.mechanism, r.salt, r.stored_key, r.server_key, r.iterations)
         for r in image.scram_credentials.values()
@@ -556,7 +556,7 @@ def core_credentials(image: MetadataImage) -> list[CoreCredential]:
 
 
 def to_core_image(image: MetadataImage) -> _core.MetadataImage:
-    """The image in the shape `krust._core.Broker.apply_metadata` takes (see _core.pyi)."""
+    """The image in the shape `krust._core.Core.apply_metadata` takes (see _core.pyi)."""
     return {
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from krust.config import ConfigError, PropertiesError, parse_properties
+from krust.config.errors import ConfigError
+from krust.config.properties import PropertiesError, parse_properties
 
 META_PROPERTIES = "meta.properties"
 _RESERVED_UUIDS = (uuid.UUID(int=0), uuid.UUID(int=1))

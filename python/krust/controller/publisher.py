@@ -18,8 +18,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from krust.connection_limits import push_connection_limits
-from krust.context import CoreBroker
 from krust.controller.broker_configs import (
     EffectiveBrokerConfig,
     push_replication_throttled_rates,
@@ -33,6 +31,8 @@ from krust.controller.records import (
     encode_record,
 )
 from krust.controller.snapshots import SnapshotSchedule, image_records
+from krust.runtime.core import ServicesCore
+from krust.security.connection_limits import push_connection_limits
 
 if TYPE_CHECKING:
     import asyncio
@@ -48,7 +48,7 @@ Listener = Callable[[MetadataImage], None]
 class MetadataPublisher:
     """Replays committed metadata records into the image and publishes it to the core."""
 
-    def __init__(self, config: Mapping[str, Any], core: CoreBroker, image: MetadataImage) -> None:
+    def __init__(self, config: Mapping[str, Any], core: ServicesCore, image: MetadataImage) -> None:
         self.image = image
         self._config = config
         self._core = core

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from krust.bridge import RequestContext
 from krust.controller.client_quotas import (
     ClientQuotaError,
     FilterComponent,
@@ -17,8 +16,9 @@ from krust.controller.client_quotas import (
     plan_alter_client_quotas,
 )
 from krust.controller.configs import Register
-from krust.protocol import make_response
-from krust.routes import Exposure
+from krust.runtime.bridge import RequestContext
+from krust.runtime.protocol import make_response
+from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

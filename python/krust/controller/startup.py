@@ -13,7 +13,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from krust.context import CoreBroker
 from krust.controller.bootstrap import initial_records, registration_record
 from krust.controller.features import check_finalized_levels
 from krust.controller.image import MetadataImage
@@ -27,6 +26,7 @@ from krust.controller.records import (
     NoOpRecord,
     encode_record,
 )
+from krust.runtime.core import ServicesCore
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ QUORUM_WAIT_LOG_S = 5.0
 
 
 def open_metadata(
-    config: Mapping[str, Any], core: CoreBroker, cluster_id: str
+    config: Mapping[str, Any], core: ServicesCore, cluster_id: str
 ) -> MetadataPublisher:
     """Start the quorum on formatted log dirs and wait until the image holds what it
     committed, register this broker and push the image to the core. Blocking."""
@@ -50,7 +50,7 @@ def open_metadata(
     if config["controller.quorum.voters"]:
         # The quorum needs this node's controller listener, which serves only once the port
         # opens: the image reaches the core when the quorum has a leader, and the broker
-        # registers through the controller channel (krust.lifecycle_manager).
+        # registers through the controller channel (krust.runtime.lifecycle_manager).
         publisher.publish_when_caught_up()
         return publisher
     while not publisher.wait_caught_up(QUORUM_WAIT_LOG_S):
@@ -71,7 +71,7 @@ def open_metadata(
     return publisher
 
 
-def next_offset(core: CoreBroker) -> int:
+def next_offset(core: ServicesCore) -> int:
     """The offset the first record of the next commit gets, after its
     BeginTransactionRecord (Kafka's broker epochs are offsets)."""
     return core.log_end_offset(METADATA_TOPIC, 0) + 1
@@ -88,7 +88,7 @@ def atomic(records: Sequence[MetadataRecord]) -> list[bytes]:
 
 
 def end_transaction_left_open(
-    core: CoreBroker, publisher: MetadataPublisher, timeout: float | None
+    core: ServicesCore, publisher: MetadataPublisher, timeout: float | None
 ) -> None:
     """Blocking: replay the log up to a record of this leader's epoch, then abort a metadata
     transaction (KIP-868) that the last controller, or this node before a crash, left open.

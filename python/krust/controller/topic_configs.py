@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from krust.config import TOPIC_KEYS, ConfigKey
-from krust.controller.broker_configs import EffectiveBrokerConfig, Source, Synonym, config_string
+from krust.config.table import TOPIC_KEYS, ConfigKey, config_string
+from krust.controller.broker_configs import EffectiveBrokerConfig, Source, Synonym
 
 
 class TopicConfigError(ValueError):

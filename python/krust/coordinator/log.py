@@ -20,7 +20,7 @@ _MAX_BATCH_BYTES = 1024 * 1024
 
 
 class CoreLog(Protocol):
-    """The part of krust._core.Broker a coordinator uses (a fake in unit tests)."""
+    """The part of krust._core.Core a coordinator uses (a fake in unit tests)."""
 
     def internal_append(
         self,

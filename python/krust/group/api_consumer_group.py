@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from krust.authorization import Authorization
 from krust.group.api_membership import Route, kafka_client_host
 from krust.group.consumer.group import ConsumerGroup
 from krust.group.consumer.group_spec import Assignment
@@ -17,10 +16,11 @@ from krust.group.consumer.target_assignment import preferred_assignor
 from krust.group.coordinator import GroupCoordinator
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.protocol import make_response
+from krust.runtime.protocol import make_response
+from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.bridge import RequestContext
+    from krust.runtime.bridge import RequestContext
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69

@@ -21,18 +21,18 @@ from krust.coordinator.log import CoordinatorLog, CoreLog
 from krust.coordinator.partitioner import partition_for
 from krust.coordinator.partitions import CoordinatorPartitions, Install, PartitionState
 from krust.coordinator.topic_creation import TopicCreation
-from krust.group.cluster import ControllerView, TopicView
-from krust.group.consumer.classic_members import ClassicMembers
-from krust.group.consumer.group import ConsumerGroup, group_tombstones
-from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
-from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatResult, validate
-from krust.group.group import GroupState
-from krust.group.group_manager import (
+from krust.group.classic.group import GroupState
+from krust.group.classic.group_manager import (
     GroupManager,
     JoinGroupRequest,
     LeavingMember,
     SyncGroupRequest,
 )
+from krust.group.cluster import ControllerView, TopicView
+from krust.group.consumer.classic_members import ClassicMembers
+from krust.group.consumer.group import ConsumerGroup, group_tombstones
+from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
+from krust.group.consumer.heartbeat_request import HeartbeatRequest, HeartbeatResult, validate
 from krust.group.loader import load_partition
 from krust.group.migration import GroupMigration
 from krust.group.offset_manager import (

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from krust.coordinator.loader import ReplayStats, replay
 from krust.coordinator.log import CoordinatorLog
+from krust.group.classic.group import ClassicGroup
 from krust.group.consumer.group import ConsumerGroup
 from krust.group.consumer.records import ConsumerGroupKey
-from krust.group.group import ClassicGroup
 from krust.group.offsets import OffsetStore
 from krust.group.records import (
     CoordinatorRecord,

@@ -17,6 +17,9 @@ from collections.abc import Callable, Mapping
 
 from krust.coordinator.clock import Clock
 from krust.coordinator.wire import RecordFormatError
+from krust.group.classic.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from krust.group.classic.group_manager import GroupManager
+from krust.group.classic.member import ClassicGroupMember
 from krust.group.cluster import ImageView, TopicView
 from krust.group.consumer.consumer_protocol import (
     by_id,
@@ -42,9 +45,6 @@ from krust.group.consumer.records import (
     ClassicProtocol,
 )
 from krust.group.consumer.subscription import metadata_hash, subscribed_topics
-from krust.group.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
-from krust.group.group_manager import GroupManager
-from krust.group.member import ClassicGroupMember
 from krust.group.records import CoordinatorRecord, GroupMetadataKey
 from krust.group.results import CoordinatorError, ErrorCode
 from krust.group.settings import GroupCoordinatorConfig

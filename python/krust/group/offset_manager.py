@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from krust.coordinator.clock import Clock
+from krust.group.classic.group import ClassicGroup, GroupState
+from krust.group.classic.group_manager import GroupManager
 from krust.group.consumer.group import ConsumerGroup
 from krust.group.consumer.member import ConsumerGroupMember
-from krust.group.group import ClassicGroup, GroupState
-from krust.group.group_manager import GroupManager
 from krust.group.offsets import OffsetAndMetadata, OffsetStore, TopicPartition
 from krust.group.records import (
     CoordinatorRecord,

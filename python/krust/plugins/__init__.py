@@ -1,9 +1,6 @@
-"""Python plugins the broker loads by config name (docs/plugins.md).
-
-A plugin is a plain class named `module:Class` in a config key (e.g. `authorizer.class.name`).
-`load_plugin` imports and configures it; `PluginRunner` calls it on its own thread, with a
-timeout, and contains its failures.
-"""
+"""The public plugin API: what users implement (authorizer, SASL/PLAIN and client quota callbacks),
+loaded by config name (`load_plugin`) and run contained (`PluginRunner`; docs/plugins.md).
+Not here: the broker's services that use the plugins (krust.security)."""
 
 from krust.plugins.authorizer import Authorizer
 from krust.plugins.containment import PluginRunner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
-from krust.config import ConfigError
+from krust.config.errors import ConfigError
 
 
 def load_plugin(key: str, spec: str, configs: Mapping[str, str]) -> object:

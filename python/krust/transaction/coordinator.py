@@ -48,7 +48,7 @@ S = TransactionState
 
 
 class TransactionCore(CoreLog, MarkerTransport, Protocol):
-    """The parts of krust._core.Broker the transaction coordinator uses."""
+    """The parts of krust._core.Core the transaction coordinator uses."""
 
     def next_producer_id(self) -> int: ...
 

@@ -35,7 +35,7 @@ from kio.serial import entity_reader
 from kio.static.primitive import i16, i32
 
 from krust.coordinator.clock import Clock
-from krust.protocol import encode_entity
+from krust.runtime.protocol import encode_entity
 from krust.transaction.metadata import TopicPartition, TransactionMetadata, TxnTransit
 from krust.transaction.settings import MARKER_RETRY_BACKOFF_MS
 from krust.transaction.state import TransactionStateManager
@@ -63,7 +63,7 @@ _UNSUPPORTED = frozenset({ErrorCode.unsupported_for_message_format, ErrorCode.un
 
 
 class MarkerTransport(Protocol):
-    """The core's inter-broker request sender (krust._core.Broker.send_to_broker)."""
+    """The core's inter-broker request sender (krust._core.Core.send_to_broker)."""
 
     def send_to_broker(self, node_id: int, api_key: int, version: int, body: bytes) -> bytes: ...
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from krust.coordinator.wire import RecordFormatError
+from krust.group.classic.group import CONSUMER_PROTOCOL_TYPE
+from krust.group.classic.group_manager import JoinGroupRequest, LeavingMember, SyncGroupRequest
 from krust.group.cluster import ImageView
 from krust.group.consumer.consumer_protocol import (
     by_id,
@@ -29,8 +31,6 @@ from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
 from krust.group.consumer.heartbeat_request import new_member_id
 from krust.group.consumer.member import ConsumerGroupMember, MemberState
 from krust.group.consumer.records import ClassicMemberMetadata, ClassicProtocol
-from krust.group.group import CONSUMER_PROTOCOL_TYPE
-from krust.group.group_manager import JoinGroupRequest, LeavingMember, SyncGroupRequest
 from krust.group.records import CoordinatorRecord
 from krust.group.results import CoordinatorError, ErrorCode, JoinGroupResult, SyncGroupResult
 
