@@ -8,12 +8,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use krust_server::bridge::Bridge;
+use krust_server::broker::transactions::TxnMarker;
 use krust_server::broker::{Broker, TransactionalProducer};
-use krust_server::broker_transactions::TxnMarker;
-use krust_server::connection_limits::ConnectionLimits;
+use krust_server::quota::connection_limits::ConnectionLimits;
 use krust_server::quota::entities::ImageEntity;
 use krust_server::quota::ClientQuotaTable;
-use krust_server::routing::{Exposure, PythonApi};
+use krust_server::request::routing::{Exposure, PythonApi};
 use krust_storage::StorageError;
 use pyo3::exceptions::{
     PyBlockingIOError, PyConnectionError, PyOSError, PyRuntimeError, PyValueError,

@@ -4,15 +4,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use krust_server::metadata_cache::{
+use krust_server::metadata::metadata_cache::{
     BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, SupportedVersionRange,
     TopicMetadata,
 };
 use krust_server::security::sasl::{SaslMechanism, SaslSettings};
 use krust_server::security::scram::{ScramCredential, ScramMechanism};
+use krust_server::security::session::SecurityProtocol;
 use krust_server::security::tls::{ClientAuth, TlsListener, TlsSettings};
 use krust_server::security::{ListenerSecurity, SecurityConfigError};
-use krust_server::session::SecurityProtocol;
 use krust_server::settings::{BrokerSettings, Listener};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

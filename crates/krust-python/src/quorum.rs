@@ -165,7 +165,7 @@ impl QuorumRuntime {
                 broker.start_quorum(applier).await?;
                 let changes = broker.quorum().expect("just started").leader_changes();
                 tokio::spawn(report_leader_changes(changes, calls));
-                Ok::<_, krust_server::controller_quorum::StartError>(())
+                Ok::<_, krust_server::controller_channel::controller_quorum::StartError>(())
             })
         })
         .map_err(runtime_error)?;

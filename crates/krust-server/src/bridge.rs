@@ -11,8 +11,8 @@ use kafka_protocol::messages::RequestHeader;
 use kafka_protocol::protocol::{Decodable, Request, StrBytes};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::routing::PythonApi;
-use crate::session::Session;
+use crate::request::routing::PythonApi;
+use crate::security::session::Session;
 
 /// Client id of requests the core itself sends to the controller; for logs only: what marks
 /// them as the core's is their session's internal flag, which no client can set.

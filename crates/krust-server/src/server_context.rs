@@ -6,20 +6,20 @@ use tokio::sync::Semaphore;
 
 use crate::authorizer::Authorizer;
 use crate::bridge::Bridge;
-use crate::broker_channels::BrokerChannels;
-use crate::connection_limits::ConnectionCounter;
-use crate::controller_quorum::QuorumCell;
-use crate::controller_route::ControllerChannels;
+use crate::controller_channel::broker_channels::BrokerChannels;
+use crate::controller_channel::controller_quorum::QuorumCell;
+use crate::controller_channel::controller_route::ControllerChannels;
+use crate::controller_channel::node_channel::ControllerLocator;
 use crate::fetch_session::FetchSessionCache;
-use crate::metadata_cache::MetadataCache;
+use crate::metadata::metadata_cache::MetadataCache;
 use crate::metrics::BrokerMetrics;
-use crate::node_channel::ControllerLocator;
-use crate::producer_ids::ProducerIdManager;
+use crate::quota::connection_limits::ConnectionCounter;
 use crate::quota::ClientQuotaManager;
-use crate::replica_manager::ReplicaManager;
-use crate::routing::RoutingTable;
+use crate::replica::replica_manager::ReplicaManager;
+use crate::request::routing::RoutingTable;
 use crate::security::scram::ScramCredentials;
 use crate::settings::BrokerSettings;
+use crate::transaction::producer_ids::ProducerIdManager;
 
 /// The broker state a request may read or change, shared by every connection.
 pub struct ServerContext {

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use krust_storage::{CleanerConfig, LogConfig};
 
-use crate::metadata_log::MetadataLogSettings;
+use crate::metadata::metadata_log::MetadataLogSettings;
 use crate::quota::QuotaWindow;
+use crate::security::session::SecurityProtocol;
 use crate::security::ListenerSecurity;
-use crate::session::SecurityProtocol;
 
 /// One listener: a name (e.g. PLAINTEXT), the address to bind and its security protocol.
 #[derive(Debug, Clone)]

@@ -15,10 +15,10 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use krust_raft::state_machine::{AppliedRecord, Applier, ApplyError};
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
-use krust_server::dispatch::handle_request;
-use krust_server::request_context::{Outcome, RequestSlot};
+use krust_server::network::dispatch::handle_request;
+use krust_server::request::request_context::{Outcome, RequestSlot};
+use krust_server::security::session::{SecurityProtocol, Session};
 use krust_server::server_context::ServerContext;
-use krust_server::session::{SecurityProtocol, Session};
 use krust_server::settings::{BrokerSettings, QuorumSettings};
 
 struct NoImage;

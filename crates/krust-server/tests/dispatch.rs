@@ -16,15 +16,15 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
 use krust_server::bridge::Bridge;
 use krust_server::broker::{encode_batch, Broker};
-use krust_server::dispatch::handle_request;
-use krust_server::metadata_cache::{
+use krust_server::metadata::metadata_cache::{
     BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, SupportedVersionRange,
     TopicMetadata,
 };
-use krust_server::request_context::{Outcome, RequestSlot};
-use krust_server::routing::{Exposure, PythonApi};
+use krust_server::network::dispatch::handle_request;
+use krust_server::request::request_context::{Outcome, RequestSlot};
+use krust_server::request::routing::{Exposure, PythonApi};
+use krust_server::security::session::{SecurityProtocol, Session};
 use krust_server::server_context::ServerContext;
-use krust_server::session::{SecurityProtocol, Session};
 use krust_server::settings::BrokerSettings;
 use uuid::Uuid;
 
@@ -649,8 +649,8 @@ async fn every_advertised_version_of_the_native_apis_answers() {
 /// reserving memory for them (found by fuzz/request_decoding; see vendor/README.md).
 #[test]
 fn a_forged_array_length_is_rejected_without_allocating_it() {
-    use krust_server::dispatch::parse_header;
     use krust_server::handlers::NativeRequest;
+    use krust_server::network::dispatch::parse_header;
 
     let mut frame = BytesMut::new();
     RequestHeader::default()

@@ -12,13 +12,13 @@ use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, Pr
 use kafka_protocol::protocol::StrBytes;
 use krust_client::connection::Connection;
 use krust_client::ClientConfig;
-use krust_server::alter_partition::{AlterPartitionFuture, AlterPartitionSender};
 use krust_server::bridge::Bridge;
 use krust_server::broker::{encode_batch, Broker};
-use krust_server::metadata_cache::{
+use krust_server::metadata::metadata_cache::{
     BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
 };
 use krust_server::partition::{ConsumerRead, FetchIsolation, Partition};
+use krust_server::replica::alter_partition::{AlterPartitionFuture, AlterPartitionSender};
 use krust_server::settings::{BrokerSettings, ReplicationSettings};
 use tempfile::TempDir;
 use uuid::Uuid;

@@ -20,13 +20,13 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use krust_server::bridge::Bridge;
 use krust_server::broker::Broker;
-use krust_server::dispatch::handle_request;
-use krust_server::metadata_cache::{
+use krust_server::metadata::metadata_cache::{
     BrokerEndpoint, MetadataImage, PartitionMetadata, TopicMetadata,
 };
-use krust_server::request_context::{Outcome, RequestSlot};
+use krust_server::network::dispatch::handle_request;
+use krust_server::request::request_context::{Outcome, RequestSlot};
+use krust_server::security::session::{SecurityProtocol, Session};
 use krust_server::server_context::ServerContext;
-use krust_server::session::{SecurityProtocol, Session};
 use krust_server::settings::BrokerSettings;
 use krust_storage::batch::{check_integrity, compute_crc, split_batches};
 use krust_storage::{end_txn_marker, transactional_coordinator_batch, TopicPartition};

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::BytesMut;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Encodable;
-use krust_server::dispatch::parse_header;
 use krust_server::handlers::NativeRequest;
+use krust_server::network::dispatch::parse_header;
 
 struct LargestAllocation;
 

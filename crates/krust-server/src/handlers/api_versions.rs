@@ -9,10 +9,10 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::metadata_cache::MetadataImage;
-use crate::request_context::RequestContext;
+use crate::metadata::metadata_cache::MetadataImage;
+use crate::request::request_context::RequestContext;
+use crate::security::session::Session;
 use crate::server_context::ServerContext;
-use crate::session::Session;
 
 /// ApiVersions v4 is the first whose clients read a supported minimum of 0 (KAFKA-17011).
 const FIRST_VERSION_WITH_MIN_LEVEL_ZERO: i16 = 4;

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use crate::authorizer::AclOperation;
 use crate::handlers::denied_topics;
-use crate::request_context::RequestContext;
+use crate::request::request_context::RequestContext;
 use crate::server_context::ServerContext;
 
 pub async fn handle(

@@ -7,7 +7,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::authorizer::{AclOperation, ResourceType, CLUSTER_NAME, CLUSTER_OPERATIONS};
 use crate::handlers::{authorized_operations, cluster_allows};
-use crate::request_context::RequestContext;
+use crate::request::request_context::RequestContext;
 use crate::server_context::ServerContext;
 
 /// Kafka's "authorized operations were not requested" marker.

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::{LogManager, TopicPartition};
 
-use crate::metadata_log::METADATA_LOG_TOPIC;
+use crate::metadata::metadata_log::METADATA_LOG_TOPIC;
 use crate::server_context::ServerContext;
 
 /// Partitions of one log dir, by topic.

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use krust_raft::quorum::{QuorumStatus, ReplicaStatus};
 
-use crate::metadata_log::METADATA_LOG_TOPIC;
+use crate::metadata::metadata_log::METADATA_LOG_TOPIC;
 use crate::server_context::ServerContext;
 
 fn names_the_metadata_partition(request: &DescribeQuorumRequest) -> bool {

@@ -19,14 +19,14 @@ use uuid::Uuid;
 use crate::authorizer::{AclOperation, Action, ResourceType};
 use crate::clock::now_ms;
 use crate::fetch_session::{SessionContext, SessionPartition};
-use crate::metadata_cache::MetadataImage;
+use crate::handlers::throttling;
+use crate::metadata::metadata_cache::MetadataImage;
 use crate::partition::{check_current_leader_epoch, FetchIsolation, FollowerFetch, Partition};
-use crate::purgatory::NewDataWatch;
 use crate::quota::ClientQuotaType;
-use crate::request_context::{respond, respond_with_records, Outcome, RequestContext};
-use crate::response_frame::SplicedRecords;
+use crate::replica::purgatory::NewDataWatch;
+use crate::request::request_context::{respond, respond_with_records, Outcome, RequestContext};
+use crate::request::response_frame::SplicedRecords;
 use crate::server_context::ServerContext;
-use crate::throttling;
 
 /// One partition to read, with what the client asked of it.
 struct Wanted {

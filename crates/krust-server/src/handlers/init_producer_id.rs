@@ -5,7 +5,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use crate::authorizer::{AclOperation, Action, ResourceType};
-use crate::request_context::RequestContext;
+use crate::request::request_context::RequestContext;
 use crate::server_context::ServerContext;
 
 pub async fn handle(

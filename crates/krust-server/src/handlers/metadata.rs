@@ -17,10 +17,10 @@ use uuid::Uuid;
 use crate::authorizer::{
     AclOperation, ResourceType, CLUSTER_NAME, CLUSTER_OPERATIONS, TOPIC_OPERATIONS,
 };
-use crate::controller_route::call_controller;
+use crate::controller_channel::controller_route::call_controller;
 use crate::handlers::{authorized_operations, cluster_allows, denied_topics};
-use crate::metadata_cache::{MetadataImage, TopicMetadata};
-use crate::request_context::RequestContext;
+use crate::metadata::metadata_cache::{MetadataImage, TopicMetadata};
+use crate::request::request_context::RequestContext;
 use crate::server_context::ServerContext;
 /// Kafka's "authorized operations were not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

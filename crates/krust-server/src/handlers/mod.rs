@@ -14,6 +14,7 @@ pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sasl;
+pub mod throttling;
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,9 +29,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::authorizer::{all_operations, AclOperation, Action, ResourceType, TOPIC_OPERATIONS};
-use crate::request_context::{respond, respond_as, Outcome, RequestContext};
+use crate::handlers::throttling::{charge_request_time, ThrottleTime};
+use crate::request::request_context::{respond, respond_as, Outcome, RequestContext};
 use crate::server_context::ServerContext;
-use crate::throttling::{charge_request_time, ThrottleTime};
 
 /// A decoded request of an api the core answers itself.
 #[derive(Debug)]

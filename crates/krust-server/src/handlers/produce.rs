@@ -16,15 +16,15 @@ use krust_storage::AppendError;
 
 use crate::authorizer::{AclOperation, Action, ResourceType};
 use crate::clock::now_ms;
-use crate::metadata_cache::MetadataImage;
+use crate::handlers::throttling::charge;
+use crate::metadata::metadata_cache::MetadataImage;
+use crate::partition::verification::VerificationGuard;
 use crate::partition::{Partition, PartitionError};
-use crate::partition_verification::VerificationGuard;
-use crate::purgatory::await_produce_acks;
 use crate::quota::ClientQuotaType;
-use crate::request_context::{respond, Outcome, RequestContext};
+use crate::replica::purgatory::await_produce_acks;
+use crate::request::request_context::{respond, Outcome, RequestContext};
 use crate::server_context::ServerContext;
-use crate::throttling::charge;
-use crate::transaction_verification::{verify, Unverified};
+use crate::transaction::transaction_verification::{verify, Unverified};
 
 /// Kafka's message when a client produces to an internal topic (its ReplicaManager's).
 const INTERNAL_TOPIC_MESSAGE: &str = "Cannot append to internal topic";

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::BrokerMetrics;
-use crate::replica_manager::ReplicaManager;
+use crate::replica::replica_manager::ReplicaManager;
 
 /// A scrape request's head must arrive within this time and fit in this many bytes.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

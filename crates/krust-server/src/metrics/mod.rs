@@ -17,7 +17,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 pub use request_metrics::{RequestDurations, RequestMetrics, RequestTimes};
 pub use topic_metrics::{BrokerTopicMetrics, TopicMetrics};
 
-use crate::replica_manager::ReplicaManager;
+use crate::replica::replica_manager::ReplicaManager;
 
 /// Reports the log cleaner's backlog at scrape time: the bytes of compacted logs written since
 /// they were last cleaned (see `BrokerMetrics::set_cleaner_backlog`).

@@ -10,7 +10,7 @@ use prometheus::{Gauge, IntGauge, IntGaugeVec, Opts};
 
 use crate::clock::now_ms;
 use crate::partition::Partition;
-use crate::replica_manager::ReplicaManager;
+use crate::replica::replica_manager::ReplicaManager;
 
 fn gauge(name: &str, help: &str, value: i64) -> MetricFamily {
     let gauge = IntGauge::new(name, help).expect("a valid gauge definition");

@@ -12,10 +12,10 @@ use tokio_rustls::server::TlsStream;
 
 use super::connection::serve_connection;
 use crate::clock::now_ms;
-use crate::connection_limits::ConnectionThrottle;
+use crate::quota::connection_limits::ConnectionThrottle;
+use crate::security::session::Session;
 use crate::security::tls::TlsListener;
 use crate::server_context::ServerContext;
-use crate::session::Session;
 use crate::settings::Listener;
 
 /// Accepts connections until `shutdown` turns true, then waits for open connections to finish

@@ -19,13 +19,13 @@ use tokio::io::AsyncWriteExt;
 
 use super::receive::receive_frame;
 use super::transport::Transport;
-use crate::dispatch::{handle_request, parse_header};
-use crate::request_context::{Outcome, RequestSlot};
-use crate::response_frame::encode_frame;
+use crate::network::dispatch::{handle_request, parse_header};
+use crate::request::request_context::{Outcome, RequestSlot};
+use crate::request::response_frame::encode_frame;
 use crate::security::plain;
 use crate::security::sasl::{AuthenticationFailed, SaslExchange, SaslSettings, SaslStep};
+use crate::security::session::{KafkaPrincipal, Session};
 use crate::server_context::ServerContext;
-use crate::session::{KafkaPrincipal, Session};
 
 /// The SaslAuthenticate version of the core's requests to the Python PLAIN callback.
 const PLAIN_CALLBACK_VERSION: i16 = 2;

@@ -13,16 +13,16 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::ApiKey;
 use tokio::sync::watch;
 
-use crate::dispatch::handle_request;
 use crate::metrics::RequestTimes;
 use crate::network::authenticate::{authenticate, Reauthentication};
+use crate::network::dispatch::handle_request;
 use crate::network::receive::{receive_frame, ReceiveError};
 use crate::network::request_log::{log_completed, RequestHeaderView};
 use crate::network::transport::Transport;
-use crate::request_context::{Outcome, RequestSlot};
+use crate::request::request_context::{Outcome, RequestSlot};
 use crate::security::sasl::SaslSettings;
+use crate::security::session::Session;
 use crate::server_context::ServerContext;
-use crate::session::Session;
 
 /// Serves one connection until the client closes it, it idles out, it misbehaves, or the
 /// broker shuts down (after answering the request in flight). On a SASL listener (`sasl`)

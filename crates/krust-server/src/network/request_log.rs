@@ -6,7 +6,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 use crate::metrics::RequestDurations;
-use crate::session::Session;
+use crate::security::session::Session;
 
 /// The tracing target of the request log: Kafka's logger name.
 pub const REQUEST_LOG_TARGET: &str = "kafka.request.logger";

@@ -6,7 +6,7 @@ use std::io;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use crate::response_frame::{FramePart, ResponseFrame};
+use crate::request::response_frame::{FramePart, ResponseFrame};
 use krust_storage::FileSlice;
 
 /// The most one sendfile call is asked for (Linux sends at most 0x7ffff000 bytes per call).

@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 use super::send_frame;
-use crate::response_frame::{FramePart, ResponseFrame};
+use crate::request::response_frame::{FramePart, ResponseFrame};
 
 /// Record bytes are copied through user space in pieces of this size under TLS.
 const TLS_FILE_CHUNK: usize = 256 * 1024;

@@ -1,6 +1,7 @@
 //! Client quotas (KIP-13, KIP-55, KIP-124, KIP-219): which quota applies to a client, the
 //! rates clients are metered by, and the throttle time of a request over its quota.
 
+pub mod connection_limits;
 pub mod entities;
 pub mod manager;
 pub mod rate;

@@ -5,11 +5,12 @@ pub mod plain;
 pub mod principal_mapping;
 pub mod sasl;
 pub mod scram;
+pub mod session;
 pub mod tls;
 
 use std::sync::Arc;
 
-use crate::session::SecurityProtocol;
+use crate::security::session::SecurityProtocol;
 
 /// A listener's security, built once at start-up from its (listener-prefixed) ssl.* and
 /// sasl.* settings: TLS for SSL and SASL_SSL, SASL for SASL_PLAINTEXT and SASL_SSL.

@@ -11,7 +11,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::principal_mapping::{certificate_subject, PrincipalMapper};
 use super::SecurityConfigError;
-use crate::session::KafkaPrincipal;
+use crate::security::session::KafkaPrincipal;
 
 /// ssl.client.auth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
