@@ -9,10 +9,11 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::connection::Connection;
+use krust_wire::{BlockingConnection as Connection, ConnectionConfig};
+
 use crate::error::ClientError;
 use crate::produce::ProducerState;
-use crate::security::{SecurityConfig, SecurityConfigError};
+use crate::{SecurityConfig, SecurityConfigError};
 
 /// Metadata v12: topic names (v10+ adds topic ids, v13 only a top-level error code).
 const METADATA_VERSION: i16 = 12;
@@ -59,6 +60,15 @@ impl ClientConfig {
             security: Arc::new(SecurityConfig::from_properties(properties)?),
             ..Self::new(bootstrap_servers)
         })
+    }
+
+    /// What each of the client's connections is opened with.
+    pub fn connection_config(&self) -> Arc<ConnectionConfig> {
+        Arc::new(
+            ConnectionConfig::new(self.client_id.clone())
+                .with_request_timeout(self.request_timeout)
+                .with_security(Arc::clone(&self.security)),
+        )
     }
 }
 
@@ -180,7 +190,7 @@ impl KafkaClient {
                 .brokers
                 .get(&node_id)
                 .ok_or(ClientError::UnknownBroker(node_id))?;
-            let connection = Connection::connect(address, &self.config)?;
+            let connection = Connection::connect(address, self.config.connection_config())?;
             self.connections.insert(node_id, connection);
         }
         Ok(self
@@ -210,17 +220,16 @@ impl KafkaClient {
                     })
                     .collect()
             }));
-        let response =
-            match self
-                .bootstrap_connection()?
-                .send("Metadata", &request, METADATA_VERSION)
-            {
-                Ok(response) => response,
-                Err(e) => {
-                    self.bootstrap = None;
-                    return Err(e);
-                }
-            };
+        let response = match self
+            .bootstrap_connection()?
+            .send(&request, METADATA_VERSION)
+        {
+            Ok(response) => response,
+            Err(e) => {
+                self.bootstrap = None;
+                return Err(e.into());
+            }
+        };
         self.brokers = response
             .brokers
             .iter()
@@ -264,12 +273,12 @@ impl KafkaClient {
         if self.bootstrap.is_none() {
             let mut last = None;
             for address in &self.config.bootstrap_servers {
-                match Connection::connect(address, &self.config) {
+                match Connection::connect(address, self.config.connection_config()) {
                     Ok(connection) => {
                         self.bootstrap = Some(connection);
                         break;
                     }
-                    Err(e) => last = Some(e),
+                    Err(e) => last = Some(e.into()),
                 }
             }
             if self.bootstrap.is_none() {

@@ -2,49 +2,16 @@
 
 use kafka_protocol::error::ResponseError;
 use krust_storage::BatchError;
+use krust_wire::WireError;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ClientError {
     #[error("no bootstrap server given (kafka.bootstrap.servers is empty)")]
     NoBootstrapServers,
-    #[error("cannot connect to {address}: {source}")]
-    Connect {
-        address: String,
-        source: std::io::Error,
-    },
-    #[error("TLS with {address} failed: {reason}")]
-    Tls { address: String, reason: String },
-    #[error("SASL authentication with {mechanism} to {address} failed: {message}")]
-    Authentication {
-        mechanism: &'static str,
-        address: String,
-        message: String,
-    },
-    #[error("connection to {address} failed: {source}")]
-    Io {
-        address: String,
-        source: std::io::Error,
-    },
-    #[error("{api} request to {address} could not be encoded or its response decoded: {reason}")]
-    Codec {
-        api: &'static str,
-        address: String,
-        reason: String,
-    },
-    #[error("{api} response from {address} answers correlation id {got}, expected {expected}")]
-    CorrelationMismatch {
-        api: &'static str,
-        address: String,
-        expected: i32,
-        got: i32,
-    },
-    #[error("response of {size} bytes from {address} is larger than {limit} bytes")]
-    ResponseTooLarge {
-        address: String,
-        size: usize,
-        limit: usize,
-    },
+    /// Connecting, TLS, SASL, or a request's round trip (krust-wire).
+    #[error(transparent)]
+    Wire(#[from] WireError),
     #[error("broker {0} is in no metadata response")]
     UnknownBroker(i32),
     #[error("topic {0} does not exist")]
@@ -118,7 +85,8 @@ impl ClientError {
     /// that is starting, a connection that broke).
     pub fn is_retriable(&self) -> bool {
         match self {
-            Self::Connect { .. } | Self::Io { .. } | Self::NoLeader { .. } => true,
+            Self::Wire(error) => error.is_retriable(),
+            Self::NoLeader { .. } => true,
             Self::Kafka { error, .. }
             | Self::Topic { error, .. }
             | Self::KafkaCluster { error, .. } => error.is_retriable(),

@@ -110,9 +110,7 @@ impl RangeReader {
             || format!("{topic}-{partition}"),
             |client| {
                 let leader = client.leader(&topic, partition)?;
-                let response = client
-                    .connection(leader)?
-                    .send("Fetch", &request, FETCH_VERSION)?;
+                let response = client.connection(leader)?.send(&request, FETCH_VERSION)?;
                 let answer = response
                     .responses
                     .into_iter()

@@ -2,8 +2,9 @@
 //! source (spark/) runs on its executors. It speaks the Kafka protocol to any broker, so it
 //! reads Apache Kafka as well as krust.
 //!
-//! - [`connection`]: one connection (TCP, TLS, SASL), one request at a time.
-//! - [`security`]: `security.protocol`, `ssl.*` and `sasl.*` settings, TLS, SASL, SCRAM.
+//! Connections, TLS, SASL and the `security.protocol`, `ssl.*` and `sasl.*` settings are
+//! krust-wire's ([`krust_wire::blocking`]): this crate only says what to ask.
+//!
 //! - [`client`]: bootstrap, cluster metadata and a connection per partition leader.
 //! - [`list_offsets`]: earliest, latest and by-timestamp offsets.
 //! - [`fetch`]: an offset range `[start, end)` of one partition.
@@ -14,14 +15,12 @@
 
 pub mod client;
 pub mod columns;
-pub mod connection;
 pub mod decode;
 pub mod error;
 pub mod fetch;
 pub mod list_offsets;
 mod partitioner;
 pub mod produce;
-pub mod security;
 mod sink_rows;
 pub mod transactions;
 
@@ -29,6 +28,7 @@ pub use client::{ClientConfig, KafkaClient, PartitionInfo};
 pub use columns::{source_schema, RecordColumns};
 pub use error::ClientError;
 pub use fetch::FetchOptions;
+pub use krust_wire::security;
+pub use krust_wire::{SecurityConfig, SecurityConfigError};
 pub use list_offsets::OffsetSpec;
 pub use produce::ProduceOptions;
-pub use security::{SecurityConfig, SecurityConfigError};

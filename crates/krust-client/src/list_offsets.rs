@@ -54,11 +54,9 @@ impl KafkaClient {
             || format!("{topic}-{partition}"),
             |client| {
                 let leader = client.leader(topic, partition)?;
-                let response = client.connection(leader)?.send(
-                    "ListOffsets",
-                    &request,
-                    LIST_OFFSETS_VERSION,
-                )?;
+                let response = client
+                    .connection(leader)?
+                    .send(&request, LIST_OFFSETS_VERSION)?;
                 let answer = response
                     .topics
                     .iter()

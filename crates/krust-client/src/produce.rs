@@ -186,10 +186,7 @@ impl KafkaClient {
             || format!("{topic}-{partition}"),
             |client| {
                 let leader = client.leader(topic, partition)?;
-                let response =
-                    client
-                        .connection(leader)?
-                        .send("Produce", &request, PRODUCE_VERSION)?;
+                let response = client.connection(leader)?.send(&request, PRODUCE_VERSION)?;
                 let answer = response
                     .responses
                     .iter()
@@ -238,11 +235,9 @@ impl KafkaClient {
             "",
             || "a producer id".to_string(),
             |client| {
-                let response = client.bootstrap_connection()?.send(
-                    "InitProducerId",
-                    &request,
-                    INIT_PRODUCER_ID_VERSION,
-                )?;
+                let response = client
+                    .bootstrap_connection()?
+                    .send(&request, INIT_PRODUCER_ID_VERSION)?;
                 match ResponseError::try_from_code(response.error_code) {
                     None => Ok(response),
                     Some(error) => Err(ClientError::Kafka {

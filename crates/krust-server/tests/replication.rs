@@ -10,8 +10,6 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, ProduceRequest};
 use kafka_protocol::protocol::StrBytes;
-use krust_client::connection::Connection;
-use krust_client::ClientConfig;
 use krust_server::bridge::Bridge;
 use krust_server::broker::{encode_batch, Broker};
 use krust_server::metadata::metadata_cache::{
@@ -20,6 +18,7 @@ use krust_server::metadata::metadata_cache::{
 use krust_server::partition::{ConsumerRead, FetchIsolation, Partition};
 use krust_server::replica::alter_partition::{AlterPartitionFuture, AlterPartitionSender};
 use krust_server::settings::{BrokerSettings, ReplicationSettings};
+use krust_wire::{BlockingConnection, ConnectionConfig};
 use tempfile::TempDir;
 use uuid::Uuid;
 
@@ -148,7 +147,8 @@ fn produce(node: &Node, values: &[&str]) -> (i16, i64) {
 
 fn produce_with_acks(node: &Node, values: &[&str], acks: i16) -> (i16, i64) {
     let address = format!("127.0.0.1:{}", node.port);
-    let mut connection = Connection::connect(&address, &ClientConfig::new(&address)).unwrap();
+    let config = Arc::new(ConnectionConfig::new("replication-test"));
+    let mut connection = BlockingConnection::connect(&address, config).unwrap();
     let records: Vec<_> = values
         .iter()
         .map(|v| (None, Some(bytes::Bytes::from(v.to_string()))))
@@ -162,7 +162,7 @@ fn produce_with_acks(node: &Node, values: &[&str], acks: i16) -> (i16, i64) {
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(0)
                 .with_records(Some(batch))])]);
-    let response = connection.send("Produce", &request, 8).unwrap();
+    let response = connection.send(&request, 8).unwrap();
     let answer = &response.responses[0].partition_responses[0];
     (answer.error_code, answer.base_offset)
 }

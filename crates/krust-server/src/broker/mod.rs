@@ -222,7 +222,7 @@ impl Broker {
     pub fn start_replication(
         &self,
         alter_partition: Arc<dyn AlterPartitionSender>,
-        security: Arc<krust_client::SecurityConfig>,
+        security: Arc<krust_wire::SecurityConfig>,
         runtime: tokio::runtime::Handle,
     ) {
         let node_id = self.settings.node_id;

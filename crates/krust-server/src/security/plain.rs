@@ -1,7 +1,10 @@
-//! SASL/PLAIN (RFC 4616): one message, `authzid NUL authcid NUL passwd`, checked against the
-//! users of the listener's PlainLoginModule JAAS config (`user_<name>="<password>"`).
+//! SASL/PLAIN (RFC 4616): one message, `authzid NUL authcid NUL passwd` (parsed by
+//! krust-wire's mechanism), checked against the users of the listener's PlainLoginModule JAAS
+//! config (`user_<name>="<password>"`).
 
 use std::collections::HashMap;
+
+use krust_wire::sasl::plain::{self, constant_time_eq};
 
 use super::sasl::AuthenticationFailed;
 
@@ -22,38 +25,10 @@ pub fn authenticate(
     }
 }
 
-/// The username and password of a PLAIN message; an authorization id other than the
-/// username is refused, as Kafka's PlainSaslServer does.
+/// The username and password of a PLAIN message (krust-wire's parser, the one copy the
+/// client side uses too), with Kafka's message when it is malformed.
 pub fn parse(token: &[u8]) -> Result<(String, String), AuthenticationFailed> {
-    let text = std::str::from_utf8(token)
-        .map_err(|_| AuthenticationFailed("Invalid SASL/PLAIN request: not UTF-8".into()))?;
-    let parts: Vec<&str> = text.split('\0').collect();
-    let [authzid, username, password] = parts[..] else {
-        return Err(AuthenticationFailed(
-            "Invalid SASL/PLAIN request: expected 3 tokens".into(),
-        ));
-    };
-    if username.is_empty() {
-        return Err(AuthenticationFailed(
-            "Authentication failed: username not specified".into(),
-        ));
-    }
-    if password.is_empty() {
-        return Err(AuthenticationFailed(
-            "Authentication failed: password not specified".into(),
-        ));
-    }
-    if !authzid.is_empty() && authzid != username {
-        return Err(AuthenticationFailed(
-            "Authentication failed: Client requested an authorization id that is different from username".into(),
-        ));
-    }
-    Ok((username.to_string(), password.to_string()))
-}
-
-/// Compares without stopping at the first differing byte.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    plain::parse(token).map_err(|e| AuthenticationFailed(e.to_string()))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use super::plain;
 use super::scram::{ScramCredentials, ScramServer, ScramStep};
 
-pub use krust_sasl::SaslMechanism;
+pub use krust_wire::sasl::SaslMechanism;
 
 /// A SASL listener's settings: sasl.enabled.mechanisms and the PLAIN users of its
 /// `listener.name.<l>.plain.sasl.jaas.config`, or a Python callback that checks PLAIN
@@ -79,13 +79,18 @@ impl SaslExchange {
                     reply: Vec::new(),
                 })
             }
-            SaslExchange::Scram(server) => Ok(match server.evaluate(message, credentials)? {
-                ScramStep::Challenge(challenge) => SaslStep::Challenge(challenge),
-                ScramStep::Done { user, server_final } => SaslStep::Done {
-                    user,
-                    reply: server_final,
+            SaslExchange::Scram(server) => Ok(
+                match server
+                    .evaluate(message, |user, mechanism| credentials.get(user, mechanism))
+                    .map_err(|e| AuthenticationFailed(e.to_string()))?
+                {
+                    ScramStep::Challenge(challenge) => SaslStep::Challenge(challenge),
+                    ScramStep::Done { user, server_final } => SaslStep::Done {
+                        user,
+                        reply: server_final,
+                    },
                 },
-            }),
+            ),
         }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Each leader broker gets `num.replica.fetchers` fetcher threads, each fetching its share of
 //! that leader's partitions over one connection to the leader's inter-broker listener (TLS and
-//! SASL as a client, with `krust-client`'s connection). A fetch names this broker as the
+//! SASL as a client, with krust-wire's blocking connection). A fetch names this broker as the
 //! replica, the leader epoch the follower knows and the epoch of its last fetched batch
 //! (KIP-320), so the leader answers a diverging epoch when the follower's log went astray; the
 //! follower then truncates to where the two logs agree (KIP-101) and fetches again.
@@ -25,9 +25,8 @@ use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use krust_client::connection::Connection;
-use krust_client::{ClientConfig, ClientError, SecurityConfig};
 use krust_storage::TopicPartition;
+use krust_wire::{BlockingConnection as Connection, ConnectionConfig, SecurityConfig, WireError};
 use parking_lot::{Condvar, Mutex};
 
 use crate::clock::now_ms;
@@ -347,15 +346,12 @@ impl FetcherThread {
             let address = self.leader_address().ok_or(FetchError::NoEndpoint {
                 leader: self.leader,
             })?;
-            let config = ClientConfig {
-                bootstrap_servers: vec![address.clone()],
-                client_id: format!("broker-{}-fetcher", self.config.node_id),
-                request_timeout: Duration::from_millis(
+            let config = ConnectionConfig::new(format!("broker-{}-fetcher", self.config.node_id))
+                .with_request_timeout(Duration::from_millis(
                     self.config.settings.replica_socket_timeout_ms,
-                ),
-                security: Arc::clone(&self.config.security),
-            };
-            self.connection = Some(Connection::connect(&address, &config)?);
+                ))
+                .with_security(Arc::clone(&self.config.security));
+            self.connection = Some(Connection::connect(&address, Arc::new(config))?);
         }
         Ok(self.connection.as_mut().expect("connected above"))
     }
@@ -369,7 +365,7 @@ impl FetcherThread {
     }
 
     fn send_fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, FetchError> {
-        Ok(self.connection()?.send("Fetch", request, FETCH_VERSION)?)
+        Ok(self.connection()?.send(request, FETCH_VERSION)?)
     }
 
     /// Kafka's `processFetchRequest`: applies each partition's answer if the partition is
@@ -506,9 +502,7 @@ impl FetcherThread {
                     .with_partition_index(tp.partition)
                     .with_current_leader_epoch(leader_epoch)
                     .with_timestamp(timestamp)])]);
-        let response = self
-            .connection()?
-            .send("ListOffsets", &request, LIST_OFFSETS_VERSION)?;
+        let response = self.connection()?.send(&request, LIST_OFFSETS_VERSION)?;
         let answer = response
             .topics
             .iter()
@@ -532,7 +526,7 @@ pub(crate) enum FetchError {
     #[error(transparent)]
     Partition(#[from] PartitionError),
     #[error(transparent)]
-    Client(#[from] ClientError),
+    Wire(#[from] WireError),
 }
 
 /// Kafka's `truncateOnFetchResponse` with `getOffsetTruncationState`: the leader says the

@@ -2,20 +2,20 @@
 //! `ssl.*`, `sasl.*`) as a Java client configured with the same keys would read them:
 //!
 //! - [`tls`]: TLS with rustls, PEM trust and key stores, hostname verification.
-//! - [`sasl`]: SaslHandshake + SaslAuthenticate with PLAIN or SCRAM, credentials from
-//!   `sasl.jaas.config`.
-//! - [`scram`]: the SCRAM client (RFC 5802, RFC 7677).
+//! - [`jaas`]: the SASL mechanism and the credentials of `sasl.jaas.config`.
+//!
+//! The broker's own listeners read their settings elsewhere (crates/krust-server); what a
+//! connection does with these is in [`crate::connection`] and [`crate::authenticate`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use thiserror::Error;
 
-pub mod sasl;
-pub mod scram;
+pub mod jaas;
 pub mod tls;
 
-pub use sasl::{SaslCredentials, SaslMechanism};
+pub use jaas::SaslCredentials;
 
 /// A setting that is missing, malformed or not supported; `key` is Kafka's name for it.
 #[derive(Debug, Error)]
@@ -26,6 +26,7 @@ pub struct SecurityConfigError {
 }
 
 impl SecurityConfigError {
+    /// The problem `problem` with the setting `key`.
     pub fn new(key: &str, problem: impl Into<String>) -> Self {
         Self {
             key: key.to_string(),
@@ -58,11 +59,13 @@ impl SecurityProtocol {
         }
     }
 
-    fn uses_tls(self) -> bool {
+    /// Whether connections run TLS.
+    pub fn uses_tls(self) -> bool {
         matches!(self, Self::Ssl | Self::SaslSsl)
     }
 
-    fn uses_sasl(self) -> bool {
+    /// Whether connections authenticate with SASL.
+    pub fn uses_sasl(self) -> bool {
         matches!(self, Self::SaslPlaintext | Self::SaslSsl)
     }
 }

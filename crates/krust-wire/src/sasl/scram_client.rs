@@ -1,6 +1,6 @@
-//! The SCRAM client (RFC 5802, RFC 7677) as Kafka's ScramSaslClient runs it: no channel
-//! binding, no authorization id, and the server's signature checked before the exchange counts
-//! as done.
+//! The client half of a SCRAM exchange (RFC 5802, RFC 7677) as Kafka's ScramSaslClient runs
+//! it: no channel binding, no authorization id, and the server's signature checked before the
+//! exchange counts as done.
 
 use std::num::NonZeroU32;
 
@@ -9,15 +9,15 @@ use base64::Engine;
 use ring::hmac;
 use ring::rand::SecureRandom;
 
+use super::scram::{self, ScramKeys, ScramMechanism};
+
 /// Kafka's clients refuse fewer iterations than this (ScramMechanism.minIterations): a broker
 /// that asks for fewer may be trying to weaken the password's protection.
 const MIN_ITERATIONS: u32 = 4096;
 
-pub use krust_sasl::{ScramKeys, ScramMechanism};
-
 /// Why an exchange stopped on the client's side.
 #[derive(Debug, thiserror::Error)]
-pub enum ScramError {
+pub enum ScramClientError {
     #[error("the server's first message is malformed: {0:?}")]
     MalformedServerFirst(String),
     #[error("the server's nonce does not extend the client's")]
@@ -41,25 +41,37 @@ pub struct ScramClient {
     password: String,
     nonce: String,
     client_first_bare: String,
-    /// The AuthMessage and ServerKey once the client's final message is sent.
+    /// The AuthMessage and ServerKey once the client's final message is made.
     expected: Option<(String, Vec<u8>)>,
 }
 
 impl ScramClient {
-    pub fn new(mechanism: ScramMechanism, user: &str, password: &str) -> Result<Self, ScramError> {
+    /// An exchange for `user` with a fresh random nonce.
+    pub fn new(
+        mechanism: ScramMechanism,
+        user: &str,
+        password: &str,
+    ) -> Result<Self, ScramClientError> {
         let mut random = [0u8; 24];
         ring::rand::SystemRandom::new()
             .fill(&mut random)
-            .map_err(|_| ScramError::Random)?;
-        let nonce = BASE64.encode(random);
-        let name = user.replace('=', "=3D").replace(',', "=2C");
-        Ok(Self {
+            .map_err(|_| ScramClientError::Random)?;
+        Ok(Self::with_nonce(
+            mechanism,
+            user,
+            password,
+            &BASE64.encode(random),
+        ))
+    }
+
+    fn with_nonce(mechanism: ScramMechanism, user: &str, password: &str, nonce: &str) -> Self {
+        Self {
             mechanism,
             password: password.to_string(),
-            client_first_bare: format!("n={name},r={nonce}"),
-            nonce,
+            client_first_bare: format!("n={},r={nonce}", scram::escape_name(user)),
+            nonce: nonce.to_string(),
             expected: None,
-        })
+        }
     }
 
     /// client-first-message (gs2 header "n,,": no channel binding, no authorization id).
@@ -68,12 +80,12 @@ impl ScramClient {
     }
 
     /// client-final-message for the server-first-message `server_first`.
-    pub fn answer(&mut self, server_first: &[u8]) -> Result<Vec<u8>, ScramError> {
+    pub fn answer(&mut self, server_first: &[u8]) -> Result<Vec<u8>, ScramClientError> {
         let text = std::str::from_utf8(server_first)
-            .map_err(|_| ScramError::MalformedServerFirst(format!("{server_first:?}")))?;
-        let malformed = || ScramError::MalformedServerFirst(text.to_string());
+            .map_err(|_| ScramClientError::MalformedServerFirst(format!("{server_first:?}")))?;
+        let malformed = || ScramClientError::MalformedServerFirst(text.to_string());
         if let Some(error) = text.strip_prefix("e=") {
-            return Err(ScramError::ServerError(error.to_string()));
+            return Err(ScramClientError::ServerError(error.to_string()));
         }
         let field = |name: &str| {
             text.split(',')
@@ -84,48 +96,40 @@ impl ScramClient {
         let salt = BASE64.decode(field("s=")?).map_err(|_| malformed())?;
         let iterations: u32 = field("i=")?.parse().map_err(|_| malformed())?;
         if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
-            return Err(ScramError::NonceMismatch);
+            return Err(ScramClientError::NonceMismatch);
         }
         let iterations = NonZeroU32::new(iterations)
             .filter(|i| i.get() >= MIN_ITERATIONS)
-            .ok_or(ScramError::TooFewIterations(iterations))?;
+            .ok_or(ScramClientError::TooFewIterations(iterations))?;
         let keys = ScramKeys::derive(self.mechanism, &self.password, &salt, iterations);
         let without_proof = format!("c=biws,r={nonce}");
-        let auth_message = format!("{},{text},{without_proof}", self.client_first_bare);
-        let signature = hmac::sign(
-            &hmac::Key::new(self.mechanism.hmac(), &keys.stored_key),
-            auth_message.as_bytes(),
-        );
-        let proof: Vec<u8> = keys
-            .client_key
-            .iter()
-            .zip(signature.as_ref())
-            .map(|(k, s)| k ^ s)
-            .collect();
-        self.expected = Some((auth_message, keys.server_key));
+        let auth = scram::auth_message(&self.client_first_bare, text, &without_proof);
+        let signature = scram::client_signature(self.mechanism, &keys.stored_key, &auth);
+        let proof = scram::xor(&keys.client_key, signature.as_ref());
+        self.expected = Some((auth, keys.server_key));
         Ok(format!("{without_proof},p={}", BASE64.encode(proof)).into_bytes())
     }
 
     /// Checks the server-final-message: the server proves it holds this user's server key.
-    pub fn verify(&self, server_final: &[u8]) -> Result<(), ScramError> {
+    pub fn verify(&self, server_final: &[u8]) -> Result<(), ScramClientError> {
         let text = String::from_utf8_lossy(server_final);
         if let Some(error) = text.strip_prefix("e=") {
-            return Err(ScramError::ServerError(error.to_string()));
+            return Err(ScramClientError::ServerError(error.to_string()));
         }
-        let (Some(signature), Some((auth_message, server_key))) = (
+        let (Some(signature), Some((auth, server_key))) = (
             text.split(',')
                 .find_map(|f| f.strip_prefix("v="))
                 .and_then(|v| BASE64.decode(v).ok()),
             &self.expected,
         ) else {
-            return Err(ScramError::MalformedServerFinal(text.into_owned()));
+            return Err(ScramClientError::MalformedServerFinal(text.into_owned()));
         };
         hmac::verify(
             &hmac::Key::new(self.mechanism.hmac(), server_key),
-            auth_message.as_bytes(),
+            auth.as_bytes(),
             &signature,
         )
-        .map_err(|_| ScramError::BadServerSignature)
+        .map_err(|_| ScramClientError::BadServerSignature)
     }
 }
 
@@ -137,9 +141,12 @@ mod tests {
     /// "pencil"), with the client nonce the RFC uses.
     #[test]
     fn the_rfc_7677_example_exchange() {
-        let mut client = ScramClient::new(ScramMechanism::Sha256, "user", "pencil").unwrap();
-        client.nonce = "rOprNGfwEbeRWgbNEkqO".to_string();
-        client.client_first_bare = "n=user,r=rOprNGfwEbeRWgbNEkqO".to_string();
+        let mut client = ScramClient::with_nonce(
+            ScramMechanism::Sha256,
+            "user",
+            "pencil",
+            "rOprNGfwEbeRWgbNEkqO",
+        );
         assert_eq!(client.first(), b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
         let server_first = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,\
             s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
@@ -154,7 +161,7 @@ mod tests {
             .unwrap();
         assert!(matches!(
             client.verify(b"v=AAAATRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
-            Err(ScramError::BadServerSignature)
+            Err(ScramClientError::BadServerSignature)
         ));
     }
 
@@ -168,15 +175,15 @@ mod tests {
         let few = format!("r={nonce}x,s=c2FsdA==,i=1000");
         assert!(matches!(
             client.answer(few.as_bytes()),
-            Err(ScramError::TooFewIterations(1000))
+            Err(ScramClientError::TooFewIterations(1000))
         ));
         assert!(matches!(
             client.answer(b"r=other,s=c2FsdA==,i=4096"),
-            Err(ScramError::NonceMismatch)
+            Err(ScramClientError::NonceMismatch)
         ));
         assert!(matches!(
             client.answer(b"e=unknown-user"),
-            Err(ScramError::ServerError(_))
+            Err(ScramClientError::ServerError(_))
         ));
         // No final message is trusted before the client sent its proof.
         assert!(client.verify(b"v=AAAA").is_err());

@@ -1,7 +1,6 @@
-//! TLS with rustls: the `ssl.*` settings of a Kafka client with PEM stores, and the handshake
-//! on a blocking connection.
+//! TLS with rustls (ring, as the broker's listeners): the `ssl.*` settings of a Kafka client
+//! with PEM stores (KIP-651), and the handshake on a connection.
 
-use std::net::TcpStream;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -9,14 +8,14 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
-    CertificateError, ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore,
-    SignatureScheme, StreamOwned,
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
 
 use super::SecurityConfigError;
-use crate::error::ClientError;
-
-pub type TlsStream = StreamOwned<ClientConnection, TcpStream>;
+use crate::error::WireError;
 
 /// Reads the PEM of an inline setting (`inline_key`) or of the file another one names
 /// (`location_key`); at most one of the two may be given.
@@ -229,12 +228,12 @@ pub fn tls_cause(error: &std::io::Error) -> Option<&rustls::Error> {
 }
 
 /// Runs the TLS handshake with the broker at `address` (`host:port`) over `tcp`.
-pub fn handshake(
+pub async fn handshake(
     config: &Arc<ClientConfig>,
     address: &str,
-    mut tcp: TcpStream,
-) -> Result<TlsStream, ClientError> {
-    let failed = |reason: String| ClientError::Tls {
+    tcp: TcpStream,
+) -> Result<TlsStream<TcpStream>, WireError> {
+    let failed = |reason: String| WireError::Tls {
         address: address.to_string(),
         reason,
     };
@@ -245,14 +244,10 @@ pub fn handshake(
         .trim_end_matches(']');
     let name = ServerName::try_from(host.to_string())
         .map_err(|e| failed(format!("{host:?} is not a host name for TLS: {e}")))?;
-    let mut connection =
-        ClientConnection::new(config.clone(), name).map_err(|e| failed(e.to_string()))?;
-    while connection.is_handshaking() {
-        connection
-            .complete_io(&mut tcp)
-            .map_err(|e| failed(tls_reason(&e)))?;
-    }
-    Ok(StreamOwned::new(connection, tcp))
+    TlsConnector::from(Arc::clone(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| failed(tls_reason(&e)))
 }
 
 /// What went wrong in TLS, with a hint at the setting to look at where there is one.

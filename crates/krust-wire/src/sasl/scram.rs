@@ -1,6 +1,6 @@
-//! What krust's broker (`krust-server`) and client (`krust-client`) both know about SASL: the
-//! mechanisms by Kafka's names, and SCRAM's hash functions and key derivation (RFC 5802,
-//! RFC 7677). Each side's exchange stays with it.
+//! What both sides of a SCRAM exchange compute (RFC 5802, RFC 7677; Kafka's KIP-84): the
+//! hash functions of a mechanism, the keys derived from a password, the signatures over the
+//! AuthMessage and the escaping of user names.
 
 use std::num::NonZeroU32;
 
@@ -23,6 +23,7 @@ impl ScramMechanism {
         }
     }
 
+    /// Kafka's name of the mechanism.
     pub fn name(self) -> &'static str {
         match self {
             ScramMechanism::Sha256 => "SCRAM-SHA-256",
@@ -30,6 +31,7 @@ impl ScramMechanism {
         }
     }
 
+    /// The HMAC of the mechanism's hash.
     pub fn hmac(self) -> hmac::Algorithm {
         match self {
             ScramMechanism::Sha256 => hmac::HMAC_SHA256,
@@ -37,6 +39,7 @@ impl ScramMechanism {
         }
     }
 
+    /// The mechanism's hash.
     pub fn digest(self) -> &'static digest::Algorithm {
         match self {
             ScramMechanism::Sha256 => &digest::SHA256,
@@ -48,32 +51,6 @@ impl ScramMechanism {
         match self {
             ScramMechanism::Sha256 => pbkdf2::PBKDF2_HMAC_SHA256,
             ScramMechanism::Sha512 => pbkdf2::PBKDF2_HMAC_SHA512,
-        }
-    }
-}
-
-/// A SASL mechanism krust speaks, by the name `sasl.enabled.mechanisms` and `sasl.mechanism`
-/// use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    Scram(ScramMechanism),
-}
-
-impl SaslMechanism {
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "PLAIN" => Some(SaslMechanism::Plain),
-            "SCRAM-SHA-256" => Some(SaslMechanism::Scram(ScramMechanism::Sha256)),
-            "SCRAM-SHA-512" => Some(SaslMechanism::Scram(ScramMechanism::Sha512)),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::Scram(scram) => scram.name(),
         }
     }
 }
@@ -118,23 +95,86 @@ impl ScramKeys {
     }
 }
 
+/// One user's credential for one mechanism, as a broker stores it (Kafka's
+/// `ScramCredential`, from a UserScramCredentialRecord).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScramCredential {
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
+impl ScramCredential {
+    /// What a broker stores for `password` with `salt` and `iterations`.
+    pub fn derive(
+        mechanism: ScramMechanism,
+        password: &str,
+        salt: &[u8],
+        iterations: NonZeroU32,
+    ) -> Self {
+        let keys = ScramKeys::derive(mechanism, password, salt, iterations);
+        ScramCredential {
+            salt: salt.to_vec(),
+            stored_key: keys.stored_key,
+            server_key: keys.server_key,
+            iterations: i32::try_from(iterations.get()).unwrap_or(i32::MAX),
+        }
+    }
+}
+
+/// AuthMessage = client-first-message-bare "," server-first-message ","
+/// client-final-message-without-proof.
+pub fn auth_message(client_first_bare: &str, server_first: &str, without_proof: &str) -> String {
+    format!("{client_first_bare},{server_first},{without_proof}")
+}
+
+/// ClientSignature = HMAC(StoredKey, AuthMessage).
+pub fn client_signature(mechanism: ScramMechanism, stored_key: &[u8], auth: &str) -> hmac::Tag {
+    hmac::sign(
+        &hmac::Key::new(mechanism.hmac(), stored_key),
+        auth.as_bytes(),
+    )
+}
+
+/// ServerSignature = HMAC(ServerKey, AuthMessage).
+pub fn server_signature(mechanism: ScramMechanism, server_key: &[u8], auth: &str) -> hmac::Tag {
+    hmac::sign(
+        &hmac::Key::new(mechanism.hmac(), server_key),
+        auth.as_bytes(),
+    )
+}
+
+/// XOR of two equally long byte strings (ClientProof from ClientKey and back).
+pub fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
+    a.iter().zip(b).map(|(x, y)| x ^ y).collect()
+}
+
+/// RFC 5802 saslname: ',' is sent as `=2C` and '=' as `=3D`.
+pub fn escape_name(name: &str) -> String {
+    name.replace('=', "=3D").replace(',', "=2C")
+}
+
+/// The inverse of [`escape_name`]; any other '=' (or an empty name) is malformed.
+pub fn unescape_name(name: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = name;
+    while let Some(index) = rest.find('=') {
+        out.push_str(&rest[..index]);
+        match rest.get(index..index + 3)? {
+            "=2C" => out.push(','),
+            "=3D" => out.push('='),
+            _ => return None,
+        }
+        rest = &rest[index + 3..];
+    }
+    out.push_str(rest);
+    (!out.is_empty()).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_and_record_types_are_kafkas() {
-        for name in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
-            assert_eq!(
-                SaslMechanism::from_name(name).map(SaslMechanism::name),
-                Some(name)
-            );
-        }
-        assert_eq!(SaslMechanism::from_name("GSSAPI"), None);
-        assert_eq!(ScramMechanism::from_type(1), Some(ScramMechanism::Sha256));
-        assert_eq!(ScramMechanism::from_type(2), Some(ScramMechanism::Sha512));
-        assert_eq!(ScramMechanism::from_type(0), None);
-    }
 
     #[test]
     fn keys_are_sized_by_the_mechanisms_hash() {
@@ -147,5 +187,13 @@ mod tests {
             short,
             ScramKeys::derive(ScramMechanism::Sha256, "other", b"salt", iterations)
         );
+    }
+
+    #[test]
+    fn names_escape_and_unescape() {
+        assert_eq!(escape_name("a,b=c"), "a=2Cb=3Dc");
+        assert_eq!(unescape_name("a=2Cb=3Dc").as_deref(), Some("a,b=c"));
+        assert_eq!(unescape_name("al=ice"), None);
+        assert_eq!(unescape_name(""), None);
     }
 }
