@@ -12,6 +12,37 @@ from pathlib import Path
 import pytest
 from integration.broker_process import BrokerProcess, shared_broker
 
+# Session-scoped fixtures whose users pytest-xdist must send to one worker, or every worker would
+# start its own: the clusters (one per kind), the Spark session and its broker, the plugin's
+# kafka_broker.
+SESSION_FIXTURE_GROUPS = {
+    "shared_cluster": "cluster",
+    "spark": "spark",
+    "spark_broker": "spark",
+    "kafka_broker": "kafka_broker",
+}
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The unit of work of `--dist loadgroup`: the module (its module-scoped brokers start
+    once), or, for a test using a session-scoped fixture, every user of that fixture."""
+    names = getattr(item, "fixturenames", ())
+    for fixture, group in SESSION_FIXTURE_GROUPS.items():
+        if fixture in names:
+            callspec = getattr(item, "callspec", None)
+            param = callspec.params.get(fixture) if callspec else None
+            return group if param is None else f"{group}-{param}"
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group tests for `pytest -n 2 --dist loadgroup` (scripts/test); without xdist the
+    xdist_group mark is inert. Runs before xdist's own hook, which reads the marks."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # kafka-python 3 loads its protocol schemas with importlib.resources APIs Python deprecates.
