@@ -39,9 +39,15 @@ def xdist_group(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group tests for `pytest -n 2 --dist loadgroup` (scripts/test); without xdist the
     xdist_group mark is inert. Runs before xdist's own hook, which reads the marks."""
+    shared = set()
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+            group = xdist_group(item)
+            item.add_marker(pytest.mark.xdist_group(group))
+            if not group.startswith(("tests/", "examples/")):
+                shared.add(item)
+    # The long groups first: handed out last, one would run alone while the other worker idles.
+    items.sort(key=lambda item: item not in shared)
 
 
 def pytest_configure(config: pytest.Config) -> None:
