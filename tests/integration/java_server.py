@@ -19,8 +19,9 @@ from pathlib import Path
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
 SERVER_CLASSES = JAVA_DIR / "build" / "server-classes"
 SERVER_MAIN = "MainServer"
-# C1 only, as the per-call JVMs had: the calls are short and start-up bound.
-JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-Xss4m")
+# C1 only, as the per-call JVMs had: the calls are short. A small heap and the serial collector:
+# up to four of these live for the whole session beside the brokers.
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-Xmx512m", "-XX:+UseSerialGC")
 
 
 @dataclass(frozen=True)
