@@ -44,7 +44,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("xdist_group") is None:
             group = xdist_group(item)
             item.add_marker(pytest.mark.xdist_group(group))
-            if not group.startswith(("tests/", "examples/")):
+            if group.split("-", 1)[0] in SESSION_FIXTURE_GROUPS.values():
                 shared.add(item)
     # The long groups first: handed out last, one would run alone while the other worker idles.
     items.sort(key=lambda item: item not in shared)
