@@ -33,6 +33,11 @@ pip_install() {
 
 # The [spark] extra: pyspark, pyarrow and pandas for the Spark data source's tests (tests/spark),
 # which run a local Spark on the JDK installed above.
+# KRUST_CARGO_PROFILE (scripts/test sets it to ci): the cargo profile of that build, for the
+# suite's `cargo test` and clippy to reuse; unset, the release profile.
+if [ -n "${KRUST_CARGO_PROFILE:-}" ]; then
+    export MATURIN_PEP517_ARGS="--profile $KRUST_CARGO_PROFILE"
+fi
 step "pip install -e '.[spark]' (builds the krust._core extension with maturin)"
 pip_install -e "$repo[spark]"
 
@@ -73,5 +78,10 @@ copy_maven_dependencies "$java_dir/spark-kafka/pom.xml"
 step "javac tests/java/src/KrustJavaClient.java into tests/java/build/classes"
 javac -nowarn -d "$java_dir/build/classes" -cp "$java_dir/build/libs/*" \
     "$java_dir/src/KrustJavaClient.java"
+
+# Runs the tools' and the Java client's main methods in one JVM per pytest worker
+# (tests/integration/java_server.py).
+step "javac tests/java/src/MainServer.java into tests/java/build/server-classes"
+javac -nowarn -d "$java_dir/build/server-classes" "$java_dir/src/MainServer.java"
 
 step "test dependencies ready"

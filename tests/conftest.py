@@ -6,11 +6,52 @@ Metadata request; every broker a test started is killed at teardown, whatever ha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from integration.broker_process import BrokerProcess, shared_broker
+
+# The session-scoped fixtures' users, which pytest-xdist must send to one worker, or every worker
+# would start its own: the Spark session (tests/spark) and the clusters, one per kind
+# (tests/integration/test_cluster_*.py, parametrized [kafka] and [krust]).
+CLUSTER_KIND = re.compile(r"\[(?:.*-)?(kafka|krust)(?:-.*)?\]$")
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work of `--dist loadscope`: a test's module (its module-scoped brokers start
+    once), or the users of a session-scoped Spark session or cluster kind."""
+    path, _, test = nodeid.partition("::")
+    directories, _, module = path.rpartition("/")
+    if "spark" in directories.split("/"):
+        return "spark"
+    kind = CLUSTER_KIND.search(test)
+    if module.startswith("test_cluster_") and kind:
+        return f"cluster-{kind[1]}"
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `--dist loadscope` (scripts/test), xdist_scope's units. xdist's own loadgroup
+    cannot group by fixture: it renames nodeids, which pytest 9.2 no longer lets it do."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return SharedFixtureScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long units first: handed out last, one would run alone while the other worker
+    idles."""
+    items.sort(key=lambda item: xdist_scope(item.nodeid) == item.nodeid.partition("::")[0])
 
 
 def pytest_configure(config: pytest.Config) -> None:

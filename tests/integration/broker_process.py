@@ -6,7 +6,6 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import time
@@ -15,18 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from .ports import free_port
 from .wire import ConnectionClosedError, metadata_broker_ports
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 STDERR_TAIL_CHARS = 4000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 def broker_command() -> str:

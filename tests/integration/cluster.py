@@ -30,6 +30,8 @@ from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
+from .ports import free_port
+
 HOST = "127.0.0.1"
 COMBINED = "broker,controller"
 # Three JVMs starting at once on two shared cores.
@@ -66,12 +68,6 @@ TEST_JVM_OPTIONS = ("-Xmx512m", "-XX:TieredStopAtLevel=1")
 
 class ClusterError(Exception):
     """A node did not start, died, or the cluster did not reach the state waited for in time."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def new_cluster_id() -> str:

@@ -5,7 +5,6 @@ snapshots them in Kafka's format and loads the snapshot on the next start."""
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 import uuid
@@ -18,6 +17,7 @@ from krust.config.broker import core_settings, load_config
 from krust.controller.records import TopicRecord, encode_record
 
 from .kafka_cli import DUMP_LOG_SEGMENTS, run_java_tool, tool_output
+from .ports import free_port
 
 METADATA_DIR = "__cluster_metadata-0"
 METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
@@ -117,13 +117,6 @@ def test_kafkas_dump_log_decodes_the_quorums_metadata_log(tmp_path: Path) -> Non
     # The membership entry (KIP-853) and the new leader's LeaderChangeMessage.
     assert "KRaftVoters" in dumped, dumped
     assert "LeaderChange" in dumped, dumped
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_kafka_metadata_quorum_describes_the_quorum_through_the_controller_listener(

@@ -4,6 +4,7 @@ across segments, and every offset and time index entry pointing at the right bat
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -16,6 +17,8 @@ TOPIC = "dumped"
 SEGMENT_BYTES = 1024 * 1024
 RECORDS_BEFORE_KILL = 20_000
 RECORDS_AFTER_RESTART = 10_000
+# How long a transaction marker may take to reach the log after the commit returns.
+MARKER_WAIT_S = 10.0
 
 
 def produce(bootstrap: str, first: int, count: int) -> None:
@@ -90,8 +93,15 @@ def test_kafkas_dump_log_segments_reads_markers_and_the_aborted_transaction_inde
         else:
             producer.abort_transaction(30)
     (segment,) = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
-    records = dump([segment], "--print-data-log")
-    markers = re.findall(r"endTxnMarker: (\w+) coordinatorEpoch: \d+", records)
+    # The commit returns once the coordinator has logged PrepareCommit; the marker follows it
+    # (as in Kafka), so the dump may come first: dump again until it is there or time is up.
+    deadline = time.monotonic() + MARKER_WAIT_S
+    while True:
+        records = dump([segment], "--print-data-log")
+        markers = re.findall(r"endTxnMarker: (\w+) coordinatorEpoch: \d+", records)
+        if len(markers) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert markers == ["ABORT", "COMMIT"], records
     # Offsets 0-2 aborted, their marker at 3, then 4-6 committed and their marker at 7.
     entries = dump([segment.with_suffix(".txnindex")])

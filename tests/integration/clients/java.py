@@ -1,4 +1,5 @@
-"""The Apache Kafka Java client, through tests/java/src/KrustJavaClient.java run with `java -cp`.
+"""The Apache Kafka Java client, through tests/java/src/KrustJavaClient.java run in a long-lived
+JVM (../java_server.py).
 
 scripts/install-test-deps.sh fetches the jars and compiles the program; records cross the process
 boundary as tab-separated hex fields (see the Java program's doc comment).
@@ -6,9 +7,9 @@ boundary as tab-separated hex fields (see the Java program's doc comment).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+from ..java_server import run_main
 from ..records import Consumed, Headers, Record
 
 JAVA_DIR = Path(__file__).resolve().parents[2] / "java"
@@ -27,8 +28,7 @@ class JavaCommandError(AssertionError):
 
 
 def run_java(*args: str, stdin: str = "", timeout_s: float = COMMAND_TIMEOUT_S) -> str:
-    command = ["java", "-XX:TieredStopAtLevel=1", "-cp", CLASSPATH, MAIN_CLASS, *args]
-    result = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout_s)
+    result = run_main(CLASSPATH, MAIN_CLASS, *args, stdin=stdin, timeout_s=timeout_s)
     if result.returncode != 0:
         raise JavaCommandError(result.stderr.strip())
     return result.stdout

@@ -37,6 +37,7 @@ import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.utils.internals.Exit;
 
 /**
  * The Apache Kafka Java client, driven by the integration tests (tests/integration/clients/java.py).
@@ -112,7 +113,7 @@ public final class KrustJavaClient {
 
     private static void fail(Throwable error) {
         System.err.println("error: " + error.getClass().getSimpleName() + ": " + error.getMessage());
-        System.exit(1);
+        Exit.exit(1);
     }
 
     private static void produce(String bootstrap, String topic, String codec) throws Exception {
