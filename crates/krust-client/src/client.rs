@@ -1,7 +1,6 @@
 //! Bootstrap, cluster metadata and one connection per broker.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
@@ -9,10 +8,9 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+pub use crate::config::ClientConfig;
 use crate::connection::Connection;
 use crate::error::ClientError;
-use crate::produce::ProducerState;
-use crate::security::{SecurityConfig, SecurityConfigError};
 
 /// Metadata v12: topic names (v10+ adds topic ids, v13 only a top-level error code).
 const METADATA_VERSION: i16 = 12;
@@ -21,45 +19,15 @@ const METADATA_VERSION: i16 = 12;
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// What a client needs to reach the cluster.
-#[derive(Clone, Debug)]
-pub struct ClientConfig {
-    /// `bootstrap.servers`: `host:port` entries.
-    pub bootstrap_servers: Vec<String>,
-    pub client_id: String,
-    /// `request.timeout.ms`: connect, send and receive each give up after this.
-    pub request_timeout: Duration,
-    /// `security.protocol`, `ssl.*`, `sasl.*`: used for every connection, to bootstrap
-    /// servers and partition leaders alike.
-    pub security: Arc<SecurityConfig>,
-}
-
-impl ClientConfig {
-    /// A config from Kafka's comma-separated `bootstrap.servers` form.
-    pub fn new(bootstrap_servers: &str) -> Self {
-        Self {
-            bootstrap_servers: bootstrap_servers
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect(),
-            client_id: "krust-spark".to_string(),
-            request_timeout: Duration::from_secs(30),
-            security: Arc::default(),
-        }
-    }
-
-    /// A config with the security settings of `properties` (Kafka client keys).
-    pub fn with_properties(
-        bootstrap_servers: &str,
-        properties: &BTreeMap<String, String>,
-    ) -> Result<Self, SecurityConfigError> {
-        Ok(Self {
-            security: Arc::new(SecurityConfig::from_properties(properties)?),
-            ..Self::new(bootstrap_servers)
-        })
-    }
+/// The idempotent producer's identity and next sequence per partition (KIP-98).
+#[derive(Default)]
+pub(crate) struct ProducerState {
+    pub(crate) id: Option<(i64, i16)>,
+    pub(crate) sequences: HashMap<(String, i32), i32>,
+    /// Picks the partition of records without a key (modulo each topic's partition count):
+    /// Kafka's sticky partitioner keeps one partition for a whole batch, this keeps it for a
+    /// whole call and moves on at the next.
+    pub(crate) sticky: usize,
 }
 
 /// One partition as the last metadata response described it.

@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod columns;
+pub mod config;
 pub mod connection;
 pub mod decode;
 pub mod error;
@@ -25,8 +26,9 @@ pub mod security;
 mod sink_rows;
 pub mod transactions;
 
-pub use client::{ClientConfig, KafkaClient, PartitionInfo};
+pub use client::{KafkaClient, PartitionInfo};
 pub use columns::{source_schema, RecordColumns};
+pub use config::ClientConfig;
 pub use error::ClientError;
 pub use fetch::FetchOptions;
 pub use list_offsets::OffsetSpec;

@@ -10,9 +10,11 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use crate::client::ClientConfig;
+use crate::config::ClientConfig;
 use crate::error::ClientError;
-use crate::security::{sasl, tls};
+use crate::security::tls;
+
+mod sasl;
 
 /// The largest response accepted: a Fetch asks for at most `fetch.max.bytes` (50 MiB by
 /// default) plus one oversized batch per partition (KIP-74), so this leaves room for both.
