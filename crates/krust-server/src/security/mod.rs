@@ -1,6 +1,7 @@
 //! Authentication: what a listener's security protocol asks of a connection (TLS, SASL) and
 //! the principal a connection authenticates as (docs/security.md).
 
+pub mod authentication;
 pub mod plain;
 pub mod principal_mapping;
 pub mod sasl;

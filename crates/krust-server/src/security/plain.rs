@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::sasl::AuthenticationFailed;
+use super::authentication::{constant_time_eq, AuthenticationFailed};
 
 /// Kafka's answer to any bad PLAIN credentials; it does not say which part was wrong.
 const INVALID: &str = "Authentication failed: Invalid username or password";
@@ -49,11 +49,6 @@ pub fn parse(token: &[u8]) -> Result<(String, String), AuthenticationFailed> {
         ));
     }
     Ok((username.to_string(), password.to_string()))
-}
-
-/// Compares without stopping at the first differing byte.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -10,8 +10,7 @@ use parking_lot::RwLock;
 use ring::rand::SecureRandom;
 use ring::{digest, hmac};
 
-use super::plain::constant_time_eq;
-use super::sasl::AuthenticationFailed;
+use super::authentication::{constant_time_eq, AuthenticationFailed};
 
 pub use krust_sasl::ScramMechanism;
 
