@@ -1,5 +1,6 @@
 //! Kafka's broker metrics in Prometheus' text format; docs/metrics.md maps every name to
-//! Kafka's JMX name.
+//! Kafka's JMX name. The gauges of the state they report on are that state's own
+//! (`replica::replica_manager::gauges`).
 //!
 //! The request path records through handles registered once (per api key, per topic) with
 //! atomic adds only; gauges (partition count, log sizes, the cleaner's backlog) are read when
