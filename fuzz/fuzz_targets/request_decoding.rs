@@ -11,7 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use krust_fuzz::FuzzBatch;
-use krust_server::dispatch::parse_header;
+use krust_server::request::request_context::parse_header;
 use krust_server::handlers::NativeRequest;
 use krust_storage::LogConfig;
 use libfuzzer_sys::fuzz_target;

@@ -12,7 +12,6 @@ use kafka_protocol::protocol::StrBytes;
 use krust_wire::{BlockingConnection as Connection, ConnectionConfig};
 
 use crate::error::ClientError;
-use crate::produce::ProducerState;
 use crate::{SecurityConfig, SecurityConfigError};
 
 /// Metadata v12: topic names (v10+ adds topic ids, v13 only a top-level error code).
@@ -70,6 +69,17 @@ impl ClientConfig {
                 .with_security(Arc::clone(&self.security)),
         )
     }
+}
+
+/// The idempotent producer's identity and next sequence per partition (KIP-98).
+#[derive(Default)]
+pub(crate) struct ProducerState {
+    pub(crate) id: Option<(i64, i16)>,
+    pub(crate) sequences: HashMap<(String, i32), i32>,
+    /// Picks the partition of records without a key (modulo each topic's partition count):
+    /// Kafka's sticky partitioner keeps one partition for a whole batch, this keeps it for a
+    /// whole call and moves on at the next.
+    pub(crate) sticky: usize,
 }
 
 /// One partition as the last metadata response described it.

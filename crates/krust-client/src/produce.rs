@@ -47,17 +47,6 @@ impl Default for ProduceOptions {
     }
 }
 
-/// The idempotent producer's identity and next sequence per partition (KIP-98).
-#[derive(Default)]
-pub(crate) struct ProducerState {
-    id: Option<(i64, i16)>,
-    sequences: HashMap<(String, i32), i32>,
-    /// Picks the partition of records without a key (modulo each topic's partition count):
-    /// Kafka's sticky partitioner keeps one partition for a whole batch, this keeps it for a
-    /// whole call and moves on at the next.
-    sticky: usize,
-}
-
 /// The records of one partition, encoded as a records area.
 struct PartitionRecords {
     area: Vec<u8>,

@@ -73,6 +73,13 @@ pub fn epoch_of(term: u64) -> std::io::Result<i32> {
     })
 }
 
+/// Milliseconds since the Unix epoch; 0 if the clock is set before 1970.
+pub(crate) fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 pub(crate) fn invalid_data(message: impl Into<String>) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, message.into())
 }

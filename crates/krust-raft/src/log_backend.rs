@@ -86,7 +86,7 @@ impl LogBackend for KafkaLogBackend {
                 "the metadata log ends at {expected} but the entry to append is at {first:?}"
             )));
         }
-        let now_ms = crate::log_store::wall_clock_ms();
+        let now_ms = crate::wall_clock_ms();
         log.append_as_follower(&batches, now_ms)
             .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(())

@@ -23,7 +23,6 @@ use crate::quorum::{self, ReplicaStatus};
 use crate::wire::{put_bytes, Reader, WireError};
 use crate::{NodeId, Raft};
 
-pub const METADATA_FETCH: i16 = 32_006;
 /// The longest a fetch at the committed end waits for new entries.
 pub const MAX_WAIT_MS: i32 = 500;
 /// About this many bytes of entries per answer.
@@ -148,7 +147,7 @@ impl Observers {
     /// DescribeQuorum's view: caught up when the observer's log reached `high_watermark`.
     /// An observer that has not fetched for OBSERVER_SESSION_TIMEOUT_MS is forgotten.
     pub fn status(&self, high_watermark: i64) -> Vec<ReplicaStatus> {
-        let now_ms = crate::log_store::wall_clock_ms();
+        let now_ms = crate::wall_clock_ms();
         let mut observers = self.0.lock();
         observers.retain(|_, (_, at)| now_ms - *at < OBSERVER_SESSION_TIMEOUT_MS);
         observers
@@ -176,7 +175,7 @@ pub async fn serve<B: LogBackend>(
     observers.fetched(
         request.replica_id,
         request.fetch_offset,
-        crate::log_store::wall_clock_ms(),
+        crate::wall_clock_ms(),
     );
     let wait = Duration::from_millis(
         u64::try_from(request.max_wait_ms.clamp(0, MAX_WAIT_MS)).unwrap_or(0),

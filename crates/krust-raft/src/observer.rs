@@ -16,12 +16,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::codec::decode_entries;
 use crate::log_backend::{KafkaLogBackend, LogBackend};
-use crate::log_store::wall_clock_ms;
-use crate::metadata_fetch::{
-    self, FetchedData, MetadataFetchRequest, MetadataFetchResponse, METADATA_FETCH,
-};
+use crate::metadata_fetch::{self, FetchedData, MetadataFetchRequest, MetadataFetchResponse};
 use crate::quorum::QuorumStatus;
 use crate::state_machine::{snapshot_meta, write_image_snapshot, SnapshotListener};
+use crate::wall_clock_ms;
+use crate::wire::METADATA_FETCH;
 use crate::{network, wire};
 use crate::{AppliedRecord, Applier, LogId, NodeId, StaticVoters};
 

@@ -240,10 +240,7 @@ pub fn status(raft: &Raft) -> QuorumStatus {
     let leader_id = metrics.current_leader.unwrap_or(-1);
     let is_leader = leader_id == metrics.id;
     let log_end = next(metrics.last_log_index);
-    let (now_instant, now_ms) = (
-        openraft::TokioInstant::now(),
-        crate::log_store::wall_clock_ms(),
-    );
+    let (now_instant, now_ms) = (openraft::TokioInstant::now(), crate::wall_clock_ms());
     let wall = |at: openraft::TokioInstant| now_ms - (now_instant - at).as_millis() as i64;
     let voters = metrics
         .membership_config

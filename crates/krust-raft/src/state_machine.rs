@@ -15,8 +15,8 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use tokio::sync::Mutex;
 
 use crate::codec::{decode_voters, kraft_version_value, voters_value, KRAFT_VERSION, KRAFT_VOTERS};
-use crate::log_store::wall_clock_ms;
 use crate::voters::StaticVoters;
+use crate::wall_clock_ms;
 use crate::{epoch_of, KRaft, LogId, MetadataRecord, SnapshotMeta, StoredMembership};
 
 /// A committed normal entry as the applier gets it.

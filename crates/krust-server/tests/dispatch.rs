@@ -650,7 +650,7 @@ async fn every_advertised_version_of_the_native_apis_answers() {
 #[test]
 fn a_forged_array_length_is_rejected_without_allocating_it() {
     use krust_server::handlers::NativeRequest;
-    use krust_server::network::dispatch::parse_header;
+    use krust_server::request::request_context::parse_header;
 
     let mut frame = BytesMut::new();
     RequestHeader::default()

@@ -417,7 +417,7 @@ fn a_leader_throttle_holds_back_a_follower_out_of_the_isr_until_the_rate_is_rais
     let metrics = nodes[0]
         .broker
         .metrics()
-        .render(&nodes[0].broker.server_context(bridge).replicas);
+        .render(&*nodes[0].broker.server_context(bridge).replicas);
     let byte_rate = metrics
         .lines()
         .find_map(|line| line.strip_prefix("kafka_server_leaderreplication_byte_rate "))

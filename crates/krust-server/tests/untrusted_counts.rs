@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Encodable;
 use krust_server::handlers::NativeRequest;
-use krust_server::network::dispatch::parse_header;
+use krust_server::request::request_context::parse_header;
 
 struct LargestAllocation;
 

@@ -8,6 +8,7 @@
 
 use std::ops::Range;
 
+pub use crate::codec::Compression;
 use crate::config::TimestampType;
 use crate::error::BatchError;
 
@@ -38,27 +39,6 @@ const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_FLAG: i16 = 0x08;
 const TRANSACTIONAL_FLAG: i16 = 0x10;
 const CONTROL_FLAG: i16 = 0x20;
-
-/// The compression codec named by a batch's attributes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
-
-impl Compression {
-    /// Every codec a v2 batch can name.
-    pub const ALL: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
-}
 
 /// The decoded fixed-size header of a v2 record batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

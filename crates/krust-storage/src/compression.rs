@@ -8,7 +8,7 @@
 
 use std::io::{self, Read};
 
-use crate::batch::Compression;
+use crate::codec::Compression;
 use crate::error::BatchError;
 
 /// snappy-java's stream header: magic, then version and compatible version (both 1).

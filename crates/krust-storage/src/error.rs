@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use kafka_protocol::error::ResponseError;
 use thiserror::Error;
 
-use crate::batch::Compression;
+use crate::codec::Compression;
 use crate::config_keys::ConfigValueError;
 
 /// Why a single record batch is not acceptable as it stands.

@@ -18,28 +18,14 @@ use crate::leader_epoch::LeaderEpochFileCache;
 use crate::partition_metadata::PartitionMetadataFile;
 use crate::producer_state::{BatchMetadata, ProducerAppend, ProducerStateManager};
 use crate::recompress;
+pub use crate::recovery::LoadParams;
 use crate::recovery::{self, LoadedSegments, RecoveryStats};
 use crate::scheduler::Scheduler;
 use crate::segment::{AppendedBatch, IncomingAppend, LogSegment};
 use crate::topic_partition::TopicPartition;
 use crate::validate::{validate_records, Target};
+use parking_lot::Mutex;
 use tracing::warn;
-
-pub use crate::fetch::{FetchDataInfo, ReadPlan};
-
-/// Where loading a log starts from: the log dir's checkpoints and clean-shutdown marker.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LoadParams {
-    /// Offset below which the log is known to be fsynced (`recovery-point-offset-checkpoint`).
-    pub recovery_point: i64,
-    /// `log-start-offset-checkpoint`.
-    pub log_start_offset: i64,
-    /// The log dir held `.kafka_cleanshutdown`: skip the recovery scan.
-    pub had_clean_shutdown: bool,
-    /// `replication-offset-checkpoint`; 0 (none) starts at the log start, as Kafka's
-    /// `Partition.createLog` does, so a restart never shows records no ISR confirmed.
-    pub high_watermark: i64,
-}
 
 /// The outcome of an append, as the Produce response needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +78,9 @@ impl FlushTask {
         self.up_to
     }
 }
+
+/// A partition's log, shared between request handlers.
+pub type SharedLog = Arc<Mutex<Log>>;
 
 pub struct Log {
     dir: PathBuf,

@@ -28,8 +28,7 @@ use crate::topic_partition::{is_valid_topic_name, TopicPartition};
 /// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
-/// A partition's log, shared between request handlers.
-pub type SharedLog = Arc<Mutex<Log>>;
+pub use crate::log::SharedLog;
 
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,

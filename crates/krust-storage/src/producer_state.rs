@@ -20,8 +20,8 @@ use crate::batch::{increment_sequence, BatchHeader};
 use crate::checkpoint::write_atomically;
 use crate::control_batch::EndTxnMarker;
 use crate::error::{AppendError, StorageError};
+use crate::log_file_utils::{deleted_path, offset_file_path, parse_offset_file_name};
 use crate::producer_snapshot::{self, SnapshotEntry, SNAPSHOT_FILE_SUFFIX};
-use crate::segment::{deleted_path, offset_file_path, parse_offset_file_name};
 
 /// How many recent batches per producer are remembered for duplicate detection (Kafka's 5,
 /// matching `max.in.flight.requests.per.connection` <= 5 for idempotent producers).

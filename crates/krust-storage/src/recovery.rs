@@ -8,28 +8,43 @@
 //! sanity check get their indexes rebuilt the same way even after a clean stop.
 
 use std::collections::BTreeMap;
-use std::fs;
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::batch::{
     check_integrity, declared_size, BatchHeader, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
 };
-use crate::cleaner::swap;
 use crate::config::LogConfig;
 use crate::control_batch::{read_end_txn_marker, EndTxnMarker};
 use crate::error::StorageError;
 use crate::file_records::{read_at, BatchScanner};
 use crate::leader_epoch::EpochEntry;
-use crate::log::LoadParams;
+use crate::log_file_utils::{
+    offset_file_path, remove_if_present, sync_dir, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX,
+};
 use crate::producer_state::ProducerStateManager;
 use crate::segment::{
     parse_offset_file_name, AppendedBatch, LogSegment, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
 use crate::txn_index::TXN_INDEX_FILE_SUFFIX;
+
+/// Where loading a log starts from: the log dir's checkpoints and clean-shutdown marker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadParams {
+    /// Offset below which the log is known to be fsynced (`recovery-point-offset-checkpoint`).
+    pub recovery_point: i64,
+    /// `log-start-offset-checkpoint`.
+    pub log_start_offset: i64,
+    /// The log dir held `.kafka_cleanshutdown`: skip the recovery scan.
+    pub had_clean_shutdown: bool,
+    /// `replication-offset-checkpoint`; 0 (none) starts at the log start, as Kafka's
+    /// `Partition.createLog` does, so a restart never shows records no ISR confirmed.
+    pub high_watermark: i64,
+}
 
 pub(crate) struct LoadedSegments {
     pub segments: BTreeMap<i64, LogSegment>,
@@ -149,7 +164,7 @@ pub(crate) fn load_segments(
 fn segment_base_offsets(dir: &Path) -> Result<Vec<i64>, StorageError> {
     let mut listing = list_segment_files(dir)?;
     if listing.interrupted_swap {
-        swap::complete_interrupted_swaps(dir).map_err(StorageError::io(dir))?;
+        complete_interrupted_swaps(dir).map_err(StorageError::io(dir))?;
         listing = list_segment_files(dir)?;
     }
     let SegmentFiles {
@@ -184,7 +199,7 @@ fn list_segment_files(dir: &Path) -> Result<SegmentFiles, StorageError> {
         let entry = entry.map_err(StorageError::io(dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        listing.interrupted_swap |= swap::is_interrupted_swap_file(name);
+        listing.interrupted_swap |= is_interrupted_swap_file(name);
         if name.ends_with(DELETED_FILE_SUFFIX) {
             // Left by a retention pass whose delayed removal the stop cut short (Kafka's
             // LogLoader removes them too).
@@ -318,4 +333,79 @@ fn stored_marker(
         );
         None
     }))
+}
+
+const SEGMENT_FILE_SUFFIXES: [&str; 4] = [
+    LOG_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+];
+
+/// A `.cleaned` or `.swap` file: a replacement a crash interrupted.
+pub(crate) fn is_interrupted_swap_file(name: &str) -> bool {
+    name.ends_with(CLEANED_FILE_SUFFIX) || name.ends_with(SWAP_FILE_SUFFIX)
+}
+
+/// Finishes or undoes a replacement a crash interrupted, before the log's segments load.
+pub(crate) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
+    let mut swaps = Vec::new();
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(CLEANED_FILE_SUFFIX) {
+            info!(file = %entry.path().display(), "deleting an unfinished cleaned segment");
+            fs::remove_file(entry.path())?;
+        } else if let Some(base) = SEGMENT_FILE_SUFFIXES
+            .iter()
+            .find_map(|suffix| parse_offset_file_name(name, &format!("{suffix}{SWAP_FILE_SUFFIX}")))
+        {
+            swaps.push(base);
+        } else if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
+            bases.push(base);
+        }
+    }
+    swaps.sort_unstable();
+    swaps.dedup();
+    for &base in &swaps {
+        let swap_path =
+            offset_file_path(dir, base, &format!("{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}"));
+        // Without a `.log.swap` the log file was renamed already: the old segments are gone
+        // and only the indexes' renames are left.
+        if swap_path.exists() {
+            let end = next_offset(&swap_path, base)?;
+            for &old in bases.iter().filter(|old| (base..end).contains(*old)) {
+                for suffix in SEGMENT_FILE_SUFFIXES {
+                    remove_if_present(&offset_file_path(dir, old, suffix))?;
+                }
+            }
+        }
+        for suffix in SEGMENT_FILE_SUFFIXES {
+            let swapped = offset_file_path(dir, base, &format!("{suffix}{SWAP_FILE_SUFFIX}"));
+            match fs::rename(&swapped, offset_file_path(dir, base, suffix)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        info!(dir = %dir.display(), base, "completed an interrupted segment swap");
+    }
+    if !swaps.is_empty() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// The offset after the last batch of the segment file at `path` (`base + 1` if it is empty:
+/// the segment at `base` is the only one it replaces).
+fn next_offset(path: &Path, base: i64) -> io::Result<i64> {
+    let file = File::open(path)?;
+    let size = file.metadata()?.len();
+    let mut scanner = BatchScanner::new(&file, 0, size);
+    let mut next = base + 1;
+    while let Some((_, header)) = scanner.next_header()? {
+        next = next.max(header.last_offset() + 1);
+    }
+    Ok(next)
 }

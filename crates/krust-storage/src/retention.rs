@@ -14,11 +14,8 @@
 //! them after `file.delete.delay.ms`. A read planned before the deletion holds the `.log`
 //! file's descriptor and completes from it.
 
-use std::fs;
-use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use tracing::{info, warn};
@@ -27,7 +24,7 @@ use crate::config::LogConfig;
 use crate::error::StorageError;
 use crate::log::Log;
 use crate::log_manager::LogManager;
-use crate::scheduler::Scheduler;
+use crate::scheduler::schedule_removal;
 use crate::topic_partition::TopicPartition;
 
 /// Why retention deletes a segment.
@@ -336,23 +333,6 @@ impl LogManager {
     pub fn schedule_file_removal(&self, files: Vec<PathBuf>, delay_ms: i64) {
         schedule_removal(&self.scheduler, files, delay_ms);
     }
-}
-
-/// Removes `*.deleted` files on `scheduler` after `delay_ms` (Kafka's `file.delete.delay.ms`),
-/// so a fetch that started reading one before it was renamed finishes first.
-pub(crate) fn schedule_removal(scheduler: &Scheduler, files: Vec<PathBuf>, delay_ms: i64) {
-    let delay = Duration::from_millis(u64::try_from(delay_ms).unwrap_or(0));
-    scheduler.schedule_after(delay, move || {
-        for path in files {
-            match fs::remove_file(&path) {
-                // The whole log may have been deleted meanwhile.
-                Err(error) if error.kind() != io::ErrorKind::NotFound => {
-                    warn!(path = %path.display(), %error, "cannot remove a deleted segment file");
-                }
-                _ => {}
-            }
-        }
-    });
 }
 
 #[cfg(test)]

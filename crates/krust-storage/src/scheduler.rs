@@ -5,11 +5,15 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::fs;
+use std::io;
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use tracing::warn;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -137,6 +141,23 @@ impl Drop for Scheduler {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Removes `*.deleted` files on `scheduler` after `delay_ms` (Kafka's `file.delete.delay.ms`),
+/// so a fetch that started reading one before it was renamed finishes first.
+pub(crate) fn schedule_removal(scheduler: &Scheduler, files: Vec<PathBuf>, delay_ms: i64) {
+    let delay = Duration::from_millis(u64::try_from(delay_ms).unwrap_or(0));
+    scheduler.schedule_after(delay, move || {
+        for path in files {
+            match fs::remove_file(&path) {
+                // The whole log may have been deleted meanwhile.
+                Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                    warn!(path = %path.display(), %error, "cannot remove a deleted segment file");
+                }
+                _ => {}
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -22,20 +22,8 @@ pub const LOG_FILE_SUFFIX: &str = ".log";
 pub const INDEX_FILE_SUFFIX: &str = ".index";
 pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
 
-/// `<dir>/<20-digit offset><suffix>`.
-pub fn offset_file_path(dir: &Path, offset: i64, suffix: &str) -> PathBuf {
-    dir.join(format!("{offset:020}{suffix}"))
-}
-
-/// Kafka's suffix of a file awaiting deletion (`<base>.log.deleted`, ...).
-pub const DELETED_FILE_SUFFIX: &str = ".deleted";
-
-/// `path` with `.deleted` appended.
-pub(crate) fn deleted_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_os_string();
-    name.push(DELETED_FILE_SUFFIX);
-    PathBuf::from(name)
-}
+pub(crate) use crate::log_file_utils::{deleted_path, remove_if_present};
+pub use crate::log_file_utils::{offset_file_path, parse_offset_file_name, DELETED_FILE_SUFFIX};
 
 /// Kafka's `randomSegmentJitter`: uniform in [0, min(segment.jitter.ms, segment.ms)).
 fn random_segment_jitter(config: &LogConfig) -> i64 {
@@ -50,15 +38,6 @@ fn random_segment_jitter(config: &LogConfig) -> i64 {
         .build_hasher()
         .finish();
     (random % bound as u64) as i64
-}
-
-/// The offset encoded in a Kafka-style file name with the given suffix, if it is one.
-pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<i64> {
-    let digits = name.strip_suffix(suffix)?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 /// What was appended for one batch: enough to maintain the indexes.
@@ -604,13 +583,5 @@ impl LogSegment {
             self.time_index.path().to_path_buf(),
             self.txn_index.path().to_path_buf(),
         ]
-    }
-}
-
-/// Removes a file; one already gone is fine.
-pub(crate) fn remove_if_present(path: &Path) -> io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
     }
 }

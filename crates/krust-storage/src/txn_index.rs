@@ -12,7 +12,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::segment::remove_if_present;
+use crate::log_file_utils::remove_if_present;
 
 pub const TXN_INDEX_FILE_SUFFIX: &str = ".txnindex";
 

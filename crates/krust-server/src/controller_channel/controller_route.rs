@@ -160,7 +160,8 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::replica::alter_partition::{request_for, PendingIsrChange};
+    use crate::partition::isr_change::PendingIsrChange;
+    use crate::replica::alter_partition::request_for;
 
     #[test]
     fn an_isr_change_encodes_as_version_3_with_the_broker_epoch() {

@@ -1,4 +1,6 @@
-//! Handlers of the apis the core answers natively, without crossing to Python.
+//! Handlers of the apis the core answers natively, without crossing to Python, and what a
+//! request costs against its quotas. Choosing the handler (`network::dispatch`) and the state
+//! they act on (`replica`, `partition`, `metadata`) live elsewhere.
 
 pub mod api_versions;
 pub mod delete_records;

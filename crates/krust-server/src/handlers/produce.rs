@@ -24,7 +24,7 @@ use crate::quota::ClientQuotaType;
 use crate::replica::purgatory::await_produce_acks;
 use crate::request::request_context::{respond, Outcome, RequestContext};
 use crate::server_context::ServerContext;
-use crate::transaction::transaction_verification::{verify, Unverified};
+use crate::transaction::transaction_verification::{verify, Coordinators, Unverified};
 
 /// Kafka's message when a client produces to an internal topic (its ReplicaManager's).
 const INTERNAL_TOPIC_MESSAGE: &str = "Cannot append to internal topic";
@@ -259,7 +259,13 @@ async fn verify_transaction(
         producer_id,
         producer_epoch,
     };
-    let refused = verify(context, &producer, &starting, ctx.version()).await;
+    let coordinators = Coordinators {
+        node_id: context.settings.node_id,
+        metadata: &context.metadata,
+        bridge: &context.bridge,
+        broker_channels: &context.broker_channels,
+    };
+    let refused = verify(&coordinators, &producer, &starting, ctx.version()).await;
     let verified = guards.into_iter().map(|(key, guard)| {
         let outcome = match refused.get(&key) {
             Some(code) => Verified::Refused(*code),

@@ -9,8 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::BrokerMetrics;
-use crate::replica::replica_manager::ReplicaManager;
+use super::{BrokerMetrics, ScrapeSource};
 
 /// A scrape request's head must arrive within this time and fit in this many bytes.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,7 +29,7 @@ enum Route {
 pub async fn serve_metrics(
     listener: TcpListener,
     metrics: Arc<BrokerMetrics>,
-    replicas: Arc<ReplicaManager>,
+    gauges: Arc<dyn ScrapeSource>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut scrapes = JoinSet::new();
@@ -38,7 +37,7 @@ pub async fn serve_metrics(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    scrapes.spawn(answer(stream, metrics.clone(), replicas.clone()));
+                    scrapes.spawn(answer(stream, metrics.clone(), gauges.clone()));
                 }
                 Err(error) => tracing::warn!("metrics endpoint: accept failed: {error}"),
             },
@@ -48,7 +47,7 @@ pub async fn serve_metrics(
     }
 }
 
-async fn answer(mut stream: TcpStream, metrics: Arc<BrokerMetrics>, replicas: Arc<ReplicaManager>) {
+async fn answer(mut stream: TcpStream, metrics: Arc<BrokerMetrics>, gauges: Arc<dyn ScrapeSource>) {
     let route = match tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await {
         Ok(Ok(head)) => route(&head),
         _ => return,
@@ -56,7 +55,7 @@ async fn answer(mut stream: TcpStream, metrics: Arc<BrokerMetrics>, replicas: Ar
     let (status, body) = match route {
         Route::Metrics => {
             // Reading every log's size takes each log's lock: off the async workers.
-            let rendered = tokio::task::spawn_blocking(move || metrics.render(&replicas)).await;
+            let rendered = tokio::task::spawn_blocking(move || metrics.render(&*gauges)).await;
             match rendered {
                 Ok(text) => ("200 OK", text),
                 Err(error) => ("500 Internal Server Error", format!("{error}\n")),

@@ -19,11 +19,12 @@ use tokio::io::AsyncWriteExt;
 
 use super::receive::receive_frame;
 use super::transport::Transport;
-use crate::network::dispatch::{handle_request, parse_header};
-use crate::request::request_context::{Outcome, RequestSlot};
+use crate::network::dispatch::handle_request;
+use crate::request::request_context::{parse_header, Outcome, RequestSlot};
 use crate::request::response_frame::encode_frame;
+use crate::security::authentication::AuthenticationFailed;
 use crate::security::plain;
-use crate::security::sasl::{AuthenticationFailed, SaslExchange, SaslSettings, SaslStep};
+use crate::security::sasl::{SaslExchange, SaslSettings, SaslStep};
 use crate::security::session::{KafkaPrincipal, Session};
 use crate::server_context::ServerContext;
 

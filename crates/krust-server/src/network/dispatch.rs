@@ -2,36 +2,17 @@
 //! Python; an api not enabled for the session closes the connection, as in Kafka.
 
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::messages::ApiKey;
 
 use crate::bridge::{BridgeCall, BridgeReply};
 use crate::handlers::throttling::QuotaCharge;
 use crate::handlers::{self, api_versions, NativeRequest};
 use crate::network::forwarding;
-use crate::request::request_context::{framed, Outcome, RequestContext, RequestSlot};
+use crate::request::request_context::{framed, parse_header, Outcome, RequestContext, RequestSlot};
 use crate::request::response_frame::{encode_frame, frame_encoded_body};
 use crate::request::routing::{Exposure, Handler};
 use crate::security::session::Session;
 use crate::server_context::ServerContext;
-
-/// Splits a request frame into its api key, parsed header and body; an error closes the
-/// connection. Pure, so the fuzz target exercises exactly this path.
-pub fn parse_header(frame: Bytes) -> Result<(ApiKey, RequestHeader, Bytes), String> {
-    if frame.len() < 8 {
-        return Err(format!(
-            "request frame of {} bytes is too short",
-            frame.len()
-        ));
-    }
-    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let api_key = ApiKey::try_from(raw_key).map_err(|_| format!("unknown api key {raw_key}"))?;
-    let mut body = frame;
-    let header = RequestHeader::decode(&mut body, api_key.request_header_version(version))
-        .map_err(|e| format!("malformed request header: {e}"))?;
-    Ok((api_key, header, body))
-}
 
 /// Handles one request frame (without its size prefix) of a connection with `session`.
 pub async fn handle_request<'a>(

@@ -14,8 +14,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::authorizer::{AclOperation, Action};
 use crate::bridge::{BridgeCall, BridgeReply};
-use crate::network::dispatch::parse_header;
-use crate::request::request_context::{respond, Outcome, RequestContext};
+use crate::request::request_context::{parse_header, respond, Outcome, RequestContext};
 use crate::request::response_frame::frame_header_and_body;
 use crate::request::routing::Handler;
 use crate::security::session::{KafkaPrincipal, Session};

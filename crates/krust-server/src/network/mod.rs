@@ -1,4 +1,6 @@
-//! Sockets: accepting connections and serving each one's requests in order.
+//! Sockets: accepting connections, authenticating them, and serving each one's requests in
+//! order, dispatched to a handler, across the bridge, or forwarded to the active controller.
+//! What a request and its response are lives in `request`; answering one lives in `handlers`.
 
 pub mod acceptor;
 pub mod authenticate;

@@ -24,12 +24,13 @@ use crate::metadata::metadata_cache::PartitionMetadata;
 use crate::metrics::{BrokerTopicMetrics, TopicMetrics};
 use crate::partition::replica::ReplicaState;
 use crate::partition::verification::VerificationGuards;
-use crate::replica::alter_partition::PendingIsrChange;
+use isr_change::PendingIsrChange;
 
 mod replication;
 pub use replication::{FollowerFetch, FollowerRead, LeaderOffsets};
 mod isolation;
 pub use isolation::{ConsumerRead, FetchIsolation, LastFetchable};
+pub mod isr_change;
 pub mod replica;
 pub mod verification;
 

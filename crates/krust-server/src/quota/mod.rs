@@ -1,5 +1,6 @@
 //! Client quotas (KIP-13, KIP-55, KIP-124, KIP-219): which quota applies to a client, the
-//! rates clients are metered by, and the throttle time of a request over its quota.
+//! rates clients are metered by, the throttle time of a request over its quota, replication
+//! throttles and connection limits. Charging a request is `handlers::throttling`'s.
 
 pub mod connection_limits;
 pub mod entities;

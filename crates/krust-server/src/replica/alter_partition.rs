@@ -14,20 +14,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_request::{BrokerState, PartitionData, TopicData};
 use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, BrokerId};
 use tokio::runtime::Handle;
-use uuid::Uuid;
 
+use crate::partition::isr_change::{AlterPartitionResult, PendingIsrChange};
 use crate::partition::Partition;
-
-/// An ISR change this leader proposed and the controller has not answered yet.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PendingIsrChange {
-    pub topic_id: Uuid,
-    pub partition: i32,
-    pub leader_epoch: i32,
-    /// The partition epoch the change is based on (the controller refuses an older one).
-    pub partition_epoch: i32,
-    pub new_isr: Vec<i32>,
-}
 
 /// Why an AlterPartition request got no answer from the controller.
 #[derive(Debug, thiserror::Error)]
@@ -44,17 +33,6 @@ pub type AlterPartitionFuture =
 /// request carries topic ids and both ISR forms.
 pub trait AlterPartitionSender: Send + Sync {
     fn send(&self, request: AlterPartitionRequest) -> AlterPartitionFuture;
-}
-
-/// The controller's verdict on one partition of an AlterPartition request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AlterPartitionResult {
-    Committed {
-        leader_epoch: i32,
-        isr: Vec<i32>,
-        partition_epoch: i32,
-    },
-    Refused(ResponseError),
 }
 
 /// First and longest wait between attempts when the controller cannot be reached.

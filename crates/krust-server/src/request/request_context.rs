@@ -2,14 +2,33 @@
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::Encodable;
+use kafka_protocol::protocol::{Decodable, Encodable};
 use parking_lot::Mutex;
 use tokio::sync::SemaphorePermit;
 
 use crate::metrics::RequestTimes;
 use crate::request::response_frame::{encode_frame, ResponseFrame, SplicedRecords};
 use crate::security::session::Session;
+
+/// Splits a request frame into its api key, parsed header and body; an error closes the
+/// connection. Pure, so the fuzz target exercises exactly this path.
+pub fn parse_header(frame: Bytes) -> Result<(ApiKey, RequestHeader, Bytes), String> {
+    if frame.len() < 8 {
+        return Err(format!(
+            "request frame of {} bytes is too short",
+            frame.len()
+        ));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api_key = ApiKey::try_from(raw_key).map_err(|_| format!("unknown api key {raw_key}"))?;
+    let mut body = frame;
+    let header = RequestHeader::decode(&mut body, api_key.request_header_version(version))
+        .map_err(|e| format!("malformed request header: {e}"))?;
+    Ok((api_key, header, body))
+}
 
 /// What the connection does after a request.
 pub enum Outcome {

@@ -1,6 +1,8 @@
 //! Authentication: what a listener's security protocol asks of a connection (TLS, SASL) and
-//! the principal a connection authenticates as (docs/security.md).
+//! the principal a connection authenticates as (docs/security.md). What that principal may do
+//! is `authorizer`'s; running the handshake on a socket is `network::authenticate`'s.
 
+pub mod authentication;
 pub mod plain;
 pub mod principal_mapping;
 pub mod sasl;

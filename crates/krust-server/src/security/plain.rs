@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use krust_wire::sasl::plain::{self, constant_time_eq};
 
-use super::sasl::AuthenticationFailed;
+use super::authentication::AuthenticationFailed;
 
 /// Kafka's answer to any bad PLAIN credentials; it does not say which part was wrong.
 const INVALID: &str = "Authentication failed: Invalid username or password";

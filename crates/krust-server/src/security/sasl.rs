@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::authentication::AuthenticationFailed;
 use super::plain;
 use super::scram::{ScramCredentials, ScramServer, ScramStep};
 
@@ -36,12 +37,6 @@ impl SaslSettings {
         self.enabled_mechanisms.iter().map(|m| m.name()).collect()
     }
 }
-
-/// Why a SASL exchange failed; the message is what the client is told (Kafka's
-/// SaslAuthenticationException message).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct AuthenticationFailed(pub String);
 
 /// The answer to one client SASL message.
 pub enum SaslStep {

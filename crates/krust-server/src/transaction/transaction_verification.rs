@@ -15,8 +15,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::metadata::metadata_cache::MetadataImage;
-use crate::server_context::ServerContext;
+use crate::bridge::Bridge;
+use crate::controller_channel::broker_channels::BrokerChannels;
+use crate::metadata::metadata_cache::{MetadataCache, MetadataImage};
 
 /// The transaction coordinator's internal topic.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
@@ -57,10 +58,19 @@ fn coordinator_node(image: &MetadataImage, transactional_id: &str) -> Option<i32
     (leader >= 0 && image.brokers.contains_key(&leader)).then_some(leader)
 }
 
+/// Whom verification asks: the metadata says which node leads a transactional id's coordinator
+/// partition; this node's coordinator is reached through the bridge, another's over a channel.
+pub struct Coordinators<'a> {
+    pub node_id: i32,
+    pub metadata: &'a MetadataCache,
+    pub bridge: &'a Bridge,
+    pub broker_channels: &'a BrokerChannels,
+}
+
 /// Asks the coordinator whether `partitions` are in the producer's ongoing transaction and
 /// returns the error of each partition that is not (as the Produce response must give it).
 pub async fn verify(
-    context: &ServerContext,
+    coordinators: &Coordinators<'_>,
     producer: &Unverified<'_>,
     partitions: &[(String, i32)],
     produce_version: i16,
@@ -69,21 +79,21 @@ pub async fn verify(
         let code = for_producer(error.code(), produce_version);
         partitions.iter().map(|tp| (tp.clone(), code)).collect()
     };
-    let image = context.metadata.image();
+    let image = coordinators.metadata.image();
     let Some(node) = coordinator_node(&image, producer.transactional_id) else {
         // As Kafka: no live coordinator (its topic missing, or no leader during a failover)
         // is COORDINATOR_NOT_AVAILABLE, which the producer retries.
         return all(ResponseError::CoordinatorNotAvailable);
     };
     let request = verify_request(producer, partitions);
-    let answer = if node == context.settings.node_id {
-        context
+    let answer = if node == coordinators.node_id {
+        coordinators
             .bridge
             .call_internal(&request, VERIFY_VERSION)
             .await
             .map_err(|e| e.to_string())
     } else {
-        context
+        coordinators
             .broker_channels
             .send(node, &request, VERIFY_VERSION)
             .await

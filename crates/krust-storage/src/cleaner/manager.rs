@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use crate::checkpoint::OffsetCheckpointFile;
 use crate::cleaner::clean::{CleanError, CleanStats, Cleaned, LogToClean};
-use crate::log_manager::SharedLog;
+use crate::log::SharedLog;
 use crate::topic_partition::TopicPartition;
 
 /// Kafka's file name for the cleaner's checkpoint.

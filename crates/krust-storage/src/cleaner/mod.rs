@@ -33,8 +33,8 @@ use crate::cleaner::clean::{clean_log, Throttler};
 use crate::cleaner::manager::CleanerManager;
 use crate::cleaner::offset_map::OffsetMap;
 use crate::log::wall_clock_ms;
+use crate::log::SharedLog;
 use crate::log_dir_failure::LogDirFailureChannel;
-use crate::log_manager::SharedLog;
 use crate::topic_partition::TopicPartition;
 
 /// The broker's `log.cleaner.*` settings.

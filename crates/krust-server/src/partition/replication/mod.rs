@@ -7,7 +7,7 @@ use krust_storage::{FileSlice, Log, LogAppendInfo, ReadError};
 
 use super::{check_current_leader_epoch, Partition, PartitionError, PartitionState, Role};
 use crate::clock::now_ms;
-use crate::replica::alter_partition::{AlterPartitionResult, PendingIsrChange};
+use crate::partition::isr_change::{AlterPartitionResult, PendingIsrChange};
 
 /// One partition of a follower's Fetch.
 #[derive(Clone, Copy, Debug)]

@@ -21,12 +21,13 @@ use uuid::Uuid;
 use crate::metadata::metadata_cache::{
     MetadataDelta, MetadataImage, PartitionMetadata, TopicMetadata,
 };
-use crate::metadata::metadata_log::{MetadataLogSettings, MetadataSnapshots, METADATA_LOG_TOPIC};
+use crate::metadata::metadata_log::{MetadataLogSettings, METADATA_LOG_TOPIC};
 use crate::partition::{log_dir_of, Partition, PartitionError};
 use crate::quota::ReplicationQuotas;
 use crate::replica::alter_partition::AlterPartitionManager;
 use crate::replica::replica_fetcher::ReplicaFetcherManager;
 use crate::settings::{topic_log_config, ReplicationSettings};
+use metadata_log::MetadataSnapshots;
 
 /// Why a partition operation failed, as a Kafka error code.
 pub type ErrorCode = i16;
@@ -589,6 +590,8 @@ pub enum InternalLogError {
     Storage(#[from] StorageError),
 }
 
+mod gauges;
+pub mod metadata_log;
 mod replication;
 pub use replication::NotReplicated;
 

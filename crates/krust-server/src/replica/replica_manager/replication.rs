@@ -10,8 +10,9 @@ use krust_storage::TopicPartition;
 
 use super::ReplicaManager;
 use crate::metadata::metadata_cache::PartitionMetadata;
+use crate::partition::isr_change::PendingIsrChange;
 use crate::partition::{Partition, Role, Transition};
-use crate::replica::alter_partition::{AlterPartitionManager, PendingIsrChange};
+use crate::replica::alter_partition::AlterPartitionManager;
 use crate::replica::purgatory::await_produce_acks;
 use crate::replica::replica_fetcher::ReplicaFetcherManager;
 use crate::settings::ReplicationSettings;

@@ -8,6 +8,7 @@ use krust_storage::{LogConfig, LogManager, TopicPartition};
 use tempfile::TempDir;
 
 use super::*;
+use crate::metadata::metadata_log::MetadataLogSettings;
 
 const LOCAL: i32 = 1;
 

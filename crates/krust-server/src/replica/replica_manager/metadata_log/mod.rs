@@ -1,7 +1,8 @@
-//! KRaft's metadata log, `__cluster_metadata-0`, on this single-voter quorum: its log config
-//! and its snapshots (Kafka's KafkaMetadataLog). The controller writes a snapshot of its image
-//! now and then; a restart loads the newest one and replays only the log after it, and once a
-//! newer snapshot exists the log below it is deleted as `metadata.max.retention.*` allow.
+//! KRaft's metadata log, `__cluster_metadata-0`, as the replica manager hosts it on this
+//! single-voter quorum: its log config and its snapshots (Kafka's KafkaMetadataLog). The
+//! controller writes a snapshot of its image now and then; a restart loads the newest one and
+//! replays only the log after it, and once a newer snapshot exists the log below it is deleted
+//! as `metadata.max.retention.*` allow.
 //!
 //! Records appended here are committed as soon as they are flushed (this node is the only
 //! voter), so the high watermark follows the log end.
@@ -18,33 +19,8 @@ use krust_storage::topic_partition::TopicPartition;
 use parking_lot::Mutex;
 use tracing::info;
 
-use crate::replica::replica_manager::{InternalLogError, ReplicaManager};
-
-pub const METADATA_LOG_TOPIC: &str = "__cluster_metadata";
-
-/// The metadata log's own settings (Kafka's `metadata.*` broker keys).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataLogSettings {
-    /// metadata.log.segment.bytes
-    pub segment_bytes: i32,
-    /// metadata.log.segment.ms
-    pub segment_ms: i64,
-    /// metadata.max.retention.bytes (-1: no size limit)
-    pub max_retention_bytes: i64,
-    /// metadata.max.retention.ms (-1: no time limit)
-    pub max_retention_ms: i64,
-}
-
-impl Default for MetadataLogSettings {
-    fn default() -> Self {
-        MetadataLogSettings {
-            segment_bytes: 1 << 30,
-            segment_ms: 7 * 24 * 3_600_000,
-            max_retention_bytes: 100 << 20,
-            max_retention_ms: 7 * 24 * 3_600_000,
-        }
-    }
-}
+use super::{InternalLogError, ReplicaManager};
+use crate::metadata::metadata_log::METADATA_LOG_TOPIC;
 
 /// The snapshots of the metadata log, oldest first; read from its directory on first use.
 #[derive(Default)]

@@ -1,6 +1,6 @@
-//! Gauges read when the endpoint is scraped: Kafka's ReplicaManager PartitionCount and
-//! LeaderCount, each log's Size, the replication quotas' byte rates, and the log cleaner's
-//! backlog.
+//! The replica manager's gauges, read when the metrics endpoint is scraped: Kafka's
+//! ReplicaManager PartitionCount and LeaderCount, each log's Size, and the replication quotas'
+//! byte rates.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use prometheus::proto::MetricFamily;
 use prometheus::{Gauge, IntGauge, IntGaugeVec, Opts};
 
 use crate::clock::now_ms;
+use crate::metrics::{Scrape, ScrapeSource};
 use crate::partition::Partition;
 use crate::replica::replica_manager::ReplicaManager;
 
@@ -24,14 +25,23 @@ fn rate_gauge(name: &str, help: &str, value: f64) -> MetricFamily {
     gauge.collect().remove(0)
 }
 
-/// The gauges as of now; the cleaner's only when a cleaner reports its backlog.
-pub fn collect(
-    replicas: &ReplicaManager,
-    hosted: &[Arc<Partition>],
-    cleaner_backlog: Option<&(dyn Fn() -> u64 + Send + Sync)>,
-) -> Vec<MetricFamily> {
+impl ScrapeSource for ReplicaManager {
+    fn scrape(&self) -> Scrape {
+        let hosted = self.hosted_partitions();
+        Scrape {
+            hosted_topics: hosted
+                .iter()
+                .map(|p| p.topic_partition.topic.clone())
+                .collect(),
+            gauges: collect(self, &hosted),
+        }
+    }
+}
+
+/// The gauges as of now.
+fn collect(replicas: &ReplicaManager, hosted: &[Arc<Partition>]) -> Vec<MetricFamily> {
     let leaders = hosted.iter().filter(|p| p.is_leader()).count();
-    let mut families = vec![
+    vec![
         gauge(
             "kafka_server_replicamanager_partitioncount",
             "Partitions hosted by this broker (Kafka's PartitionCount).",
@@ -54,15 +64,7 @@ pub fn collect(
              byte-rate).",
             replicas.replication_quotas().follower.byte_rate(now_ms()),
         ),
-    ];
-    if let Some(backlog) = cleaner_backlog {
-        families.push(gauge(
-            "kafka_log_logcleanermanager_backlog_bytes",
-            "Bytes of compacted logs written since they were last cleaned.",
-            i64::try_from(backlog()).unwrap_or(i64::MAX),
-        ));
-    }
-    families
+    ]
 }
 
 /// Kafka's `kafka.log:type=Log,name=Size` for every log this broker holds.

@@ -212,5 +212,4 @@ fn encode_message<M: Encodable>(message: &M, version: i16) -> io::Result<Bytes> 
 }
 
 #[cfg(test)]
-#[path = "codec_tests.rs"]
 mod tests;

@@ -102,7 +102,7 @@ impl<B: LogBackend> LogStore<B> {
         let voters = self.voters.clone();
         self.blocking(move |backend| {
             let vote = backend.read_vote()?;
-            let now_ms = wall_clock_ms();
+            let now_ms = crate::wall_clock_ms();
             let mut out = BytesMut::new();
             for entry in &entries {
                 // A blank entry is written by its term's leader: the vote names it then.
@@ -153,12 +153,6 @@ fn read_range<B: LogBackend>(backend: &B, from: u64, to: u64) -> io::Result<Vec<
         }
     }
     Ok(entries)
-}
-
-pub(crate) fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
@@ -251,5 +245,4 @@ impl<B: LogBackend> RaftLogStorage<KRaft> for LogStore<B> {
 }
 
 #[cfg(test)]
-#[path = "log_store_tests.rs"]
 mod tests;

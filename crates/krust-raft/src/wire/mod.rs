@@ -25,6 +25,7 @@ pub const VOTE: i16 = 32_002;
 pub const PRE_VOTE: i16 = 32_003;
 pub const FULL_SNAPSHOT: i16 = 32_004;
 pub const TRANSFER_LEADER: i16 = 32_005;
+pub const METADATA_FETCH: i16 = 32_006;
 pub const VERSION: i16 = 1;
 /// Kafka's INCONSISTENT_VOTER_SET error code.
 pub const INCONSISTENT_VOTER_SET: i16 = 94;
@@ -33,8 +34,7 @@ const NONE: i16 = 0;
 pub const MAX_FRAME_BYTES: usize = 256 << 20;
 
 pub fn is_quorum_api(api_key: i16) -> bool {
-    (APPEND_ENTRIES..=TRANSFER_LEADER).contains(&api_key)
-        || api_key == crate::metadata_fetch::METADATA_FETCH
+    (APPEND_ENTRIES..=TRANSFER_LEADER).contains(&api_key) || api_key == METADATA_FETCH
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -206,7 +206,7 @@ pub fn encode_append_request(
     let cx = EncodeContext {
         leader_id: request.vote.leader_id.voted_for,
         voters,
-        now_ms: crate::log_store::wall_clock_ms(),
+        now_ms: crate::wall_clock_ms(),
     };
     for entry in &request.entries {
         encode_entry(&mut batches, entry, &cx)?;
@@ -414,5 +414,4 @@ pub fn decode_transfer_leader_response(
 }
 
 #[cfg(test)]
-#[path = "wire_tests.rs"]
 mod tests;
