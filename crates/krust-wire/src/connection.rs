@@ -212,6 +212,34 @@ impl Connection {
         R::Response::decode(&mut body, version).map_err(|e| codec(&e))
     }
 
+    /// Sends a request `body` its caller encoded (an API kafka-protocol does not know, or a
+    /// body passed through) at `version` of `api_key`, with this connection's header, and
+    /// returns the response body; the API's key says which header versions it uses, as the
+    /// caller gives them. Gives up after `timeout`.
+    pub async fn send_raw(
+        &self,
+        api_key: i16,
+        version: i16,
+        header_versions: (i16, i16),
+        body: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<Bytes, WireError> {
+        let api = ApiName(api_key);
+        let client_id = self.client_id.clone();
+        let encode = |correlation_id| {
+            let header = RequestHeader::default()
+                .with_request_api_key(api_key)
+                .with_request_api_version(version)
+                .with_correlation_id(correlation_id)
+                .with_client_id(Some(client_id));
+            frame::encode_raw(&header, header_versions.0, body)
+        };
+        let mut frame = self.round_trip_within(api, timeout, encode).await?;
+        ResponseHeader::decode(&mut frame, header_versions.1)
+            .map_err(|e| self.codec_error(api, &e))?;
+        Ok(frame)
+    }
+
     /// Sends the frame `encode` makes for a correlation id and waits for the response frame
     /// (its header still in it), within the request timeout.
     pub async fn round_trip(
@@ -219,7 +247,16 @@ impl Connection {
         api: ApiName,
         encode: impl FnOnce(i32) -> Result<Bytes, EncodeError>,
     ) -> Result<Bytes, WireError> {
-        let after = self.config.request_timeout;
+        self.round_trip_within(api, self.config.request_timeout, encode)
+            .await
+    }
+
+    async fn round_trip_within(
+        &self,
+        api: ApiName,
+        after: std::time::Duration,
+        encode: impl FnOnce(i32) -> Result<Bytes, EncodeError>,
+    ) -> Result<Bytes, WireError> {
         match tokio::time::timeout(after, self.exchange(api, encode)).await {
             Ok(answered) => answered,
             Err(_) => {
