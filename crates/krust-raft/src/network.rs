@@ -1,6 +1,6 @@
-//! The quorum's transport: each RPC is one Kafka-framed request on a TCP connection to the
-//! peer's controller listener (host:port from controller.quorum.voters), and `serve` answers
-//! one on the receiving side. A failed connection is dropped and made again on the next RPC;
+//! The quorum's transport: each RPC is one Kafka-framed request on a connection to the
+//! peer's controller listener (host:port from controller.quorum.voters; krust-wire's
+//! connection on the sending side), and `serve` answers one on the receiving side. A failed connection is dropped and made again on the next RPC;
 //! openraft backs off from an unreachable peer (`Config::backoff`).
 //!
 //! Every request carries the sender's voters and a receiver with other voters refuses it with
@@ -9,11 +9,13 @@
 
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::RequestHeader;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use krust_wire::{Connection, ConnectionConfig, WireError as ConnectionError};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
 use openraft::raft::{
@@ -21,8 +23,7 @@ use openraft::raft::{
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, RaftNetworkFactory, RaftNetworkV2};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::voters::StaticVoters;
 use crate::wire::{self, WireError, MAX_FRAME_BYTES};
@@ -191,33 +192,6 @@ async fn serve_body(
     }
 }
 
-/// A connection to a controller listener at `address` (host:port).
-pub async fn connect(address: &str) -> io::Result<TcpStream> {
-    let stream = TcpStream::connect(address).await?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
-}
-
-/// Sends one quorum request on `stream` and reads its response body.
-pub async fn exchange(
-    stream: &mut TcpStream,
-    api_key: i16,
-    correlation_id: i32,
-    client_id: &str,
-    body: &[u8],
-) -> io::Result<Bytes> {
-    let frame = request_frame(api_key, correlation_id, client_id, body);
-    stream.write_all(&frame).await?;
-    let mut response = read_frame(stream).await?;
-    if response.remaining() < 4 || response.get_i32() != correlation_id {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "a response to another request",
-        ));
-    }
-    Ok(response)
-}
-
 /// Makes the clients openraft sends RPCs through.
 #[derive(Clone)]
 pub struct TcpNetwork {
@@ -241,7 +215,6 @@ impl RaftNetworkFactory<KRaft> for TcpNetwork {
             client_id: format!("krust-raft-{}", self.node_id),
             voters: self.voters.clone(),
             connection: None,
-            correlation_id: 0,
             refused_with: None,
         }
     }
@@ -253,8 +226,7 @@ pub struct TcpClient {
     address: String,
     client_id: String,
     voters: StaticVoters,
-    connection: Option<TcpStream>,
-    correlation_id: i32,
+    connection: Option<Connection>,
     /// The voters the peer last refused this node's with, logged once until it accepts.
     refused_with: Option<StaticVoters>,
 }
@@ -263,7 +235,9 @@ pub struct TcpClient {
 #[derive(Debug, thiserror::Error)]
 enum CallError {
     #[error(transparent)]
-    Io(#[from] io::Error),
+    Connection(#[from] ConnectionError),
+    #[error("the request to {address} got no answer within {} ms", ttl.as_millis())]
+    TimedOut { address: String, ttl: Duration },
     #[error(transparent)]
     Wire(#[from] WireError),
     #[error("node {target} refused with INCONSISTENT_VOTER_SET: its voters are {theirs}")]
@@ -289,9 +263,13 @@ impl TcpClient {
     /// Sends one request (with this node's voters) and reads its response body within `ttl`.
     async fn call(&mut self, api_key: i16, body: &[u8], ttl: Duration) -> Result<Bytes, CallError> {
         let request = wire::encode_request(&self.voters, body)?;
-        let result = tokio::time::timeout(ttl, self.exchange(api_key, &request)).await;
-        let result = result
-            .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time")));
+        let result = tokio::time::timeout(ttl, self.exchange(api_key, &request, ttl)).await;
+        let result = result.unwrap_or_else(|_| {
+            Err(CallError::TimedOut {
+                address: self.address.clone(),
+                ttl,
+            })
+        });
         if result.is_err() {
             self.connection = None;
         }
@@ -323,13 +301,29 @@ impl TcpClient {
         }
     }
 
-    async fn exchange(&mut self, api_key: i16, body: &[u8]) -> io::Result<Bytes> {
-        if self.connection.is_none() {
-            self.connection = Some(connect(&self.address).await?);
-        }
-        let stream = self.connection.as_mut().expect("connected above");
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        exchange(stream, api_key, self.correlation_id, &self.client_id, body).await
+    /// One request on the peer's connection, made first if there is none or it broke.
+    async fn exchange(
+        &mut self,
+        api_key: i16,
+        body: &[u8],
+        ttl: Duration,
+    ) -> Result<Bytes, CallError> {
+        let connection = match self.connection.take() {
+            Some(connection) if !connection.is_closed() => connection,
+            _ => {
+                let mut config =
+                    ConnectionConfig::new(self.client_id.clone()).with_request_timeout(ttl);
+                config.max_response_bytes = MAX_FRAME_BYTES;
+                Connection::connect(&self.address, Arc::new(config)).await?
+            }
+        };
+        // Quorum responses have the v0 header: the correlation id alone.
+        let versions = (REQUEST_HEADER_VERSION, 0);
+        let answered = connection
+            .send_raw(api_key, wire::VERSION, versions, body, ttl)
+            .await;
+        self.connection = Some(connection);
+        Ok(answered?)
     }
 
     async fn rpc<T>(

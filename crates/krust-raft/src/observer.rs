@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use krust_storage::kraft_snapshot::{self, SnapshotId};
+use krust_wire::{Connection, ConnectionConfig};
 use parking_lot::Mutex;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::codec::decode_entries;
@@ -20,8 +20,7 @@ use crate::metadata_fetch::{self, FetchedData, MetadataFetchRequest, MetadataFet
 use crate::quorum::QuorumStatus;
 use crate::state_machine::{snapshot_meta, write_image_snapshot, SnapshotListener};
 use crate::wall_clock_ms;
-use crate::wire::METADATA_FETCH;
-use crate::{network, wire};
+use crate::wire::{self, MAX_FRAME_BYTES, METADATA_FETCH};
 use crate::{AppliedRecord, Applier, LogId, NodeId, StaticVoters};
 
 /// How long one fetch may take, its long poll included.
@@ -312,8 +311,7 @@ async fn blocking(
 /// The peer to fetch from and its connection.
 struct Peer {
     id: NodeId,
-    stream: Option<TcpStream>,
-    correlation_id: i32,
+    stream: Option<Connection>,
 }
 
 async fn fetch_loop(
@@ -328,7 +326,6 @@ async fn fetch_loop(
     let mut peer = Peer {
         id: ids[0],
         stream: None,
-        correlation_id: 0,
     };
     let mut backoff = FIRST_BACKOFF;
     while !*stop.borrow() {
@@ -366,7 +363,6 @@ async fn fetch_loop(
                     peer = Peer {
                         id: leader_id,
                         stream: None,
-                        correlation_id: 0,
                     };
                 }
                 applied.err()
@@ -381,7 +377,6 @@ async fn fetch_loop(
                 peer = Peer {
                     id: ids[(position + 1) % ids.len()],
                     stream: None,
-                    correlation_id: 0,
                 };
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
@@ -400,24 +395,29 @@ async fn fetch(
     request: &MetadataFetchRequest,
 ) -> io::Result<MetadataFetchResponse> {
     let exchange = async {
-        if peer.stream.is_none() {
-            let voter = voters
-                .get(peer.id)
-                .ok_or_else(|| io::Error::other(format!("node {} is not a voter", peer.id)))?;
-            peer.stream = Some(network::connect(&voter.address()).await?);
-        }
-        let stream = peer.stream.as_mut().expect("connected above");
-        peer.correlation_id = peer.correlation_id.wrapping_add(1);
+        let connection = match peer.stream.take() {
+            Some(connection) if !connection.is_closed() => connection,
+            _ => {
+                let voter = voters
+                    .get(peer.id)
+                    .ok_or_else(|| io::Error::other(format!("node {} is not a voter", peer.id)))?;
+                let mut config =
+                    ConnectionConfig::new(client_id).with_request_timeout(FETCH_TIMEOUT);
+                config.max_response_bytes = MAX_FRAME_BYTES;
+                Connection::connect(&voter.address(), Arc::new(config))
+                    .await
+                    .map_err(io::Error::other)?
+            }
+        };
         let body = wire::encode_request(voters, &metadata_fetch::encode_request(request))
             .map_err(io::Error::other)?;
-        network::exchange(
-            stream,
-            METADATA_FETCH,
-            peer.correlation_id,
-            client_id,
-            &body,
-        )
-        .await
+        // Quorum requests have header v1, their responses v0 (the correlation id alone).
+        let answered = connection
+            .send_raw(METADATA_FETCH, wire::VERSION, (1, 0), &body, FETCH_TIMEOUT)
+            .await
+            .map_err(io::Error::other);
+        peer.stream = Some(connection);
+        answered
     };
     let response = tokio::time::timeout(FETCH_TIMEOUT, exchange)
         .await

@@ -55,6 +55,29 @@ impl BlockingConnection {
             .block_on(self.connection.send(request, version))
     }
 
+    /// [`Connection::send_raw`], blocking.
+    pub fn send_raw(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        header_versions: (i16, i16),
+        body: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<bytes::Bytes, WireError> {
+        self.runtime.block_on(self.connection.send_raw(
+            api_key,
+            version,
+            header_versions,
+            body,
+            timeout,
+        ))
+    }
+
+    /// Whether the connection broke or was closed.
+    pub fn is_closed(&self) -> bool {
+        self.connection.is_closed()
+    }
+
     /// The async connection, for what the facade does not offer.
     pub fn connection(&self) -> &Connection {
         &self.connection

@@ -1,5 +1,4 @@
-//! One connection to a node: TCP, then TLS, ApiVersions and SASL as its config asks, then
-//! requests. Requests may be pipelined up to `max_in_flight`; a reader task hands each
+//! One connection to a node, once [`crate::handshake`] has opened it: requests. Requests may be pipelined up to `max_in_flight`; a reader task hands each
 //! response to the request it answers, in order, after checking its correlation id (Kafka
 //! answers a connection's requests in the order they came).
 
@@ -11,7 +10,6 @@ use bytes::Bytes;
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -25,7 +23,7 @@ use crate::versions::ApiVersionsTable;
 pub trait NodeStream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> NodeStream for T {}
 
-type Stream = Box<dyn NodeStream>;
+pub(crate) type Stream = Box<dyn NodeStream>;
 
 /// A request waiting for its response.
 struct Waiter {
@@ -79,12 +77,12 @@ struct Writer {
 /// An open connection to one node.
 pub struct Connection {
     shared: Arc<Shared>,
-    config: Arc<ConnectionConfig>,
+    pub(crate) config: Arc<ConnectionConfig>,
     client_id: StrBytes,
     writer: tokio::sync::Mutex<Writer>,
     in_flight: Semaphore,
     reader: JoinHandle<()>,
-    versions: Option<ApiVersionsTable>,
+    pub(crate) versions: Option<ApiVersionsTable>,
 }
 
 impl Drop for Connection {
@@ -94,42 +92,6 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Connects to `address` (`host:port`) as `config` says, within its request timeout.
-    pub async fn connect(address: &str, config: Arc<ConnectionConfig>) -> Result<Self, WireError> {
-        let timeout = config.request_timeout;
-        match tokio::time::timeout(timeout, Self::establish(address, config)).await {
-            Ok(connected) => connected,
-            Err(_) => Err(WireError::Connect {
-                address: address.to_string(),
-                source: io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("not connected within {} ms", timeout.as_millis()),
-                ),
-            }),
-        }
-    }
-
-    async fn establish(address: &str, config: Arc<ConnectionConfig>) -> Result<Self, WireError> {
-        let connect_error = |source| WireError::Connect {
-            address: address.to_string(),
-            source,
-        };
-        let tcp = TcpStream::connect(address).await.map_err(connect_error)?;
-        tcp.set_nodelay(true).map_err(connect_error)?;
-        let stream: Stream = match &config.security.tls {
-            Some(tls_config) => Box::new(tls::handshake(tls_config, address, tcp).await?),
-            None => Box::new(tcp),
-        };
-        let mut connection = Self::over(address, stream, config);
-        if connection.config.negotiate_versions {
-            connection.versions = Some(crate::versions::negotiate(&connection).await?);
-        }
-        if let Some(credentials) = connection.config.security.sasl.clone() {
-            crate::authenticate::authenticate(&connection, &credentials).await?;
-        }
-        Ok(connection)
-    }
-
     /// A connection over an established `stream` (no TLS, ApiVersions or SASL step).
     pub fn over(address: &str, stream: Stream, config: Arc<ConnectionConfig>) -> Self {
         let (read, write) = tokio::io::split(stream);
@@ -212,6 +174,34 @@ impl Connection {
         R::Response::decode(&mut body, version).map_err(|e| codec(&e))
     }
 
+    /// Sends a request `body` its caller encoded (an API kafka-protocol does not know, or a
+    /// body passed through) at `version` of `api_key`, with this connection's header, and
+    /// returns the response body; the API's key says which header versions it uses, as the
+    /// caller gives them. Gives up after `timeout`.
+    pub async fn send_raw(
+        &self,
+        api_key: i16,
+        version: i16,
+        header_versions: (i16, i16),
+        body: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<Bytes, WireError> {
+        let api = ApiName(api_key);
+        let client_id = self.client_id.clone();
+        let encode = |correlation_id| {
+            let header = RequestHeader::default()
+                .with_request_api_key(api_key)
+                .with_request_api_version(version)
+                .with_correlation_id(correlation_id)
+                .with_client_id(Some(client_id));
+            frame::encode_raw(&header, header_versions.0, body)
+        };
+        let mut frame = self.round_trip_within(api, timeout, encode).await?;
+        ResponseHeader::decode(&mut frame, header_versions.1)
+            .map_err(|e| self.codec_error(api, &e))?;
+        Ok(frame)
+    }
+
     /// Sends the frame `encode` makes for a correlation id and waits for the response frame
     /// (its header still in it), within the request timeout.
     pub async fn round_trip(
@@ -219,7 +209,16 @@ impl Connection {
         api: ApiName,
         encode: impl FnOnce(i32) -> Result<Bytes, EncodeError>,
     ) -> Result<Bytes, WireError> {
-        let after = self.config.request_timeout;
+        self.round_trip_within(api, self.config.request_timeout, encode)
+            .await
+    }
+
+    async fn round_trip_within(
+        &self,
+        api: ApiName,
+        after: std::time::Duration,
+        encode: impl FnOnce(i32) -> Result<Bytes, EncodeError>,
+    ) -> Result<Bytes, WireError> {
         match tokio::time::timeout(after, self.exchange(api, encode)).await {
             Ok(answered) => answered,
             Err(_) => {

@@ -42,6 +42,25 @@ pub fn encode_request<R: Request>(
     Ok(frame.freeze())
 }
 
+/// The frame of a request `body` already encoded by its caller, after `header` in
+/// `header_version`.
+pub fn encode_raw(
+    header: &RequestHeader,
+    header_version: i16,
+    body: &[u8],
+) -> Result<Bytes, EncodeError> {
+    let mut frame = BytesMut::with_capacity(64 + body.len());
+    frame.extend_from_slice(&[0; 4]);
+    header
+        .encode(&mut frame, header_version)
+        .map_err(|e| EncodeError(e.to_string()))?;
+    frame.extend_from_slice(body);
+    let size = i32::try_from(frame.len() - 4)
+        .map_err(|_| EncodeError("a request of 2 GiB or more".to_string()))?;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(frame.freeze())
+}
+
 /// Reads one frame's body (without its size) of at most `limit` bytes.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,

@@ -5,7 +5,8 @@
 //! - [`frame`]: size-prefixed frames, with a bound on a response's size.
 //! - [`connection`]: one connection (TCP, TLS, ApiVersions, SASL), pipelined requests with
 //!   checked correlation ids, request timeouts and a bound on requests in flight.
-//! - [`versions`]: ApiVersions negotiation (KIP-35, KIP-511).
+//! - [`handshake`]: opening a connection: TCP, TLS, ApiVersions (KIP-35, KIP-511), SASL.
+//! - [`versions`]: what a node's ApiVersions answer says.
 //! - [`authenticate`]: SaslHandshake + SaslAuthenticate (KIP-43, KIP-152).
 //! - [`sasl`]: the PLAIN and SCRAM mechanisms, both sides (the broker's authenticator uses
 //!   the server halves).
@@ -21,6 +22,7 @@ pub mod config;
 pub mod connection;
 pub mod error;
 pub mod frame;
+pub mod handshake;
 pub mod reconnect;
 pub mod sasl;
 pub mod security;

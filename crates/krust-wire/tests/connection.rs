@@ -208,3 +208,27 @@ fn the_blocking_facade_runs_the_same_connection_on_a_plain_thread() {
     .join()
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_body_encoded_by_the_caller_is_framed_with_the_connections_header() {
+    use kafka_protocol::messages::ApiKey;
+    use kafka_protocol::protocol::Encodable;
+    let node = start(Arc::new(|h, b| {
+        Action::Answer(Duration::ZERO, metadata(h, b))
+    }))
+    .await;
+    let connection = Connection::connect(&node.address, config()).await.unwrap();
+    let mut body = bytes::BytesMut::new();
+    MetadataRequest::default().encode(&mut body, 12).unwrap();
+    let key = ApiKey::Metadata;
+    let versions = (
+        key.request_header_version(12),
+        key.response_header_version(12),
+    );
+    let mut answer = connection
+        .send_raw(key as i16, 12, versions, &body, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let response = MetadataResponse::decode(&mut answer, 12).unwrap();
+    assert_eq!(response.brokers[0].node_id.0, 0);
+}

@@ -2,24 +2,22 @@
 //! NodeToControllerChannelManager: broker registration and heartbeats, AlterPartition,
 //! forwarded admin requests) and to other brokers (transaction markers, KIP-890 verification).
 //!
-//! A channel is one thread holding one connection (PLAINTEXT) and sending one request at a
-//! time, so a channel never waits behind another: the broker keeps one per kind of traffic and
+//! A channel is one thread holding one connection (krust-wire's blocking connection,
+//! PLAINTEXT) and sending one request at a time, so a channel never waits behind another: the broker keeps one per kind of traffic and
 //! destination, as Kafka does. Its [`ChannelTarget`] says which node to send to and where it
 //! listens: the [`ControllerLocator`] names the active controller, and a request waits for one
 //! to be known. A broken connection is re-made to whichever node the target names then, until
 //! the request's deadline.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use krust_wire::{BlockingConnection, ConnectionConfig, WireError};
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
@@ -39,7 +37,7 @@ pub enum ChannelError {
     Failed {
         node: i32,
         address: String,
-        reason: String,
+        reason: WireError,
     },
     #[error("the controller channel has stopped")]
     Stopped,
@@ -140,9 +138,8 @@ impl NodeChannel {
         let (jobs, receiver) = mpsc::channel::<Job>();
         let mut worker = Worker {
             target,
-            client_id: StrBytes::from_string(format!("krust-node-{node_id}-{name}")),
+            client_id: format!("krust-node-{node_id}-{name}"),
             connection: None,
-            next_correlation_id: 0,
             timeout,
         };
         thread::Builder::new()
@@ -200,9 +197,8 @@ impl NodeChannel {
 
 struct Worker {
     target: Arc<dyn ChannelTarget>,
-    client_id: StrBytes,
-    connection: Option<(TargetNode, TcpStream)>,
-    next_correlation_id: i32,
+    client_id: String,
+    connection: Option<(TargetNode, BlockingConnection)>,
     timeout: Duration,
 }
 
@@ -240,90 +236,28 @@ impl Worker {
         version: i16,
         body: &[u8],
         deadline: Instant,
-    ) -> Result<Bytes, String> {
+    ) -> Result<Bytes, WireError> {
         let timeout = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
-        let stream = match &mut self.connection {
-            Some((connected, stream)) if connected == node => stream,
+        let connection = match &mut self.connection {
+            Some((connected, connection)) if connected == node && !connection.is_closed() => {
+                connection
+            }
             _ => {
-                let stream = connect(&node.address, timeout)?;
-                &mut self.connection.insert((node.clone(), stream)).1
+                let mut config =
+                    ConnectionConfig::new(self.client_id.clone()).with_request_timeout(timeout);
+                config.max_response_bytes = MAX_RESPONSE_BYTES;
+                let connection = BlockingConnection::connect(&node.address, Arc::new(config))?;
+                &mut self.connection.insert((node.clone(), connection)).1
             }
         };
-        stream
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| stream.set_write_timeout(Some(timeout)))
-            .map_err(|e| e.to_string())?;
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        let frame = request_frame(api_key, version, correlation_id, &self.client_id, body)?;
-        stream.write_all(&frame).map_err(|e| e.to_string())?;
-        let mut response = read_frame(stream)?;
-        let header =
-            ResponseHeader::decode(&mut response, api_key.response_header_version(version))
-                .map_err(|e| format!("malformed response header: {e}"))?;
-        if header.correlation_id != correlation_id {
-            return Err(format!(
-                "response correlation id {} does not match {correlation_id}",
-                header.correlation_id
-            ));
-        }
-        Ok(response)
+        let header_versions = (
+            api_key.request_header_version(version),
+            api_key.response_header_version(version),
+        );
+        connection.send_raw(api_key as i16, version, header_versions, body, timeout)
     }
-}
-
-fn connect(address: &str, timeout: Duration) -> Result<TcpStream, String> {
-    let mut last = format!("{address} resolves to nothing");
-    for resolved in address.to_socket_addrs().map_err(|e| e.to_string())? {
-        match TcpStream::connect_timeout(&resolved, timeout) {
-            Ok(stream) => {
-                stream.set_nodelay(true).map_err(|e| e.to_string())?;
-                return Ok(stream);
-            }
-            Err(error) => last = error.to_string(),
-        }
-    }
-    Err(last)
-}
-
-/// A size-prefixed request frame: header (with this channel's client id) and body.
-pub fn request_frame(
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    client_id: &StrBytes,
-    body: &[u8],
-) -> Result<BytesMut, String> {
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(client_id.clone()));
-    let mut frame = BytesMut::with_capacity(64 + body.len());
-    frame.extend_from_slice(&[0; 4]);
-    header
-        .encode(&mut frame, api_key.request_header_version(version))
-        .map_err(|e| format!("cannot encode the request header: {e}"))?;
-    frame.extend_from_slice(body);
-    let size = i32::try_from(frame.len() - 4).map_err(|_| "request too large".to_string())?;
-    frame[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(frame)
-}
-
-fn read_frame(stream: &mut TcpStream) -> Result<Bytes, String> {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).map_err(|e| e.to_string())?;
-    let size = usize::try_from(i32::from_be_bytes(size))
-        .map_err(|_| "negative response size".to_string())?;
-    if size > MAX_RESPONSE_BYTES {
-        return Err(format!(
-            "response of {size} bytes is over {MAX_RESPONSE_BYTES}"
-        ));
-    }
-    let mut body = vec![0u8; size];
-    stream.read_exact(&mut body).map_err(|e| e.to_string())?;
-    Ok(Bytes::from(body))
 }
 
 #[cfg(test)]

@@ -1,6 +1,20 @@
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+
+use bytes::BytesMut;
+use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::*;
+
+/// One request frame's body, read the blocking way the stand-in works.
+fn read_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size)?;
+    let mut body = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
+    stream.read_exact(&mut body)?;
+    Ok(Bytes::from(body))
+}
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
