@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Check the house's layout rules (issue 28): no `#[path]` under crates/, no import circle.
+"""Check the house's layout rules (issue 28): no `#[path]` under crates/, no import circle in
+any crate or in python/krust, and at most five top-level modules in python/krust.
 
 An import circle is looked for at two granularities in every crate under crates/: between the
 crate's top-level modules, and between the sibling modules of each folder. An edge A -> B means a
 file inside module A names a path into module B (`crate::b::...`, a `use crate::{...}` group, or a
-`super::` path that climbs out of A). Prints every offence and exits 1, else prints one OK line.
+`super::` path that climbs out of A). python/krust is read the same way: between the siblings of
+each package (its modules and subpackages), an edge for every `import` of krust, function-local
+ones included; imports under `if TYPE_CHECKING:` are left out, as they never run (a seam names the
+type of what plugs into it that way). Prints every offence and exits 1, else prints one OK line.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -17,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATES = ROOT / "crates"
+PACKAGE = ROOT / "python" / "krust"
+# Besides __init__.py: the package face stays short, everything else lives in a package.
+MAX_TOP_LEVEL_MODULES = 5
 
 Graph = Mapping[str, Iterable[str]]
 ModulePath = tuple[str, ...]
@@ -301,13 +309,96 @@ def rust_cycle_offences(crates: Path) -> list[str]:
     return offences
 
 
+def python_module_of(file: Path, package: Path) -> ModulePath:
+    """The dotted module path of a file of `package`, as a tuple (`krust.a.b` is `("krust", "a",
+    "b")`; a package is its `__init__.py`)."""
+    parts = file.relative_to(package.parent).with_suffix("").parts
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def python_imports(file: Path, package: Path, modules: set[ModulePath]) -> set[ModulePath]:
+    """The modules of `package` that `file` imports when it runs (TYPE_CHECKING blocks left out);
+    `from a import b` counts as importing `a.b` when that is a module, else `a`."""
+    here = python_module_of(file, package)
+    parent = here if file.name == "__init__.py" else here[:-1]
+    root = package.name
+
+    def resolve(dotted: str) -> ModulePath | None:
+        parts = tuple(dotted.split("."))
+        while parts and parts not in modules:
+            parts = parts[:-1]
+        return parts or None
+
+    found: set[ModulePath] = set()
+    pending: list[ast.AST] = [ast.parse(file.read_text(encoding="utf-8"))]
+    while pending:
+        node = pending.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                pending.extend(child.orelse)
+                continue
+            if isinstance(child, ast.Import):
+                names = [alias.name for alias in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = parent[: len(parent) - child.level + 1] if child.level else ()
+                module = ".".join((*base, *(child.module.split(".") if child.module else ())))
+                names = [f"{module}.{alias.name}" for alias in child.names]
+            else:
+                pending.append(child)
+                continue
+            for name in names:
+                target = resolve(name) if name.split(".")[0] == root else None
+                if target is not None:
+                    found.add(target)
+    return found
+
+
+def python_graphs(package: Path) -> dict[ModulePath, dict[str, set[str]]]:
+    """Per package of `package` (itself included): its children's import graph."""
+    files = {python_module_of(file, package): file for file in sorted(package.rglob("*.py"))}
+    modules = set(files)
+    graphs: dict[ModulePath, dict[str, set[str]]] = {
+        module: {} for module, file in files.items() if file.name == "__init__.py"
+    }
+    for module, file in files.items():
+        for target in python_imports(file, package, modules):
+            for folder, graph in graphs.items():
+                depth = len(folder)
+                inside = module[:depth] == folder and target[:depth] == folder
+                if inside and len(module) > depth and len(target) > depth:
+                    source, sink = module[depth], target[depth]
+                    if source != sink:
+                        graph.setdefault(source, set()).add(sink)
+    return graphs
+
+
+def python_offences(package: Path) -> list[str]:
+    """Import circles between the siblings of each package, and too many top-level modules."""
+    offences: list[str] = []
+    for folder, graph in sorted(python_graphs(package).items()):
+        for cycle in find_cycles(graph):
+            offences.append(f"{'.'.join(folder)}: import circle {' -> '.join(cycle)}")
+    top_level = sorted(f.name for f in package.glob("*.py") if f.name != "__init__.py")
+    if len(top_level) > MAX_TOP_LEVEL_MODULES:
+        offences.append(
+            f"{package.name}: {len(top_level)} top-level modules (at most "
+            f"{MAX_TOP_LEVEL_MODULES}): {', '.join(top_level)}"
+        )
+    return offences
+
+
 def main() -> int:
-    offences = path_attribute_offences(CRATES) + rust_cycle_offences(CRATES)
+    offences = (
+        path_attribute_offences(CRATES) + rust_cycle_offences(CRATES) + python_offences(PACKAGE)
+    )
     for offence in offences:
         print(offence)
     if offences:
         return 1
-    print("layout OK: no #[path] in crates/, no import circle in any crate")
+    print(
+        "layout OK: no #[path] in crates/, no import circle in any crate or in python/krust, "
+        f"at most {MAX_TOP_LEVEL_MODULES} top-level modules in python/krust"
+    )
     return 0
 
 

@@ -29,7 +29,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from kio.static.primitive import i16, i32
-from krust.runtime.protocol import build_entity, encode_entity
+from krust.bridge.protocol import build_entity, encode_entity
 
 from . import wire
 from .broker_process import HOST
@@ -305,7 +305,7 @@ def assert_each_number_once(members: Sequence[GroupMember], expected: set[int]) 
 
 class RawGroupConnection:
     """A socket for requests a real client would never send (or not at that version), built
-    from plain dicts (krust.runtime.protocol.build_entity) and parsed by kio, headers included."""
+    from plain dicts (krust.bridge.protocol.build_entity) and parsed by kio, headers included."""
 
     def __init__(self, port: int) -> None:
         self._sock = wire.connect(HOST, port)

@@ -22,7 +22,7 @@ from kafka.protocol.admin.cluster import DescribeQuorumRequest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-from krust.runtime.protocol import build_entity, encode_entity
+from krust.bridge.protocol import build_entity, encode_entity
 
 from . import kafka_api, wire
 from .cluster import HOST, KrustCluster, free_port, read_properties, write_properties

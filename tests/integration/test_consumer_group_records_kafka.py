@@ -19,7 +19,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from krust.group.consumer.records import (
+from krust.group.consumer_group_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import build_entity
 from krust.config.broker import BrokerConfig, load_config
 from krust.controller.acls import AclAdmin
 from krust.controller.controller import Controller
@@ -23,8 +25,6 @@ from krust.plugins.authorizer import (
     ResourceType,
 )
 from krust.plugins.standard_authorizer import StandardAuthorizer
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import build_entity
 from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, LoopRunner

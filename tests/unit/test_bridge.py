@@ -24,11 +24,11 @@ from kio.schema.delete_topics.v4.request import DeleteTopicsRequest
 from kio.schema.delete_topics.v4.response import DeleteTopicsResponse
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
+from krust.bridge.dispatcher import Dispatcher, RequestContext
+from krust.bridge.protocol import build_entity, encode_entity, make_response
+from krust.bridge.routes import Exposure
 from krust.config.broker import load_config
 from krust.runtime import deferred_services, server
-from krust.runtime.bridge import Dispatcher, RequestContext
-from krust.runtime.protocol import build_entity, encode_entity, make_response
-from krust.runtime.routes import Exposure
 
 from .conftest import TIMEOUT, FakeCore, FakeRequest
 

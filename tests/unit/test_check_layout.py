@@ -92,3 +92,50 @@ def test_rust_paths_make_edges_between_top_level_modules_and_siblings(
     assert graphs[()] == {"partition": {"replica"}, "replica": {"clock", "partition"}}
     assert graphs[("partition",)] == {"replication": {"isolation"}}
     assert layout.find_cycles(graphs[()]) == [["partition", "replica", "partition"]]
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "pkg"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
+def test_a_python_circle_between_packages_is_found(layout: ModuleType, tmp_path: Path) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low/__init__.py": "",
+            "low/a.py": "def f() -> None:\n    from pkg.high import b\n",
+            "high/__init__.py": "",
+            "high/b.py": "from pkg.low.a import f\n",
+        },
+    )
+    assert layout.python_offences(package) == ["pkg: import circle high -> low -> high"]
+
+
+def test_type_checking_imports_and_downward_imports_are_no_circle(
+    layout: ModuleType, tmp_path: Path
+) -> None:
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low/__init__.py": "",
+            "low/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from pkg.high.b import B\n",
+            "high/__init__.py": "",
+            "high/b.py": "from ..low import a\nclass B: ...\n",
+        },
+    )
+    assert layout.python_offences(package) == []
+
+
+def test_more_than_five_top_level_modules_is_an_offence(layout: ModuleType, tmp_path: Path) -> None:
+    package = _package(tmp_path, {"__init__.py": "", **{f"m{i}.py": "" for i in range(6)}})
+    assert layout.python_offences(package) == [
+        "pkg: 6 top-level modules (at most 5): m0.py, m1.py, m2.py, m3.py, m4.py, m5.py"
+    ]

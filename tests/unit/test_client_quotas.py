@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from krust.bridge.protocol import build_entity
 from krust.controller.client_quotas import MATCH_DEFAULT, MATCH_EXACT, MATCH_SPECIFIED
 from krust.controller.controller import Controller
 from krust.controller.quota_apis import ClientQuotaApis
-from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import context, make_config

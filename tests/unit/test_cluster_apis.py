@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import build_entity
 from krust.config.broker import load_config
 from krust.controller.cluster_apis import ClusterControl
 from krust.controller.controller import Controller
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import PartitionRecord, TopicRecord
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from krust.bridge.protocol import build_entity
 from krust.config.broker import BrokerConfig
 from krust.config.table import LONG_MAX
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
 from krust.controller.controller import Controller
-from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import context, create, make_config, topic

@@ -10,6 +10,7 @@ import types
 from collections.abc import Mapping, Sequence
 
 import pytest
+from krust.bridge.dispatcher import RequestContext
 from krust.config.broker import load_config
 from krust.config.errors import ConfigError
 from krust.coordinator.wire import Writer
@@ -26,7 +27,6 @@ from krust.group.offset_manager import (
 )
 from krust.group.results import ErrorCode, JoinGroupResult
 from krust.group.settings import ConsumerGroupMigrationPolicy, GroupCoordinatorConfig
-from krust.runtime.bridge import RequestContext
 
 from .doubles.clock import FakeClock
 from .doubles.group import (

@@ -14,7 +14,7 @@ from uuid import UUID
 
 import pytest
 from krust.coordinator.log import CoordinatorLog
-from krust.group.consumer.records import (
+from krust.group.consumer_group_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

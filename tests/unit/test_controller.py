@@ -10,6 +10,9 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
+from krust.bridge.context import BrokerContext
+from krust.bridge.dispatcher import Dispatcher, RequestContext
+from krust.bridge.protocol import build_entity, encode_entity
 from krust.config.broker import BrokerConfig, load_config
 from krust.config.errors import ConfigError
 from krust.controller.apis import ControllerApis, install
@@ -28,9 +31,6 @@ from krust.controller.records import (
     encode_record,
 )
 from krust.controller.topics import MAX_RECORDS_PER_USER_OP
-from krust.runtime.bridge import Dispatcher, RequestContext
-from krust.runtime.context import BrokerContext
-from krust.runtime.protocol import build_entity, encode_entity
 from krust.security.authorization import Authorization
 
 from .conftest import FakeCore, FakeRequest, LoopRunner
@@ -533,7 +533,7 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
     dispatcher = Dispatcher()
     try:
         controller = Controller.open(config, fake_core)
-        install(BrokerContext(config, fake_core, controller, dispatcher))
+        install(BrokerContext(config, fake_core, controller, dispatcher, controller.authorization))
         assert dispatcher.supported_versions() == {
             19: (2, 7),
             20: (1, 6),

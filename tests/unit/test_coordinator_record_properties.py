@@ -1,5 +1,5 @@
 """Properties of the coordinators' record codecs: `__consumer_offsets` (krust.group.records, with
-the KIP-848 records of krust.group.consumer.records), `__transaction_state`
+the KIP-848 records of krust.group.consumer_group_records), `__transaction_state`
 (krust.transaction.records) and the embedded consumer protocol
 (krust.group.consumer.consumer_protocol), over the primitives of krust.coordinator.wire.
 
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from krust.coordinator.wire import RecordFormatError, Writer
-from krust.group.consumer import records as cg
+from krust.group import consumer_group_records as cg
 from krust.group.consumer.consumer_protocol import (
     HIGHEST_VERSION,
     Subscription,

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from krust.bridge.protocol import build_entity
 from krust.config.broker import BrokerConfig
 from krust.controller.apis import ControllerApis
 from krust.controller.controller import Controller
@@ -20,7 +21,6 @@ from krust.controller.features import (
 )
 from krust.controller.image import to_core_image
 from krust.controller.records import FeatureLevelRecord, NoOpRecord, encode_record
-from krust.runtime.protocol import build_entity
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import config, context, controller, log_dirs, metadata_records

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import build_entity, encode_entity
 from krust.group.api_admin import AdminApis
 from krust.group.api_consumer_group import ConsumerGroupApis
 from krust.group.api_membership import MembershipApis
@@ -17,8 +19,6 @@ from krust.group.api_txn_offsets import TxnOffsetApis
 from krust.group.coordinator import GroupCoordinator
 from krust.group.install import install
 from krust.group.records import OFFSETS_TOPIC
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import build_entity, encode_entity
 from krust.security.authorization import Authorization
 
 from .doubles.clock import FakeClock

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
+from krust.bridge.protocol import build_entity, encode_entity
 from krust.runtime.lifecycle_manager import (
     BROKER_HEARTBEAT,
     BROKER_REGISTRATION,
     BrokerLifecycleManager,
 )
-from krust.runtime.protocol import build_entity, encode_entity
 
 from .conftest import LoopRunner
 from .test_controller import make_config

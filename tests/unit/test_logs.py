@@ -44,12 +44,12 @@ def test_text_lines_have_tracings_layout() -> None:
 
 
 def test_json_lines_have_tracings_flattened_fields() -> None:
-    line = logs.JsonFormatter().format(record("krust.runtime.bridge", logging.CRITICAL, "gone"))
+    line = logs.JsonFormatter().format(record("krust.bridge.dispatcher", logging.CRITICAL, "gone"))
     assert json.loads(line) == {
         "timestamp": "2023-11-14T22:13:20.250000Z",
         "level": "ERROR",
         "message": "gone",
-        "target": "krust.runtime.bridge",
+        "target": "krust.bridge.dispatcher",
     }
 
 

@@ -9,7 +9,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader
-from krust.runtime.protocol import encode_entity, make_response
+from krust.bridge.protocol import encode_entity, make_response
 
 
 def test_create_topics_v2_encodes_byte_exact() -> None:

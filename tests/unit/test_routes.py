@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from krust.runtime.routes import RequestGate
+from krust.bridge.routes import RequestGate
 
 
 class HeldRequest:

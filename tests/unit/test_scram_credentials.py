@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
+from krust.bridge.dispatcher import RequestContext
 from krust.controller import scram
 from krust.controller.controller import Controller
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import UserScramCredentialRecord, decode_record
-from krust.runtime.bridge import RequestContext
 
 from .conftest import FakeCore, LoopRunner
 from .test_controller import make_config

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as E
+from krust.bridge.routes import Exposure
 from krust.coordinator.partitioner import partition_for
 from krust.group.api_membership import MembershipApis
 from krust.group.records import OFFSETS_TOPIC
@@ -19,7 +20,6 @@ from krust.plugins.authorizer import (
     AuthorizationResult,
     AuthorizerContext,
 )
-from krust.runtime.routes import Exposure
 from krust.security.authorization import Authorization
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
@@ -214,8 +214,8 @@ async def test_find_coordinator_locates_transactional_ids() -> None:
     transactions = await start_coordinator(clock=FakeClock())
     groups = await start_group_coordinator()
     membership = MembershipApis(groups, transactions=transactions)
-    from krust.runtime.bridge import RequestContext
-    from krust.runtime.protocol import build_entity
+    from krust.bridge.dispatcher import RequestContext
+    from krust.bridge.protocol import build_entity
 
     request = build_entity(
         load_request_schema(10, 4), {"key_type": 1, "coordinator_keys": ["tx", "other"]}

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from krust.config.checks import limits_problem
+from krust.config.checks import consumer_group_problem, limits_problem
 from krust.config.errors import ConfigError
 from krust.config.listeners import (
     advertised_listeners,
@@ -28,7 +28,6 @@ from krust.config.listeners import (
 from krust.config.properties import PropertiesError, parse_properties
 from krust.config.roles import is_broker, resolve_inter_broker_listener, resolve_roles
 from krust.config.table import BROKER_KEYS, KEYS
-from krust.group.settings import consumer_group_problem
 
 ENV_PREFIX = "KRUST_"
 # KRUST_* variables that are not config keys: the core's log filter (a tracing EnvFilter) and

@@ -101,3 +101,32 @@ def limits_problem(config: Mapping[str, Any]) -> str | None:
     if config["max.connections.per.ip"] == 0 and not parse_overrides(config[OVERRIDES_KEY]):
         return f"max.connections.per.ip can be set to zero only if {OVERRIDES_KEY} property is set."
     return None
+
+
+def consumer_group_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Kafka's GroupCoordinatorConfig checks of the consumer group timeouts: (key, problem)."""
+    for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+        key = f"group.consumer.{name}"
+        low = values[f"group.consumer.min.{name}"]
+        high = values[f"group.consumer.max.{name}"]
+        if low > high:
+            return (
+                f"group.consumer.max.{name}",
+                f"must be at least group.consumer.min.{name} ({low})",
+            )
+        if not low <= values[key] <= high:
+            return (
+                key,
+                f"must be between {low} and {high} (group.consumer.min/max.{name})",
+            )
+    if (
+        values["group.consumer.heartbeat.interval.ms"]
+        >= values["group.consumer.session.timeout.ms"]
+    ):
+        return (
+            "group.consumer.heartbeat.interval.ms",
+            "must be less than group.consumer.session.timeout.ms",
+        )
+    if not values["group.consumer.assignors"]:
+        return "group.consumer.assignors", "at least one assignor is required"
+    return None

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import make_response
+from krust.bridge.routes import Exposure
 from krust.controller.image import entry_record
 from krust.controller.records import (
     MetadataRecord,
@@ -26,9 +29,6 @@ from krust.plugins.authorizer import (
     ResourcePattern,
     ResourceType,
 )
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import make_response
-from krust.runtime.routes import Exposure
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:

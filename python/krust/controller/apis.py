@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import make_response
+from krust.bridge.routes import Exposure
 from krust.controller import acls, cluster_apis, configs, quota_apis, scram
 from krust.controller.controller import CREATE_TOPICS
 from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
@@ -21,13 +24,10 @@ from krust.controller.topics import (
     plan_delete_topics,
 )
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import make_response
-from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
+    from krust.bridge.context import BrokerContext
     from krust.controller.controller import Controller
-    from krust.runtime.context import BrokerContext
 
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37

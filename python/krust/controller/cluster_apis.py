@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.dispatcher import Dispatcher, RequestContext
+from krust.bridge.protocol import make_response
+from krust.bridge.routes import Exposure
 from krust.controller.broker_lifecycle import (
     BrokerHeartbeatManager,
     BrokerState,
@@ -38,9 +41,6 @@ from krust.controller.replication import (
     unclean_election_enabled,
 )
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.runtime.bridge import Dispatcher, RequestContext
-from krust.runtime.protocol import make_response
-from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

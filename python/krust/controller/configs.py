@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import make_response
+from krust.bridge.routes import Exposure
 from krust.config.table import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
 from krust.controller import group_configs
 from krust.controller.broker_configs import (
@@ -33,9 +36,6 @@ from krust.controller.topic_configs import (
 from krust.controller.topics import topic_name_problem
 from krust.plugins.authorizer import CLUSTER_NAME, AclOperation
 from krust.plugins.authorizer import ResourceType as AclResource
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import make_response
-from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.controller_requests import request_controller
+from krust.bridge.core import ServicesCore
 from krust.controller.bootstrap import initial_records
 from krust.controller.broker_configs import EffectiveBrokerConfig
 from krust.controller.image import MetadataImage, TopicImage
@@ -22,8 +24,6 @@ from krust.controller.publisher import MetadataPublisher
 from krust.controller.records import METADATA_VERSION_FEATURE, MetadataRecord
 from krust.controller.startup import atomic, end_transaction_left_open, next_offset, open_metadata
 from krust.controller.topics import TopicSpec, plan_create_topics
-from krust.runtime.controller_requests import request_controller
-from krust.runtime.core import ServicesCore
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
@@ -243,4 +243,3 @@ class Controller:
                 name, ErrorCode.request_timed_out, "not replicated here"
             ) from None
         return self.image.topics[name]
-

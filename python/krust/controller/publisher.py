@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from krust.bridge.core import ServicesCore
 from krust.controller.broker_configs import (
     EffectiveBrokerConfig,
     push_replication_throttled_rates,
@@ -31,7 +32,6 @@ from krust.controller.records import (
     encode_record,
 )
 from krust.controller.snapshots import SnapshotSchedule, image_records
-from krust.runtime.core import ServicesCore
 from krust.security.connection_limits import push_connection_limits
 
 if TYPE_CHECKING:

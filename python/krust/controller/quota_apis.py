@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import make_response
+from krust.bridge.routes import Exposure
 from krust.controller.client_quotas import (
     ClientQuotaError,
     FilterComponent,
@@ -16,9 +19,6 @@ from krust.controller.client_quotas import (
     plan_alter_client_quotas,
 )
 from krust.controller.configs import Register
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import make_response
-from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

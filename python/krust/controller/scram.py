@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import make_response
+from krust.bridge.routes import Exposure
 from krust.controller.records import (
     MetadataRecord,
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import make_response
-from krust.runtime.routes import Exposure
 
 if TYPE_CHECKING:
     from krust.controller.controller import Controller

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from krust.bridge.core import ServicesCore
 from krust.controller.bootstrap import initial_records, registration_record
 from krust.controller.features import check_finalized_levels
 from krust.controller.image import MetadataImage
@@ -26,7 +27,6 @@ from krust.controller.records import (
     NoOpRecord,
     encode_record,
 )
-from krust.runtime.core import ServicesCore
 
 log = logging.getLogger(__name__)
 

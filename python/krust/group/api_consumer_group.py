@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from krust.bridge.protocol import make_response
 from krust.group.api_membership import Route, kafka_client_host
 from krust.group.consumer.group import ConsumerGroup
 from krust.group.consumer.group_spec import Assignment
@@ -16,11 +17,10 @@ from krust.group.consumer.target_assignment import preferred_assignor
 from krust.group.coordinator import GroupCoordinator
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.runtime.bridge import RequestContext
+    from krust.bridge.dispatcher import RequestContext
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69

@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from krust.bridge.protocol import make_response
 from krust.group.classic.group_manager import JoinGroupRequest, LeavingMember, SyncGroupRequest
 from krust.group.coordinator import GroupCoordinator
 from krust.group.results import CoordinatorLocation, ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.runtime.bridge import Handler, RequestContext
+    from krust.bridge.dispatcher import Handler, RequestContext
 
 FIND_COORDINATOR = 10
 JOIN_GROUP = 11

@@ -12,16 +12,16 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from krust.bridge.protocol import make_response
 from krust.group.api_membership import Route, millis
 from krust.group.coordinator import FetchedOffsets, GroupCoordinator
 from krust.group.offset_manager import OffsetCommitRequest, PartitionCommit, PartitionErrors
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.runtime.bridge import RequestContext
+    from krust.bridge.dispatcher import RequestContext
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9

@@ -13,16 +13,16 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from krust.bridge.protocol import make_response
 from krust.group.api_membership import Route
 from krust.group.coordinator import GroupCoordinator
 from krust.group.records import OFFSETS_TOPIC
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.runtime.bridge import RequestContext
+    from krust.bridge.dispatcher import RequestContext
 
 WRITE_TXN_MARKERS = 27
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from krust.bridge.protocol import make_response
 from krust.group.api_membership import Route
 from krust.group.coordinator import GroupCoordinator
 from krust.group.offset_manager import PartitionCommit, TxnOffsetCommitRequest
 from krust.group.results import ErrorCode
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 
 if TYPE_CHECKING:
-    from krust.runtime.bridge import RequestContext
+    from krust.bridge.dispatcher import RequestContext
 
 TXN_OFFSET_COMMIT = 28
 

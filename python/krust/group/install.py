@@ -15,7 +15,7 @@ from krust.group.coordinator import GroupCoordinator
 from krust.group.settings import GroupCoordinatorConfig
 
 if TYPE_CHECKING:
-    from krust.runtime.context import BrokerContext
+    from krust.bridge.context import BrokerContext
 
 
 def install(ctx: BrokerContext) -> GroupCoordinator:

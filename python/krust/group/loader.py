@@ -15,7 +15,7 @@ from krust.coordinator.loader import ReplayStats, replay
 from krust.coordinator.log import CoordinatorLog
 from krust.group.classic.group import ClassicGroup
 from krust.group.consumer.group import ConsumerGroup
-from krust.group.consumer.records import ConsumerGroupKey
+from krust.group.consumer_group_records import ConsumerGroupKey
 from krust.group.offsets import OffsetStore
 from krust.group.records import (
     CoordinatorRecord,

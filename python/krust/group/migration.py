@@ -40,11 +40,11 @@ from krust.group.consumer.group import (
 )
 from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
 from krust.group.consumer.member import ConsumerGroupMember, MemberState
-from krust.group.consumer.records import (
+from krust.group.consumer.subscription import metadata_hash, subscribed_topics
+from krust.group.consumer_group_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
 )
-from krust.group.consumer.subscription import metadata_hash, subscribed_topics
 from krust.group.records import CoordinatorRecord, GroupMetadataKey
 from krust.group.results import CoordinatorError, ErrorCode
 from krust.group.settings import GroupCoordinatorConfig

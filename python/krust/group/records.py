@@ -1,8 +1,9 @@
 """The record schemas of `__consumer_offsets`, byte-compatible with Kafka's own.
 
 Every key starts with an int16 that names the record type: 0 and 1 are OffsetCommitKey (same
-layout), 2 is GroupMetadataKey, 3-8 and 16 are KIP-848 consumer groups' (krust.group.consumer
-.records); the other types belong to Kafka's share and streams groups and are skipped.
+layout), 2 is GroupMetadataKey, 3-8 and 16 are KIP-848 consumer groups'
+(krust.group.consumer_group_records); the other types belong to Kafka's share and streams groups
+and are skipped.
 Every value starts with an int16 schema version. A null value is a tombstone (deletion).
 Field order follows Kafka's OffsetCommitValue.json / GroupMetadataValue.json; version 4 of both
 values is the first flexible (compact, tagged-field) version.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from krust.coordinator.wire import Reader, RecordFormatError, Writer
-from krust.group.consumer.records import (
+from krust.group.consumer_group_records import (
     ConsumerGroupKey,
     ConsumerGroupRecord,
     decode_consumer_group_record,

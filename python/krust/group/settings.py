@@ -83,32 +83,3 @@ class GroupCoordinatorConfig:
 def _names(value: object) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
     return tuple(str(item).strip() for item in items if str(item).strip())
-
-
-def consumer_group_problem(values: Mapping[str, Any]) -> tuple[str, str] | None:
-    """Kafka's GroupCoordinatorConfig checks of the consumer group timeouts: (key, problem)."""
-    for name in ("session.timeout.ms", "heartbeat.interval.ms"):
-        key = f"group.consumer.{name}"
-        low = values[f"group.consumer.min.{name}"]
-        high = values[f"group.consumer.max.{name}"]
-        if low > high:
-            return (
-                f"group.consumer.max.{name}",
-                f"must be at least group.consumer.min.{name} ({low})",
-            )
-        if not low <= values[key] <= high:
-            return (
-                key,
-                f"must be between {low} and {high} (group.consumer.min/max.{name})",
-            )
-    if (
-        values["group.consumer.heartbeat.interval.ms"]
-        >= values["group.consumer.session.timeout.ms"]
-    ):
-        return (
-            "group.consumer.heartbeat.interval.ms",
-            "must be less than group.consumer.session.timeout.ms",
-        )
-    if not values["group.consumer.assignors"]:
-        return "group.consumer.assignors", "at least one assignor is required"
-    return None

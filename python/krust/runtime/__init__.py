@@ -1,3 +1,3 @@
-"""The broker process and what every service plugs into: CLI, start-up and shutdown, logging, the
-bridge (dispatcher, routes, kio glue), the context services install with, the controller channel.
-Not here: what a service decides (controller, group, transaction, security) nor the config."""
+"""The broker process: CLI, start-up and shutdown, the services installed before and after the
+port opens, logging, the lifecycle of a broker-only node. Not here: what services plug into
+(krust.bridge), what a service decides (controller, group, transaction, security), the config."""

@@ -20,12 +20,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from krust.runtime.routes import CoreRoutes, Exposure
+from krust.bridge.routes import CoreRoutes, Exposure
 
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from krust.runtime.context import BrokerContext
+    from krust.bridge.context import BrokerContext
 
 Installer = Callable[["BrokerContext"], object]
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.context import BrokerContext
+from krust.bridge.controller_requests import ControllerSender, request_controller
 from krust.config.roles import is_broker
 from krust.controller.bootstrap import SECURITY_PROTOCOL_IDS
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.meta_properties import random_kafka_uuid
-from krust.runtime.context import BrokerContext
-from krust.runtime.controller_requests import ControllerSender, request_controller
 
 log = logging.getLogger(__name__)
 

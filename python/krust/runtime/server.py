@@ -19,18 +19,18 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from krust.bridge.routes import CoreRoutes, RequestGate
 from krust.config import configured_plugins
 from krust.config.broker import BrokerConfig, core_settings
 from krust.config.errors import ConfigError
 from krust.controller.meta_properties import format_node
 from krust.runtime import deferred_services
-from krust.runtime.routes import CoreRoutes, RequestGate
 
 if TYPE_CHECKING:
     from krust import _core
+    from krust.bridge.context import BrokerContext
+    from krust.bridge.dispatcher import Dispatcher
     from krust.controller.publisher import MetadataPublisher
-    from krust.runtime.bridge import Dispatcher
-    from krust.runtime.context import BrokerContext
     from krust.security.authorization import Authorization
 
 SERVICE_CLOSE_TIMEOUT_S = 5.0
@@ -46,8 +46,8 @@ log = logging.getLogger(__name__)
 SERVICE_MODULES = (
     "krust.security.authentication",
     "krust.security.authorization",
-    "krust.runtime.bridge",
-    "krust.runtime.context",
+    "krust.bridge.dispatcher",
+    "krust.bridge.context",
     "krust.controller.controller",
     "krust.security.quota_callback",
 )
@@ -177,9 +177,9 @@ class PythonServices:
         dispatcher is: the plugins' services, and a cluster node's controller apis and
         lifecycle manager (`deferred_services.before_port`; none on a node that starts its
         services after the port). `open_gate` then passes the core's requests on."""
+        from krust.bridge.context import BrokerContext
+        from krust.bridge.dispatcher import Dispatcher
         from krust.controller.controller import Controller
-        from krust.runtime.bridge import Dispatcher
-        from krust.runtime.context import BrokerContext
 
         if authorization is None:
             authorization = self._authorization = _load_authorization(self.config)
@@ -228,9 +228,7 @@ class PythonServices:
                 try:
                     dispatcher.run(prepare(), timeout=PREPARE_SHUTDOWN_TIMEOUT_S)
                 except Exception as error:  # the stop goes on without it
-                    log.error(
-                        "preparing %s for shutdown failed: %s", type(service).__name__, error
-                    )
+                    log.error("preparing %s for shutdown failed: %s", type(service).__name__, error)
             shutdown()
 
         if any(thread.name == STOPPING_THREAD for thread in threading.enumerate()):

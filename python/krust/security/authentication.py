@@ -15,13 +15,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.context import BrokerContext
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import make_response
+from krust.bridge.routes import Exposure
 from krust.config.configured_plugins import plain_callback_specs
 from krust.config.errors import ConfigError
 from krust.plugins import PlainServerCallback, PluginContext, PluginRunner, load_plugin
-from krust.runtime.bridge import RequestContext
-from krust.runtime.context import BrokerContext
-from krust.runtime.protocol import make_response
-from krust.runtime.routes import Exposure
 
 SASL_AUTHENTICATE = 36
 PLAIN_CALLBACK_TIMEOUT_S = 5.0

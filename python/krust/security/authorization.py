@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from krust.bridge.dispatcher import RequestContext
 from krust.config.configured_plugins import AUTHORIZER_KEY, authorizer_spec
 from krust.config.errors import ConfigError
 from krust.plugins.authorizer import (
@@ -33,7 +34,6 @@ from krust.plugins.authorizer import (
 from krust.plugins.containment import PluginRunner
 from krust.plugins.loading import load_plugin, plugin_configs
 from krust.plugins.standard_authorizer import KAFKA_CLASS_NAME, StandardAuthorizer
-from krust.runtime.bridge import RequestContext
 
 CLASS_KEY = AUTHORIZER_KEY
 BUILT_IN = "krust.plugins.standard_authorizer:StandardAuthorizer"

@@ -7,24 +7,15 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from krust.bridge.core import ConnectionLimitsCore
 from krust.config.checks import OVERRIDES_KEY, parse_overrides
 
 CONNECTION_LIMIT_KEYS = frozenset(
     {"max.connections", "max.connections.per.ip", OVERRIDES_KEY, "max.connection.creation.rate"}
 )
 log = logging.getLogger(__name__)
-
-
-class ConnectionLimitsCore(Protocol):
-    def set_connection_limits(
-        self,
-        max_connections: int,
-        max_per_ip: int,
-        per_ip_overrides: Mapping[str, int],
-        max_creation_rate: int,
-    ) -> None: ...
 
 
 def _address(host: str) -> str | None:

@@ -13,12 +13,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from krust.bridge.context import BrokerContext
 from krust.config.configured_plugins import QUOTA_CALLBACK_KEY, quota_callback_spec
 from krust.config.errors import ConfigError
 from krust.config.table import config_string
 from krust.plugins import PluginRunner, load_plugin
 from krust.plugins.quota import ClientQuotaCallback, ClientQuotaType, QuotaCallbackContext
-from krust.runtime.context import BrokerContext
 
 CALLBACK_KEY = QUOTA_CALLBACK_KEY
 # How long one callback call may take before its client is left unlimited.

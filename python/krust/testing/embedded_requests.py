@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from kio.static.primitive import i16, i32
 
-from krust.runtime.protocol import build_entity, encode_entity
+from krust.bridge.protocol import build_entity, encode_entity
 
 API_METADATA = 3
 API_CREATE_TOPICS = 19
@@ -33,7 +33,7 @@ class RequestError(Exception):
 def send(
     address: tuple[str, int], api_key: int, version: int, fields: Mapping[str, Any], timeout: float
 ) -> Any:
-    """The decoded response to one request (fields as `krust.runtime.protocol.build_entity`
+    """The decoded response to one request (fields as `krust.bridge.protocol.build_entity`
     takes them) on a connection of its own."""
     request_type = load_request_schema(api_key, version)
     header = request_type.__header_schema__(

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from krust.bridge.protocol import make_response
 from krust.group.records import OFFSETS_TOPIC
 from krust.plugins.authorizer import AclOperation, ResourceType
-from krust.runtime.protocol import make_response
 from krust.security.authorization import Authorization
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.metadata import TopicPartition
 
 if TYPE_CHECKING:
-    from krust.runtime.bridge import Handler, RequestContext
+    from krust.bridge.dispatcher import Handler, RequestContext
 
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24

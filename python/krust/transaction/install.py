@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from krust.bridge.routes import Exposure
 from krust.coordinator.clock import AsyncioClock
-from krust.runtime.routes import Exposure
 from krust.transaction.api import INIT_PRODUCER_ID, TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.settings import TransactionCoordinatorConfig
 
 if TYPE_CHECKING:
-    from krust.runtime.context import BrokerContext
+    from krust.bridge.context import BrokerContext
 
 
 def install(ctx: BrokerContext) -> TransactionCoordinator:

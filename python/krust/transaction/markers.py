@@ -34,8 +34,8 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.serial import entity_reader
 from kio.static.primitive import i16, i32
 
+from krust.bridge.protocol import encode_entity
 from krust.coordinator.clock import Clock
-from krust.runtime.protocol import encode_entity
 from krust.transaction.metadata import TopicPartition, TransactionMetadata, TxnTransit
 from krust.transaction.settings import MARKER_RETRY_BACKOFF_MS
 from krust.transaction.state import TransactionStateManager

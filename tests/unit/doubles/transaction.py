@@ -14,8 +14,8 @@ from typing import Any, cast
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-from krust.runtime.bridge import RequestContext
-from krust.runtime.protocol import build_entity, encode_entity
+from krust.bridge.dispatcher import RequestContext
+from krust.bridge.protocol import build_entity, encode_entity
 from krust.transaction.api import TransactionApis
 from krust.transaction.coordinator import TransactionCoordinator
 from krust.transaction.markers import WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION

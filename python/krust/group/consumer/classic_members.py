@@ -30,7 +30,7 @@ from krust.group.consumer.group import ConsumerGroup
 from krust.group.consumer.heartbeat import ConsumerGroupHeartbeats
 from krust.group.consumer.heartbeat_request import new_member_id
 from krust.group.consumer.member import ConsumerGroupMember, MemberState
-from krust.group.consumer.records import ClassicMemberMetadata, ClassicProtocol
+from krust.group.consumer_group_records import ClassicMemberMetadata, ClassicProtocol
 from krust.group.records import CoordinatorRecord
 from krust.group.results import CoordinatorError, ErrorCode, JoinGroupResult, SyncGroupResult
 

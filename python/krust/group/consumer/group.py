@@ -17,7 +17,7 @@ from krust.group.consumer.member import (
     ConsumerGroupMember,
     MemberState,
 )
-from krust.group.consumer.records import (
+from krust.group.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,

@@ -41,10 +41,6 @@ from krust.group.consumer.member import (
     MemberState,
 )
 from krust.group.consumer.reconciliation import OwnedPartitions, reconcile
-from krust.group.consumer.records import (
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
-)
 from krust.group.consumer.subscription import (
     SubscribedTopic,
     metadata_hash,
@@ -55,6 +51,10 @@ from krust.group.consumer.target_assignment import (
     changed_targets,
     member_topic_ids,
     preferred_assignor,
+)
+from krust.group.consumer_group_records import (
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
 )
 from krust.group.records import CoordinatorRecord
 from krust.group.results import CoordinatorError, ErrorCode

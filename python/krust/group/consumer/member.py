@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field, replace
 
 from krust.group.consumer.group_spec import Assignment
-from krust.group.consumer.records import ClassicMemberMetadata
+from krust.group.consumer_group_records import ClassicMemberMetadata
 
 # Kafka's member epochs with a meaning of their own (ConsumerGroupHeartbeatRequest).
 JOIN_GROUP_MEMBER_EPOCH = 0

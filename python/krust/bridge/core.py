@@ -3,13 +3,23 @@ they call, as a Protocol, so that unit tests can hand them in-memory fakes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
-
-from krust.security.connection_limits import ConnectionLimitsCore
 
 if TYPE_CHECKING:
     from krust import _core
+
+
+class ConnectionLimitsCore(Protocol):
+    """How the core takes the connection limits in force (krust.security.connection_limits)."""
+
+    def set_connection_limits(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        max_creation_rate: int,
+    ) -> None: ...
 
 
 class ServicesCore(ConnectionLimitsCore, Protocol):

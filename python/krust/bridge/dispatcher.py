@@ -21,8 +21,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from kio.serial import entity_reader
 from kio.static.primitive import i32Timedelta
 
-from krust.runtime.protocol import encode_entity, request_schema
-from krust.runtime.routes import CoreRoutes, Exposure
+from krust.bridge.protocol import encode_entity, request_schema
+from krust.bridge.routes import CoreRoutes, Exposure
 
 logger = logging.getLogger(__name__)
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from krust.runtime.core import ServicesCore
-from krust.security.authorization import Authorization
+from krust.bridge.core import ServicesCore
 
 if TYPE_CHECKING:
+    from krust.bridge.dispatcher import Dispatcher
     from krust.controller.controller import Controller
     from krust.group.api_membership import TransactionCoordinatorLocator
-    from krust.runtime.bridge import Dispatcher
-
-
-def _no_authorizer() -> Authorization:
-    return Authorization(None)
+    from krust.security.authorization import Authorization
 
 
 @dataclass
@@ -25,7 +21,7 @@ class BrokerContext:
     core: ServicesCore
     controller: Controller
     dispatcher: Dispatcher
-    authorization: Authorization = field(default_factory=_no_authorizer)
+    authorization: Authorization
     # Set by krust.transaction's install (before the group coordinator's, which serves
     # FindCoordinator for both key types).
     transactions: TransactionCoordinatorLocator | None = None

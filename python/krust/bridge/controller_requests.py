@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from kio.serial import entity_reader
 
-from krust.runtime.protocol import build_entity, encode_entity, request_schema, response_schema
+from krust.bridge.protocol import build_entity, encode_entity, request_schema, response_schema
 
 
 class ControllerSender(Protocol):
@@ -21,7 +21,7 @@ class ControllerSender(Protocol):
 async def request_controller(
     core: ControllerSender, api_key: int, version: int, fields: Mapping[str, Any]
 ) -> Any:
-    """The decoded response of the request `fields` describe (see krust.runtime.protocol); the
+    """The decoded response of the request `fields` describe (see krust.bridge.protocol); the
     channel's errors (no controller within its timeout) propagate."""
     body = encode_entity(build_entity(request_schema(api_key, version), fields))
     raw = await asyncio.to_thread(core.send_to_controller, api_key, version, body)
