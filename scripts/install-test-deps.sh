@@ -33,10 +33,10 @@ pip_install() {
 
 # The [spark] extra: pyspark, pyarrow and pandas for the Spark data source's tests (tests/spark),
 # which run a local Spark on the JDK installed above.
-# KRUST_CARGO_PROFILE (scripts/test sets it to ci): the cargo profile of that build, for the
+# KRUST_TEST_CARGO_PROFILE (scripts/test sets it to ci): the cargo profile of that build, for the
 # suite's `cargo test` and clippy to reuse; unset, the release profile.
-if [ -n "${KRUST_CARGO_PROFILE:-}" ]; then
-    export MATURIN_PEP517_ARGS="--profile $KRUST_CARGO_PROFILE"
+if [ -n "${KRUST_TEST_CARGO_PROFILE:-}" ]; then
+    export MATURIN_PEP517_ARGS="--profile $KRUST_TEST_CARGO_PROFILE"
 fi
 step "pip install -e '.[spark]' (builds the krust._core extension with maturin)"
 pip_install -e "$repo[spark]"

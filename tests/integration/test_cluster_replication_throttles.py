@@ -132,6 +132,9 @@ def test_a_throttled_reassignment_stays_behind_until_the_throttle_is_raised(
         time.sleep(0.5)
     assert "Clearing broker-level throttles on brokers" in verified
     assert f"Clearing topic-level throttles on topic {throttled}" in verified
+    # The controller answered --verify; the broker that describes the partition learns the
+    # completed move from the metadata log a moment later, as in Kafka.
+    cluster.wait_full_isr(throttled, 0)
     assert sorted(cluster.partition_state(throttled, 0).isr) == sorted([leader, target])
     assert dynamic_configs(cluster, "topics", throttled) == {}
     for broker in (leader, target):
