@@ -70,8 +70,10 @@ def test_an_upgrade_is_a_durable_record_and_moves_the_epoch(broker) -> None:
         '{"type":"FEATURE_LEVEL_RECORD","version":0,'
         '"data":{"name":"metadata.version","featureLevel":14}}'
     )
-    offset = next((o for o, payload in payloads.items() if payload == feature), None)
-    assert offset is not None and offset > before, dumped
+    offset = next(
+        (o for o, payload in sorted(payloads.items()) if o > before and payload == feature), None
+    )
+    assert offset is not None, dumped
     assert "BEGIN_TRANSACTION_RECORD" in payloads[offset - 1], dumped
     assert "END_TRANSACTION_RECORD" in payloads[offset + 1], dumped
     assert int(after[3]) >= offset + 1
