@@ -211,15 +211,19 @@ def test_empty_listener_host_is_advertised_as_this_host() -> None:
     assert config["advertised.listeners"][0].host not in ("", "0.0.0.0")
 
 
-def test_core_settings_are_flat_kafka_names_with_tuples_and_absolute_dirs(tmp_path: Path) -> None:
+def test_core_settings_are_kafka_strings_with_parsed_listeners_and_absolute_dirs(
+    tmp_path: Path,
+) -> None:
     settings = core_settings(
         load("listeners=PLAINTEXT://127.0.0.1:19092", "advertised.listeners=PLAINTEXT://h:1")
     )
     assert settings["listeners"] == [("PLAINTEXT", "127.0.0.1", 19092)]
     assert settings["advertised.listeners"] == [("PLAINTEXT", "h", 1)]
-    assert settings["log.dirs"] == [str(tmp_path / "krust-data")]
-    assert settings["log.roll.ms"] == 604_800_000
-    assert settings["node.id"] == 1
+    assert settings["log.dirs"] == str(tmp_path / "krust-data")
+    assert settings["log.roll.ms"] == "604800000"
+    assert settings["auto.create.topics.enable"] == "true"
+    assert settings["node.id"] == "1"
+    assert "krust.metrics.port" not in settings  # unset: the core's None
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

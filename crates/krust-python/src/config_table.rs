@@ -2,7 +2,7 @@
 //! values: Python's config layer reads the very table the core uses, without parsing TOML in
 //! Python at every start (a tenth of an empty broker's start-up).
 
-use krust_storage::config_keys::CONFIG_TABLE;
+use krust_config::table::CONFIG_TABLE;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

@@ -1,9 +1,9 @@
 //! Python values to core types: broker settings, metadata images and deltas.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 
+use krust_config::ConfigValueError;
 use krust_server::metadata::metadata_cache::{
     BrokerEndpoint, MetadataDelta, MetadataImage, PartitionMetadata, SupportedVersionRange,
     TopicMetadata,
@@ -31,25 +31,6 @@ fn get<'py, T: FromPyObjectOwned<'py>>(
         }),
         Err(_) => Ok(None),
     }
-}
-
-fn set<'py, T: FromPyObjectOwned<'py>>(
-    mapping: &Bound<'py, PyAny>,
-    key: &str,
-    slot: &mut T,
-) -> PyResult<()> {
-    if let Some(value) = get(mapping, key)? {
-        *slot = value;
-    }
-    Ok(())
-}
-
-/// A Kafka "long" setting whose maximum means "never" (e.g. log.flush.interval.messages).
-fn set_long<'py>(mapping: &Bound<'py, PyAny>, key: &str, slot: &mut u64) -> PyResult<()> {
-    if let Some(value) = get::<i64>(mapping, key)? {
-        *slot = u64::try_from(value).unwrap_or(u64::MAX);
-    }
-    Ok(())
 }
 
 /// The listeners under `key`, each with its protocol from listener.security.protocol.map
@@ -163,10 +144,23 @@ pub fn scram_credentials(
         .collect()
 }
 
-/// Reads the settings the core uses from the validated config mapping (Kafka names).
+/// The config values as Kafka writes them: the mapping's string values, by key name.
+fn config_values(mapping: &Bound<'_, PyAny>) -> PyResult<HashMap<String, String>> {
+    let mut values = HashMap::new();
+    for item in mapping.call_method0("items")?.try_iter()? {
+        let (name, value): (String, Bound<'_, PyAny>) = item?.extract()?;
+        if let Ok(text) = value.extract::<String>() {
+            values.insert(name, text);
+        }
+    }
+    Ok(values)
+}
+
+/// The broker's settings from the config layer's mapping (krust.config.broker.core_settings):
+/// every key through the config table, and the listeners and voters the config layer parsed.
 pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
-    let mut s = BrokerSettings::default();
-    set(mapping, "node.id", &mut s.node_id)?;
+    let invalid = |error: ConfigValueError| PyValueError::new_err(error.to_string());
+    let mut s = BrokerSettings::from_config(&config_values(mapping)?).map_err(invalid)?;
     if let Some(listeners) = listeners(mapping, "listeners")? {
         s.advertised_listeners = listeners.clone();
         s.listeners = listeners;
@@ -174,243 +168,10 @@ pub fn broker_settings(mapping: &Bound<'_, PyAny>) -> PyResult<BrokerSettings> {
     if let Some(advertised) = listeners(mapping, "advertised.listeners")? {
         s.advertised_listeners = advertised;
     }
-    if let Some(dirs) = get::<Vec<String>>(mapping, "log.dirs")? {
-        s.log_dirs = dirs.into_iter().map(PathBuf::from).collect();
+    if let Some(voters) = get(mapping, "controller.quorum.voters")? {
+        s.quorum.voters = voters;
     }
-    set(mapping, "num.partitions", &mut s.num_partitions)?;
-    set(
-        mapping,
-        "default.replication.factor",
-        &mut s.default_replication_factor,
-    )?;
-    set(
-        mapping,
-        "auto.create.topics.enable",
-        &mut s.auto_create_topics_enable,
-    )?;
-    set(
-        mapping,
-        "socket.request.max.bytes",
-        &mut s.socket_request_max_bytes,
-    )?;
-    set(mapping, "queued.max.requests", &mut s.queued_max_requests)?;
-    set(
-        mapping,
-        "max.connections.per.ip",
-        &mut s.max_connections_per_ip,
-    )?;
-    set(mapping, "max.connections", &mut s.max_connections)?;
-    set(mapping, "quota.window.num", &mut s.quota_window.samples)?;
-    if let Some(seconds) = get::<i64>(mapping, "quota.window.size.seconds")? {
-        s.quota_window.window_ms = seconds.saturating_mul(1000);
-    }
-    s.metrics_port = get(mapping, "krust.metrics.port")?;
-    // krust.config parsed the voters into (id, host, port).
-    set(mapping, "controller.quorum.voters", &mut s.quorum.voters)?;
-    if let Some(roles) = get::<Vec<String>>(mapping, "process.roles")? {
-        s.quorum.is_voter = roles.iter().any(|role| role == "controller");
-    }
-    if let Some(names) = get::<Vec<String>>(mapping, "controller.listener.names")? {
-        s.quorum.controller_listener_names = names;
-    }
-    set(
-        mapping,
-        "controller.quorum.election.timeout.ms",
-        &mut s.quorum.election_timeout_ms,
-    )?;
-    set_long(
-        mapping,
-        "connections.max.idle.ms",
-        &mut s.connections_max_idle_ms,
-    )?;
-    set(
-        mapping,
-        "socket.send.buffer.bytes",
-        &mut s.socket_send_buffer_bytes,
-    )?;
-    set(
-        mapping,
-        "socket.receive.buffer.bytes",
-        &mut s.socket_receive_buffer_bytes,
-    )?;
-    set_long(
-        mapping,
-        "log.flush.scheduler.interval.ms",
-        &mut s.log_flush_scheduler_interval_ms,
-    )?;
-    set_long(
-        mapping,
-        "log.retention.check.interval.ms",
-        &mut s.log_retention_check_interval_ms,
-    )?;
-    set_long(
-        mapping,
-        "replica.high.watermark.checkpoint.interval.ms",
-        &mut s.replica_high_watermark_checkpoint_interval_ms,
-    )?;
-    let replication = &mut s.replication;
-    set(
-        mapping,
-        "replica.lag.time.max.ms",
-        &mut replication.replica_lag_time_max_ms,
-    )?;
-    set(
-        mapping,
-        "replica.fetch.max.bytes",
-        &mut replication.replica_fetch_max_bytes,
-    )?;
-    set(
-        mapping,
-        "replica.fetch.response.max.bytes",
-        &mut replication.replica_fetch_response_max_bytes,
-    )?;
-    set(
-        mapping,
-        "replica.fetch.wait.max.ms",
-        &mut replication.replica_fetch_wait_max_ms,
-    )?;
-    set(
-        mapping,
-        "replica.fetch.min.bytes",
-        &mut replication.replica_fetch_min_bytes,
-    )?;
-    set_long(
-        mapping,
-        "replica.fetch.backoff.ms",
-        &mut replication.replica_fetch_backoff_ms,
-    )?;
-    set(
-        mapping,
-        "num.replica.fetchers",
-        &mut replication.num_replica_fetchers,
-    )?;
-    replication.inter_broker_listener_name = get(mapping, "inter.broker.listener.name")?;
-    let metadata_log = &mut s.metadata_log;
-    set(
-        mapping,
-        "metadata.log.segment.bytes",
-        &mut metadata_log.segment_bytes,
-    )?;
-    set(
-        mapping,
-        "metadata.log.segment.ms",
-        &mut metadata_log.segment_ms,
-    )?;
-    set(
-        mapping,
-        "metadata.max.retention.bytes",
-        &mut metadata_log.max_retention_bytes,
-    )?;
-    set(
-        mapping,
-        "metadata.max.retention.ms",
-        &mut metadata_log.max_retention_ms,
-    )?;
-    let log = &mut s.log_defaults;
-    set(mapping, "log.segment.bytes", &mut log.segment_bytes)?;
-    set(mapping, "log.roll.ms", &mut log.segment_ms)?;
-    set(
-        mapping,
-        "log.index.size.max.bytes",
-        &mut log.segment_index_bytes,
-    )?;
-    set(
-        mapping,
-        "log.index.interval.bytes",
-        &mut log.index_interval_bytes,
-    )?;
-    set(mapping, "message.max.bytes", &mut log.max_message_bytes)?;
-    set(
-        mapping,
-        "log.flush.interval.messages",
-        &mut log.flush_interval_messages,
-    )?;
-    set(mapping, "log.flush.interval.ms", &mut log.flush_interval_ms)?;
-    set(mapping, "min.insync.replicas", &mut log.min_insync_replicas)?;
-    set(
-        mapping,
-        "log.message.timestamp.before.max.ms",
-        &mut log.message_timestamp_before_max_ms,
-    )?;
-    set(
-        mapping,
-        "log.message.timestamp.after.max.ms",
-        &mut log.message_timestamp_after_max_ms,
-    )?;
-    set(mapping, "log.roll.jitter.ms", &mut log.segment_jitter_ms)?;
-    set(mapping, "log.retention.ms", &mut log.retention_ms)?;
-    set(mapping, "log.retention.bytes", &mut log.retention_bytes)?;
-    set(
-        mapping,
-        "log.segment.delete.delay.ms",
-        &mut log.file_delete_delay_ms,
-    )?;
-    if let Some(policy) = get::<Vec<String>>(mapping, "log.cleanup.policy")? {
-        log.apply_override("cleanup.policy", &policy.join(","))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    }
-    if let Some(kind) = get::<String>(mapping, "log.message.timestamp.type")? {
-        log.apply_override("message.timestamp.type", &kind)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    }
-    // Python checked every key against the config table; the core checks its own copy again so
-    // that no caller can start it with defaults its logs would refuse.
-    log_cleaner_settings(mapping, &mut s)?;
-    s.log_defaults
-        .validate()
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(s)
-}
-
-/// The cleaner's broker keys and the broker defaults of the topic keys it and recompression
-/// obey.
-fn log_cleaner_settings(mapping: &Bound<'_, PyAny>, s: &mut BrokerSettings) -> PyResult<()> {
-    let cleaner = &mut s.cleaner;
-    set(mapping, "log.cleaner.enable", &mut cleaner.enable)?;
-    set(mapping, "log.cleaner.threads", &mut cleaner.threads)?;
-    set(
-        mapping,
-        "log.cleaner.dedupe.buffer.size",
-        &mut cleaner.dedupe_buffer_size,
-    )?;
-    set(mapping, "log.cleaner.backoff.ms", &mut cleaner.backoff_ms)?;
-    set(
-        mapping,
-        "log.cleaner.io.max.bytes.per.second",
-        &mut cleaner.io_max_bytes_per_second,
-    )?;
-    let log = &mut s.log_defaults;
-    set(
-        mapping,
-        "log.cleaner.delete.retention.ms",
-        &mut log.delete_retention_ms,
-    )?;
-    set(
-        mapping,
-        "log.cleaner.min.compaction.lag.ms",
-        &mut log.min_compaction_lag_ms,
-    )?;
-    set(
-        mapping,
-        "log.cleaner.max.compaction.lag.ms",
-        &mut log.max_compaction_lag_ms,
-    )?;
-    set(
-        mapping,
-        "log.cleaner.min.cleanable.ratio",
-        &mut log.min_cleanable_dirty_ratio,
-    )?;
-    let invalid =
-        |e: krust_storage::config_keys::ConfigValueError| PyValueError::new_err(e.to_string());
-    if let Some(codec) = get::<String>(mapping, "compression.type")? {
-        log.apply_override("compression.type", &codec)
-            .map_err(invalid)?;
-    }
-    if let Some(policy) = get::<Vec<String>>(mapping, "log.cleanup.policy")? {
-        log.apply_override("cleanup.policy", &policy.join(","))
-            .map_err(invalid)?;
-    }
-    Ok(())
 }
 
 fn required<'py>(mapping: &Bound<'py, PyAny>, key: &str) -> PyResult<Bound<'py, PyAny>> {

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use krust_config::config_settings;
 use krust_storage::{CleanerConfig, LogConfig};
 
 use crate::metadata::metadata_log::MetadataLogSettings;
@@ -22,97 +23,82 @@ pub struct Listener {
     pub security: ListenerSecurity,
 }
 
-/// Everything the Rust core reads from the broker configuration (Kafka names in comments).
-#[derive(Debug, Clone)]
-pub struct BrokerSettings {
-    /// node.id
-    pub node_id: i32,
-    /// listeners
-    pub listeners: Vec<Listener>,
-    /// advertised.listeners (defaults to listeners)
-    pub advertised_listeners: Vec<Listener>,
-    /// log.dirs
-    pub log_dirs: Vec<PathBuf>,
-    /// num.partitions
-    pub num_partitions: i32,
-    /// default.replication.factor
-    pub default_replication_factor: i16,
-    /// auto.create.topics.enable
-    pub auto_create_topics_enable: bool,
-    /// socket.request.max.bytes
-    pub socket_request_max_bytes: usize,
-    /// queued.max.requests
-    pub queued_max_requests: usize,
-    /// max.connections.per.ip
-    pub max_connections_per_ip: usize,
-    /// max.connections
-    pub max_connections: usize,
-    /// quota.window.num and quota.window.size.seconds
-    pub quota_window: QuotaWindow,
-    /// connections.max.idle.ms
-    pub connections_max_idle_ms: u64,
-    /// socket.send.buffer.bytes (-1: the OS default)
-    pub socket_send_buffer_bytes: i32,
-    /// socket.receive.buffer.bytes (-1: the OS default)
-    pub socket_receive_buffer_bytes: i32,
-    /// log.flush.scheduler.interval.ms
-    pub log_flush_scheduler_interval_ms: u64,
-    /// log.retention.check.interval.ms
-    pub log_retention_check_interval_ms: u64,
-    /// replica.high.watermark.checkpoint.interval.ms
-    pub replica_high_watermark_checkpoint_interval_ms: u64,
-    /// krust.metrics.port: the Prometheus endpoint's port on the first listener's host
-    /// (None: no endpoint).
-    pub metrics_port: Option<u16>,
-    /// The broker-wide defaults of every topic-level log setting (message.max.bytes, log.segment.bytes, ...).
-    pub log_defaults: LogConfig,
-    /// log.cleaner.enable, log.cleaner.threads, log.cleaner.dedupe.buffer.size, ...
-    pub cleaner: CleanerConfig,
-    /// metadata.log.segment.*, metadata.max.retention.*
-    pub metadata_log: MetadataLogSettings,
-    /// controller.quorum.voters, process.roles, controller.listener.names
-    pub quorum: QuorumSettings,
-    /// replica.*, num.replica.fetchers, inter.broker.listener.name
-    pub replication: ReplicationSettings,
-}
-
-/// How followers fetch from their leaders and when a leader drops a lagging follower from
-/// the ISR (Kafka's names and defaults).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplicationSettings {
-    /// replica.lag.time.max.ms
-    pub replica_lag_time_max_ms: i64,
-    /// replica.fetch.max.bytes: per partition of a fetch.
-    pub replica_fetch_max_bytes: i32,
-    /// replica.fetch.response.max.bytes: per fetch.
-    pub replica_fetch_response_max_bytes: i32,
-    /// replica.fetch.wait.max.ms
-    pub replica_fetch_wait_max_ms: i32,
-    /// replica.fetch.min.bytes
-    pub replica_fetch_min_bytes: i32,
-    /// replica.fetch.backoff.ms: after a failed fetch of a partition.
-    pub replica_fetch_backoff_ms: u64,
-    /// replica.socket.timeout.ms
-    pub replica_socket_timeout_ms: u64,
-    /// num.replica.fetchers: fetcher threads per leader broker.
-    pub num_replica_fetchers: usize,
-    /// inter.broker.listener.name (None: the first listener).
-    pub inter_broker_listener_name: Option<String>,
-}
-
-impl Default for ReplicationSettings {
-    fn default() -> Self {
-        ReplicationSettings {
-            replica_lag_time_max_ms: 30_000,
-            replica_fetch_max_bytes: 1_048_576,
-            replica_fetch_response_max_bytes: 10_485_760,
-            replica_fetch_wait_max_ms: 500,
-            replica_fetch_min_bytes: 1,
-            replica_fetch_backoff_ms: 1_000,
-            replica_socket_timeout_ms: 30_000,
-            num_replica_fetchers: 1,
-            inter_broker_listener_name: None,
+impl Listener {
+    /// A PLAINTEXT listener named `name` on `host:port`.
+    pub fn plaintext(name: &str, host: &str, port: u16) -> Listener {
+        Listener {
+            name: name.into(),
+            host: host.into(),
+            port,
+            security_protocol: SecurityProtocol::Plaintext,
+            security: ListenerSecurity::default(),
         }
+    }
+}
+
+config_settings! {
+    /// Everything the Rust core reads from the broker configuration: each field names its key
+    /// in the config table, which gives its type, bounds and default.
+    #[derive(Debug, Clone)]
+    pub struct BrokerSettings {
+        pub node_id: i32 = "node.id",
+        /// Parsed by the Python config layer (`krust.config.listeners`).
+        pub listeners: Vec<Listener> = given,
+        /// The listeners, resolved by the Python config layer.
+        pub advertised_listeners: Vec<Listener> = given,
+        /// Resolved by the Python config layer (absolute paths, `log.dir` when unset).
+        pub log_dirs: Vec<PathBuf> = "log.dirs",
+        pub num_partitions: i32 = "num.partitions",
+        pub default_replication_factor: i16 = "default.replication.factor",
+        pub auto_create_topics_enable: bool = "auto.create.topics.enable",
+        pub socket_request_max_bytes: usize = "socket.request.max.bytes",
+        pub queued_max_requests: usize = "queued.max.requests",
+        pub max_connections_per_ip: usize = "max.connections.per.ip",
+        pub max_connections: usize = "max.connections",
+        pub quota_window: QuotaWindow = nested,
+        pub connections_max_idle_ms: u64 = "connections.max.idle.ms",
+        /// -1: the OS default.
+        pub socket_send_buffer_bytes: i32 = "socket.send.buffer.bytes",
+        /// -1: the OS default.
+        pub socket_receive_buffer_bytes: i32 = "socket.receive.buffer.bytes",
+        pub log_flush_scheduler_interval_ms: u64 = "log.flush.scheduler.interval.ms",
+        pub log_retention_check_interval_ms: u64 = "log.retention.check.interval.ms",
+        pub replica_high_watermark_checkpoint_interval_ms: u64 =
+            "replica.high.watermark.checkpoint.interval.ms",
+        /// The Prometheus endpoint's port on the first listener's host (None: no endpoint).
+        pub metrics_port: Option<u16> = "krust.metrics.port",
+        /// The broker-wide defaults of every topic-level log setting (message.max.bytes,
+        /// log.segment.bytes, ...).
+        pub log_defaults: LogConfig = nested,
+        /// log.cleaner.enable, log.cleaner.threads, log.cleaner.dedupe.buffer.size, ...
+        pub cleaner: CleanerConfig = nested,
+        /// metadata.log.segment.*, metadata.max.retention.*
+        pub metadata_log: MetadataLogSettings = nested,
+        /// controller.quorum.voters, process.roles, controller.listener.names
+        pub quorum: QuorumSettings = nested,
+        /// replica.*, num.replica.fetchers, inter.broker.listener.name
+        pub replication: ReplicationSettings = nested,
+    }
+}
+
+config_settings! {
+    /// How followers fetch from their leaders and when a leader drops a lagging follower from
+    /// the ISR.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ReplicationSettings {
+        pub replica_lag_time_max_ms: i64 = "replica.lag.time.max.ms",
+        /// Per partition of a fetch.
+        pub replica_fetch_max_bytes: i32 = "replica.fetch.max.bytes",
+        /// Per fetch.
+        pub replica_fetch_response_max_bytes: i32 = "replica.fetch.response.max.bytes",
+        pub replica_fetch_wait_max_ms: i32 = "replica.fetch.wait.max.ms",
+        pub replica_fetch_min_bytes: i32 = "replica.fetch.min.bytes",
+        /// After a failed fetch of a partition.
+        pub replica_fetch_backoff_ms: u64 = "replica.fetch.backoff.ms",
+        /// Fetcher threads per leader broker.
+        pub num_replica_fetchers: usize = "num.replica.fetchers",
+        /// None: the first listener.
+        pub inter_broker_listener_name: Option<String> = "inter.broker.listener.name",
     }
 }
 
@@ -134,66 +120,23 @@ impl BrokerSettings {
     }
 }
 
-/// The controller quorum as the config names it (docs/quorum.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QuorumSettings {
-    /// controller.quorum.voters as (node id, host, port); empty: this node alone, on its
-    /// first listener.
-    pub voters: Vec<(i32, String, u16)>,
-    /// process.roles contains `controller`.
-    pub is_voter: bool,
-    /// controller.listener.names: the listeners that serve the quorum's RPCs.
-    pub controller_listener_names: Vec<String>,
-    /// controller.quorum.election.timeout.ms (each election waits 1 to 2 times it).
-    pub election_timeout_ms: u64,
-}
-
-impl Default for QuorumSettings {
-    fn default() -> Self {
-        QuorumSettings {
-            voters: Vec::new(),
-            is_voter: true,
-            controller_listener_names: Vec::new(),
-            election_timeout_ms: krust_raft::quorum::ELECTION_TIMEOUT_MS,
-        }
+config_settings! {
+    /// The controller quorum as the config names it (docs/quorum.md).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct QuorumSettings {
+        /// controller.quorum.voters as (node id, host, port), parsed by the Python config
+        /// layer; empty: this node alone, on its first listener.
+        pub voters: Vec<(i32, String, u16)> = given,
+        pub process_roles: Vec<String> = "process.roles",
+        /// The listeners that serve the quorum's RPCs.
+        pub controller_listener_names: Vec<String> = "controller.listener.names",
     }
 }
 
-impl Default for BrokerSettings {
-    fn default() -> Self {
-        let plaintext = Listener {
-            name: "PLAINTEXT".into(),
-            host: "localhost".into(),
-            port: 9092,
-            security_protocol: SecurityProtocol::Plaintext,
-            security: ListenerSecurity::default(),
-        };
-        BrokerSettings {
-            node_id: 1,
-            listeners: vec![plaintext.clone()],
-            advertised_listeners: vec![plaintext],
-            log_dirs: vec![PathBuf::from("krust-data")],
-            num_partitions: 1,
-            default_replication_factor: 1,
-            auto_create_topics_enable: true,
-            socket_request_max_bytes: 104_857_600,
-            queued_max_requests: 500,
-            max_connections_per_ip: i32::MAX as usize,
-            max_connections: i32::MAX as usize,
-            connections_max_idle_ms: 600_000,
-            quota_window: QuotaWindow::default(),
-            socket_send_buffer_bytes: 102_400,
-            socket_receive_buffer_bytes: 102_400,
-            log_flush_scheduler_interval_ms: u64::MAX,
-            log_retention_check_interval_ms: 300_000,
-            replica_high_watermark_checkpoint_interval_ms: 5_000,
-            metrics_port: None,
-            log_defaults: LogConfig::default(),
-            cleaner: CleanerConfig::default(),
-            metadata_log: MetadataLogSettings::default(),
-            replication: ReplicationSettings::default(),
-            quorum: QuorumSettings::default(),
-        }
+impl QuorumSettings {
+    /// process.roles has `controller`.
+    pub fn is_voter(&self) -> bool {
+        self.process_roles.iter().any(|role| role == "controller")
     }
 }
 
@@ -223,6 +166,34 @@ mod tests {
             .iter()
             .map(|(name, value)| (name.to_string(), value.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn every_settings_struct_reads_the_tables_defaults_and_the_given_values() {
+        let defaults = BrokerSettings::default();
+        assert_eq!(defaults.node_id, 1);
+        assert_eq!(defaults.socket_request_max_bytes, 104_857_600);
+        assert_eq!(defaults.log_flush_scheduler_interval_ms, i64::MAX as u64);
+        assert_eq!(defaults.quota_window.window_ms, 1000);
+        assert_eq!(defaults.replication.replica_lag_time_max_ms, 30_000);
+        assert_eq!(defaults.replication.inter_broker_listener_name, None);
+        assert!(defaults.quorum.is_voter() && defaults.metrics_port.is_none());
+        assert_eq!(defaults.log_defaults, LogConfig::default());
+        let given = BrokerSettings::from_config(&overrides(&[
+            ("quota.window.size.seconds", "2"),
+            ("process.roles", "broker"),
+            ("log.dirs", "/a,/b"),
+            ("replica.lag.time.max.ms", "500"),
+            ("log.segment.bytes", "2097152"),
+            ("krust.metrics.port", "9404"),
+        ]))
+        .unwrap();
+        assert_eq!(given.quota_window.window_ms, 2000);
+        assert!(!given.quorum.is_voter());
+        assert_eq!(given.log_dirs, [PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(given.replication.replica_lag_time_max_ms, 500);
+        assert_eq!(given.log_defaults.segment_bytes, 2_097_152);
+        assert_eq!(given.metrics_port, Some(9404));
     }
 
     #[test]

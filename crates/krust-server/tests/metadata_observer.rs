@@ -72,9 +72,12 @@ fn settings(node_id: i32, dir: &TempDir, controller_port: u16) -> BrokerSettings
         log_dirs: vec![dir.path().to_path_buf()],
         quorum: QuorumSettings {
             voters: vec![(1, "127.0.0.1".into(), controller_port)],
-            is_voter: node_id == 1,
+            process_roles: if node_id == 1 {
+                vec!["broker".into(), "controller".into()]
+            } else {
+                vec!["broker".into()]
+            },
             controller_listener_names: vec!["CONTROLLER".into()],
-            ..QuorumSettings::default()
         },
         ..BrokerSettings::default()
     }

@@ -1,6 +1,6 @@
 //! `LogConfig`: the per-topic settings the storage layer obeys, with Kafka's names and defaults.
 
-use crate::config_keys::{topic_key, ConfigValueError};
+use krust_config::{topic_key, ConfigValueError, ConfigValues};
 
 /// `message.timestamp.type`: whose clock stamps a batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -298,6 +298,34 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// The broker-wide defaults of the topic keys: each topic key's value is its first broker
+    /// synonym's (Kafka's ServerTopicConfigSynonyms; `log.roll.ms` for `segment.ms`, say),
+    /// else the topic key's own default.
+    pub fn from_config(values: &dyn ConfigValues) -> Result<Self, ConfigValueError> {
+        let mut config = Self::default();
+        for key in &krust_config::table().topic {
+            let Some(broker) = key.synonyms.first() else {
+                continue;
+            };
+            if let Some(raw) = values.value(broker) {
+                config
+                    .apply_override(&key.name, &raw)
+                    .map_err(|error| match error {
+                        ConfigValueError::Invalid { value, problem, .. } => {
+                            ConfigValueError::Invalid {
+                                key: broker.clone(),
+                                value,
+                                problem,
+                            }
+                        }
+                        other => other,
+                    })?;
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Applies one topic-level override (a Kafka topic config name and its text value), checked
     /// against the config table; keys the storage layer does not use are checked and ignored.
     pub fn apply_override(&mut self, name: &str, raw: &str) -> Result<(), ConfigValueError> {
@@ -354,7 +382,7 @@ impl LogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config_keys::ConfigType;
+    use krust_config::ConfigType;
 
     #[test]
     fn defaults_are_the_tables_and_kafkas() {
@@ -397,6 +425,33 @@ mod tests {
         }
         let timestamp_type = topic_key(TIMESTAMP_TYPE).unwrap();
         assert!(timestamp_type.check.is_none() && !timestamp_type.choices.is_empty());
+    }
+
+    #[test]
+    fn broker_defaults_are_read_from_each_topic_keys_first_broker_synonym() {
+        let given: std::collections::HashMap<String, String> = [
+            ("log.roll.ms", "60000"),
+            ("log.roll.hours", "1"),
+            ("message.max.bytes", "2000000"),
+            ("log.cleanup.policy", "compact"),
+            ("log.cleaner.min.cleanable.ratio", "0.25"),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+        let config = LogConfig::from_config(&given).unwrap();
+        assert_eq!(config.segment_ms, 60_000);
+        assert_eq!(config.max_message_bytes, 2_000_000);
+        assert!(config.cleanup_policy.compact && !config.cleanup_policy.delete);
+        assert_eq!(config.min_cleanable_dirty_ratio, 0.25);
+        assert_eq!(config.retention_ms, LogConfig::default().retention_ms);
+        let refused: std::collections::HashMap<String, String> =
+            [("log.index.size.max.bytes".to_string(), "8".to_string())].into();
+        let error = LogConfig::from_config(&refused).unwrap_err();
+        assert!(
+            error.to_string().contains("log.index.size.max.bytes"),
+            "{error}"
+        );
     }
 
     #[test]

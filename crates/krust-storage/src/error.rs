@@ -7,7 +7,7 @@ use kafka_protocol::error::ResponseError;
 use thiserror::Error;
 
 use crate::codec::Compression;
-use crate::config_keys::ConfigValueError;
+use krust_config::ConfigValueError;
 
 /// Why a single record batch is not acceptable as it stands.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]

@@ -26,7 +26,7 @@
 //! - [`kraft_snapshot`]: KRaft's metadata snapshot files (`.checkpoint`), which let the
 //!   metadata log shed the records they stand in for.
 //! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
-//! - [`config`]: `LogConfig`, with defaults and bounds from [`config_keys`], the config table
+//! - [`config`]: `LogConfig`, with defaults and bounds from the config table (`krust-config`),
 //!   shared with the Python layer.
 
 pub mod append_origin;
@@ -37,7 +37,6 @@ pub mod cleaner;
 mod codec;
 mod compression;
 pub mod config;
-pub mod config_keys;
 pub mod control_batch;
 pub mod error;
 pub mod fetch;

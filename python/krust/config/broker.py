@@ -27,7 +27,7 @@ from krust.config.listeners import (
 )
 from krust.config.properties import PropertiesError, parse_properties
 from krust.config.roles import is_broker, resolve_inter_broker_listener, resolve_roles
-from krust.config.table import BROKER_KEYS, KEYS
+from krust.config.table import BROKER_KEYS, KEYS, config_string
 
 ENV_PREFIX = "KRUST_"
 # KRUST_* variables that are not config keys: the core's log filter (a tracing EnvFilter) and
@@ -254,9 +254,17 @@ def _reason(error: Exception) -> str:
 
 
 def core_settings(config: BrokerConfig) -> dict[str, object]:
-    """The flat `settings` mapping for `krust._core.Core`: every key under its Kafka name,
-    listeners as (name, host, port) tuples and log.dirs as absolute paths."""
-    settings: dict[str, object] = dict(config)
+    """The `settings` mapping for `krust._core.Core`: every config key that has a value, as
+    Kafka writes it (the core reads each through the config table, krust-config), and what
+    this layer parsed: listeners, advertised.listeners and controller.quorum.voters as tuples,
+    listener.security.protocol.map as a dict and each listener's security."""
+    settings: dict[str, object] = {
+        name: config_string(value)
+        for name, value in config.items()
+        if name in KEYS and value is not None
+    }
     for key in ("listeners", "advertised.listeners", "controller.quorum.voters"):
         settings[key] = [tuple(entry) for entry in config[key]]
+    for key in ("listener.security.protocol.map", "listener.security"):
+        settings[key] = config[key]
     return settings

@@ -74,7 +74,7 @@ class Authorization:
         if spec == KAFKA_CLASS_NAME:
             spec = BUILT_IN
         plugin = load_plugin(CLASS_KEY, spec, plugin_configs(config, originals))
-        timeout_s = config.get("authorizer.call.timeout.ms", 5000) / 1000
+        timeout_s = config["authorizer.call.timeout.ms"] / 1000
         return cls(plugin, timeout_s)  # type: ignore[arg-type]
 
     def use_acls(self, acls: Callable[[], Mapping[Any, Any]]) -> None:

@@ -105,7 +105,7 @@ impl ControllerQuorum {
         let dir = log.lock().dir().to_path_buf();
         let backend = Arc::new(Mutex::new(KafkaLogBackend::new(log)));
         let retention: Arc<dyn SnapshotListener> = Arc::new(Retention(Arc::clone(replicas)));
-        if !settings.quorum.is_voter {
+        if !settings.quorum.is_voter() {
             let observer = Observer::start(
                 settings.node_id,
                 voters.clone(),
@@ -127,8 +127,7 @@ impl ControllerQuorum {
             LogStore::open(Arc::clone(&backend), voters.clone()).map_err(QuorumError::from)?;
         let sm = StateMachine::open(dir.clone(), applier, voters.clone(), Some(retention))
             .map_err(QuorumError::from)?;
-        let mut raft_settings = RaftSettings::new(settings.node_id, voters.clone());
-        raft_settings.election_timeout_ms = settings.quorum.election_timeout_ms;
+        let raft_settings = RaftSettings::new(settings.node_id, voters.clone());
         let network = TcpNetwork::new(settings.node_id, voters.clone());
         let raft = quorum::start(&raft_settings, store, sm, network).await?;
         Ok(ControllerQuorum {

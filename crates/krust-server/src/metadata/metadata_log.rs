@@ -4,26 +4,15 @@
 
 pub const METADATA_LOG_TOPIC: &str = "__cluster_metadata";
 
-/// The metadata log's own settings (Kafka's `metadata.*` broker keys).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataLogSettings {
-    /// metadata.log.segment.bytes
-    pub segment_bytes: i32,
-    /// metadata.log.segment.ms
-    pub segment_ms: i64,
-    /// metadata.max.retention.bytes (-1: no size limit)
-    pub max_retention_bytes: i64,
-    /// metadata.max.retention.ms (-1: no time limit)
-    pub max_retention_ms: i64,
-}
-
-impl Default for MetadataLogSettings {
-    fn default() -> Self {
-        MetadataLogSettings {
-            segment_bytes: 1 << 30,
-            segment_ms: 7 * 24 * 3_600_000,
-            max_retention_bytes: 100 << 20,
-            max_retention_ms: 7 * 24 * 3_600_000,
-        }
+krust_config::config_settings! {
+    /// The metadata log's own settings (Kafka's `metadata.*` broker keys).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct MetadataLogSettings {
+        pub segment_bytes: i32 = "metadata.log.segment.bytes",
+        pub segment_ms: i64 = "metadata.log.segment.ms",
+        /// -1: no size limit.
+        pub max_retention_bytes: i64 = "metadata.max.retention.bytes",
+        /// -1: no time limit.
+        pub max_retention_ms: i64 = "metadata.max.retention.ms",
     }
 }

@@ -9,13 +9,23 @@ pub struct QuotaWindow {
     pub window_ms: i64,
 }
 
+impl QuotaWindow {
+    /// `quota.window.num` and `quota.window.size.seconds`.
+    pub fn from_config(
+        values: &dyn krust_config::ConfigValues,
+    ) -> Result<Self, krust_config::ConfigValueError> {
+        let seconds: i64 = krust_config::read(values, "quota.window.size.seconds")?;
+        Ok(QuotaWindow {
+            samples: krust_config::read(values, "quota.window.num")?,
+            window_ms: seconds.saturating_mul(1000),
+        })
+    }
+}
+
 impl Default for QuotaWindow {
-    /// Kafka's defaults: 11 samples (10 whole windows and the current one) of 1 s.
+    /// The config table's defaults.
     fn default() -> Self {
-        QuotaWindow {
-            samples: 11,
-            window_ms: 1000,
-        }
+        Self::from_config(&krust_config::NoValues).expect("the table's quota window defaults")
     }
 }
 

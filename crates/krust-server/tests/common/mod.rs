@@ -2,7 +2,7 @@
 
 use std::net::TcpListener;
 
-use krust_server::settings::{BrokerSettings, Listener};
+use krust_server::settings::Listener;
 
 /// A port of 127.0.0.1 nobody listens on now.
 pub fn free_port() -> u16 {
@@ -15,10 +15,5 @@ pub fn free_port() -> u16 {
 
 /// A PLAINTEXT listener named `name` on 127.0.0.1:`port`.
 pub fn listener(name: &str, port: u16) -> Listener {
-    Listener {
-        name: name.into(),
-        host: "127.0.0.1".into(),
-        port,
-        ..BrokerSettings::default().listeners[0].clone()
-    }
+    Listener::plaintext(name, "127.0.0.1", port)
 }

@@ -37,31 +37,18 @@ use crate::log::SharedLog;
 use crate::log_dir_failure::LogDirFailureChannel;
 use crate::topic_partition::TopicPartition;
 
-/// The broker's `log.cleaner.*` settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CleanerConfig {
-    /// `log.cleaner.enable`.
-    pub enable: bool,
-    /// `log.cleaner.threads`.
-    pub threads: usize,
-    /// `log.cleaner.dedupe.buffer.size`: the offset maps' memory, shared by the threads.
-    pub dedupe_buffer_size: u64,
-    /// `log.cleaner.backoff.ms`: the pause when no log needs cleaning.
-    pub backoff_ms: u64,
-    /// `log.cleaner.io.max.bytes.per.second`: the cleaner's read plus write rate.
-    pub io_max_bytes_per_second: f64,
-}
-
-impl Default for CleanerConfig {
-    /// Kafka's defaults.
-    fn default() -> Self {
-        Self {
-            enable: true,
-            threads: 1,
-            dedupe_buffer_size: 128 << 20,
-            backoff_ms: 15_000,
-            io_max_bytes_per_second: f64::MAX,
-        }
+krust_config::config_settings! {
+    /// The broker's `log.cleaner.*` settings.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct CleanerConfig {
+        pub enable: bool = "log.cleaner.enable",
+        pub threads: usize = "log.cleaner.threads",
+        /// The offset maps' memory, shared by the threads.
+        pub dedupe_buffer_size: u64 = "log.cleaner.dedupe.buffer.size",
+        /// The pause when no log needs cleaning.
+        pub backoff_ms: u64 = "log.cleaner.backoff.ms",
+        /// The cleaner's read plus write rate.
+        pub io_max_bytes_per_second: f64 = "log.cleaner.io.max.bytes.per.second",
     }
 }
 

@@ -38,6 +38,9 @@ use crate::settings::ReplicationSettings;
 /// Fetch v12: the first with the follower's last fetched epoch and the leader's diverging
 /// epoch (KIP-595), still naming topics (Kafka's leaders take it).
 const FETCH_VERSION: i16 = 12;
+/// How long a fetch may take before its connection is dropped: the default of Kafka's
+/// `replica.socket.timeout.ms`, which krust does not accept yet.
+const REPLICA_SOCKET_TIMEOUT_MS: u64 = 30_000;
 const LIST_OFFSETS_VERSION: i16 = 4;
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
@@ -347,9 +350,7 @@ impl FetcherThread {
                 leader: self.leader,
             })?;
             let config = ConnectionConfig::new(format!("broker-{}-fetcher", self.config.node_id))
-                .with_request_timeout(Duration::from_millis(
-                    self.config.settings.replica_socket_timeout_ms,
-                ))
+                .with_request_timeout(Duration::from_millis(REPLICA_SOCKET_TIMEOUT_MS))
                 .with_security(Arc::clone(&self.config.security));
             self.connection = Some(Connection::connect(&address, Arc::new(config))?);
         }

@@ -1,5 +1,5 @@
-//! The config table: `python/krust/config_keys.toml`, embedded at compile time so that the core
-//! and the Python config layer read the same names, types, defaults and bounds (docs/config.md).
+//! The config table's rows: `python/krust/config_keys.toml`, embedded at compile time so that the
+//! core and the Python config layer read the same names, types, defaults and bounds.
 
 use std::sync::LazyLock;
 
@@ -93,6 +93,8 @@ pub struct ConfigTable {
 pub enum ConfigValueError {
     #[error("unknown topic config name: {0}")]
     UnknownKey(String),
+    #[error("unknown broker config name: {0}")]
+    UnknownBrokerKey(String),
     #[error("invalid value {value} for configuration {key}: {problem}")]
     Invalid {
         key: String,
@@ -111,6 +113,15 @@ pub fn table() -> &'static ConfigTable {
     &TABLE
 }
 
+/// The broker key called `name`.
+pub fn broker_key(name: &str) -> Result<&'static ConfigKey, ConfigValueError> {
+    TABLE
+        .broker
+        .iter()
+        .find(|key| key.name == name)
+        .ok_or_else(|| ConfigValueError::UnknownBrokerKey(name.to_string()))
+}
+
 /// The topic key called `name`.
 pub fn topic_key(name: &str) -> Result<&'static ConfigKey, ConfigValueError> {
     TABLE
@@ -121,7 +132,11 @@ pub fn topic_key(name: &str) -> Result<&'static ConfigKey, ConfigValueError> {
 }
 
 impl ConfigKey {
-    fn invalid(&self, value: impl ToString, problem: impl Into<String>) -> ConfigValueError {
+    pub(crate) fn invalid(
+        &self,
+        value: impl ToString,
+        problem: impl Into<String>,
+    ) -> ConfigValueError {
         ConfigValueError::Invalid {
             key: self.name.clone(),
             value: value.to_string(),
