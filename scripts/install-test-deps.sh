@@ -58,30 +58,44 @@ pip_install \
     "aiokafka[lz4,snappy,zstd]>=0.12"
 
 # Debian's Maven prints stray colour codes even with -q: show its output only when it fails.
+# A copy of the pom beside the jars marks them as its dependencies: an unchanged pom is skipped.
 copy_maven_dependencies() {
-    local maven_output
-    if ! maven_output="$(mvn -B -q -f "$1" dependency:copy-dependencies 2>&1)"; then
+    local pom="$1" into="$2" maven_output
+    if [ -f "$into/.pom.xml" ] && cmp -s "$pom" "$into/.pom.xml"; then
+        return
+    fi
+    if ! maven_output="$(mvn -B -q -f "$pom" dependency:copy-dependencies 2>&1)"; then
         printf '%s\n' "$maven_output" >&2
         exit 1
     fi
+    cp "$pom" "$into/.pom.xml"
 }
 
 step "mvn dependency:copy-dependencies (kafka-clients jars into tests/java/build/libs)"
-copy_maven_dependencies "$java_dir/pom.xml"
+copy_maven_dependencies "$java_dir/pom.xml" "$java_dir/build/libs"
 
 step "mvn dependency:copy-dependencies (Kafka's tools into tests/java/build/tools-libs)"
-copy_maven_dependencies "$java_dir/tools/pom.xml"
+copy_maven_dependencies "$java_dir/tools/pom.xml" "$java_dir/build/tools-libs"
 
 step "mvn dependency:copy-dependencies (Spark's Kafka connector into tests/java/build/spark-kafka-libs)"
-copy_maven_dependencies "$java_dir/spark-kafka/pom.xml"
+copy_maven_dependencies "$java_dir/spark-kafka/pom.xml" "$java_dir/build/spark-kafka-libs"
+
+# javac when the class is missing or older than its source or the jars.
+compile_java() {
+    local source="$1" into="$2" class_path="$3" class
+    class="$into/$(basename "$source" .java).class"
+    if [ -f "$class" ] && [ "$class" -nt "$source" ] && [ "$class" -nt "$java_dir/build/libs/.pom.xml" ]; then
+        return
+    fi
+    javac -nowarn -d "$into" ${class_path:+-cp "$class_path"} "$source"
+}
 
 step "javac tests/java/src/KrustJavaClient.java into tests/java/build/classes"
-javac -nowarn -d "$java_dir/build/classes" -cp "$java_dir/build/libs/*" \
-    "$java_dir/src/KrustJavaClient.java"
+compile_java "$java_dir/src/KrustJavaClient.java" "$java_dir/build/classes" "$java_dir/build/libs/*"
 
 # Runs the tools' and the Java client's main methods in one JVM per pytest worker
 # (tests/integration/java_server.py).
 step "javac tests/java/src/MainServer.java into tests/java/build/server-classes"
-javac -nowarn -d "$java_dir/build/server-classes" "$java_dir/src/MainServer.java"
+compile_java "$java_dir/src/MainServer.java" "$java_dir/build/server-classes" ""
 
 step "test dependencies ready"
