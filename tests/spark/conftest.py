@@ -23,6 +23,9 @@ sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
 # Spark's own Kafka connector, fetched by scripts/install-test-deps.sh
 # (tests/java/spark-kafka/pom.xml), for the test that checks it works against krust.
 SPARK_KAFKA_JARS = sorted((REPO / "tests" / "java" / "build" / "spark-kafka-libs").glob("*.jar"))
+# The tests' jobs are small and the JVM short-lived: C2's compiles and parallel GC threads cost
+# more CPU than they win back, on a machine of two cores shared with the rest of the suite.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 CONSUME_TIMEOUT_S = 30.0
 
 
@@ -40,6 +43,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.jars", ",".join(str(jar) for jar in SPARK_KAFKA_JARS))
+        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
         .getOrCreate()
     )
     # No register() call: Spark's own lookup finds pyspark_krust.DefaultSource on PYTHONPATH.
