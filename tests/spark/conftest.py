@@ -1,5 +1,5 @@
 """One local[2] SparkSession for every Spark test, which finds the `krust` data source by itself,
-and one krust broker for them (each test uses its own topics)."""
+and one krust broker for them (each test uses its own topics); reading a partition back whole."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from integration.broker_process import BrokerProcess, shared_broker
+from integration.clients.confluent import assigned_consumer, poll_records, watermarks
+from integration.records import Consumed
 from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,6 +23,10 @@ sys.path.insert(0, str(SPARK_PACKAGE_ROOT))
 # Spark's own Kafka connector, fetched by scripts/install-test-deps.sh
 # (tests/java/spark-kafka/pom.xml), for the test that checks it works against krust.
 SPARK_KAFKA_JARS = sorted((REPO / "tests" / "java" / "build" / "spark-kafka-libs").glob("*.jar"))
+# The tests' jobs are small and the JVM short-lived: C2's compiles and parallel GC threads cost
+# more CPU than they win back, on a machine of two cores shared with the rest of the suite.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+CONSUME_TIMEOUT_S = 30.0
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +43,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.jars", ",".join(str(jar) for jar in SPARK_KAFKA_JARS))
+        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
         .getOrCreate()
     )
     # No register() call: Spark's own lookup finds pyspark_krust.DefaultSource on PYTHONPATH.
@@ -49,3 +56,18 @@ def spark() -> Iterator[SparkSession]:
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from shared_broker(tmp_path_factory.mktemp("spark-broker"))
+
+
+def consume_partition(bootstrap: str, topic: str, partition: int) -> list[Consumed]:
+    """Every record of a partition, from offset 0 up to its high watermark. The watermark counts
+    the records the log holds, so a row written twice shows as one more record without waiting
+    a while for a record that may never come (a write returns once every record is acked)."""
+    earliest, latest = watermarks(bootstrap, topic, partition)
+    assert earliest == 0, f"{topic}-{partition} starts at {earliest}"
+    consumer = assigned_consumer(bootstrap, topic, partition)
+    try:
+        consumed = poll_records(consumer, latest, timeout_s=CONSUME_TIMEOUT_S)
+    finally:
+        consumer.close()
+    assert [c.offset for c in consumed] == list(range(latest)), f"{topic}-{partition} read whole"
+    return consumed

@@ -50,10 +50,7 @@ def test_a_partition_added_while_the_query_runs_is_read_from_its_start(
     )
 
 
-@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
 def test_records_deleted_before_they_were_read(
-    spark: SparkSession, kafka: ApacheKafka, tmp_path: Path, fail_on_data_loss: str
+    spark: SparkSession, kafka: ApacheKafka, tmp_path: Path
 ) -> None:
-    test_stream_read.test_records_deleted_before_they_were_read(
-        spark, kafka, tmp_path, fail_on_data_loss
-    )
+    test_stream_read.test_records_deleted_before_they_were_read(spark, kafka, tmp_path)

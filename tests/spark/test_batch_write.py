@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from integration.broker_process import BrokerProcess
-from integration.clients.confluent import assigned_consumer, create_topic, poll_records
+from integration.clients.confluent import create_topic
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-CONSUME_TIMEOUT_S = 30.0
+from .conftest import consume_partition
 
 SINK_SCHEMA = StructType(
     [
@@ -64,11 +64,7 @@ def test_written_rows_are_read_back_by_a_kafka_consumer(
             for key, value, p, headers in rows
             if p == partition
         }
-        consumer = assigned_consumer(spark_broker.bootstrap, topic, partition)
-        try:
-            consumed = poll_records(consumer, len(expected) + 1, timeout_s=5.0)
-        finally:
-            consumer.close()
+        consumed = consume_partition(spark_broker.bootstrap, topic, partition)
         got = [(c.record.key, c.record.value, c.record.headers) for c in consumed]
         assert len(got) == len(expected), f"partition {partition}: every row exactly once"
         assert set(got) == expected
@@ -87,11 +83,7 @@ def test_a_topic_column_routes_each_row(spark: SparkSession, spark_broker: Broke
     ).save()
 
     for n, topic in enumerate(topics):
-        consumer = assigned_consumer(spark_broker.bootstrap, topic, 0)
-        try:
-            consumed = poll_records(consumer, 6, timeout_s=5.0)
-        finally:
-            consumer.close()
+        consumed = consume_partition(spark_broker.bootstrap, topic, 0)
         assert sorted(c.record.value or b"" for c in consumed) == sorted(
             f"v{i}".encode() for i in range(n, 10, 2)
         )
@@ -129,11 +121,7 @@ def test_writing_to_a_missing_topic_creates_it_as_a_producer_would(
         "kafka.bootstrap.servers", spark_broker.bootstrap
     ).option("topic", topic).save()
 
-    consumer = assigned_consumer(spark_broker.bootstrap, topic, 0)
-    try:
-        consumed = poll_records(consumer, 6, timeout_s=5.0)
-    finally:
-        consumer.close()
+    consumed = consume_partition(spark_broker.bootstrap, topic, 0)
     assert sorted(c.record.value or b"" for c in consumed) == [f"v{i}".encode() for i in range(5)]
 
 

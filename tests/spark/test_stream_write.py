@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 from integration.broker_process import BrokerProcess
-from integration.clients.confluent import assigned_consumer, create_topic, poll_records
+from integration.clients.confluent import create_topic
 from pyspark.sql import SparkSession
+
+from .conftest import consume_partition
 
 QUERY_TIMEOUT_S = 120
 
@@ -48,10 +50,6 @@ def test_a_file_stream_lands_in_the_topic_once(
     write_json_files(source, "c.json", range(25, 30))
     stream_files_to_topic(spark, source, bootstrap, topic)
 
-    consumer = assigned_consumer(bootstrap, topic, 0)
-    try:
-        consumed = poll_records(consumer, 31, timeout_s=5.0)
-    finally:
-        consumer.close()
+    consumed = consume_partition(bootstrap, topic, 0)
     got = sorted((c.record.key or b"", c.record.value or b"") for c in consumed)
     assert got == sorted((f"k{i}".encode(), f"v{i}".encode()) for i in range(30))
