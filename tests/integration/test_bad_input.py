@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
 
 import pytest
 
 from . import wire
+from .broker_process import BrokerProcess, shared_broker
 from .clients import CLIENTS_BY_NAME, consume_all
 from .clients.confluent import create_topic, watermarks
 from .records import Record, now_ms
@@ -24,9 +26,12 @@ confluent = CLIENTS_BY_NAME["confluent-kafka"]
 _probe_topics = itertools.count()
 
 
-@pytest.fixture
-def broker(broker_factory):
-    return broker_factory({"socket.request.max.bytes": str(SOCKET_REQUEST_MAX_BYTES)})
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the module: each test checks it still serves after its abuse (a probe
+    topic of its own), and a broker that died fails the test that killed it and the module."""
+    overrides = {"socket.request.max.bytes": str(SOCKET_REQUEST_MAX_BYTES)}
+    yield from shared_broker(tmp_path_factory.mktemp("bad-input-broker"), overrides)
 
 
 def assert_still_serves_clients(broker) -> None:

@@ -123,7 +123,9 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> No
     consumer.close()
 
 
-def test_kafka_consumer_groups_lists_describes_resets_and_deletes(broker: BrokerProcess) -> None:
+def test_kafka_consumer_groups_lists_describes_resets_and_deletes(broker_factory) -> None:
+    # consume_and_commit's group forms at once: no initial rebalance delay.
+    broker: BrokerProcess = broker_factory({"group.initial.rebalance.delay.ms": "0"})
     create_topic(broker.bootstrap, "lagging", partitions=1)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for number in range(10):

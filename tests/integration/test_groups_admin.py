@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import GroupSubscribedToTopicError, NoError
 
+from .broker_process import shared_broker
 from .clients.confluent import ADMIN_TIMEOUT_S, admin_client, create_topic
 from .clients.java import JAVA_DIR
 from .groups_support import GROUP_BROKER_OVERRIDES, GroupMember, wait_for_exact_cover
@@ -38,16 +40,14 @@ class Groups:
     members: list[GroupMember]
 
 
-@pytest.fixture
-def groups(broker_factory) -> Iterator[Groups]:
+@contextmanager
+def started_groups(bootstrap: str) -> Iterator[Groups]:
     """A Stable group of two members on ACTIVE_TOPIC, and an Empty group holding offsets."""
-    broker = broker_factory(GROUP_BROKER_OVERRIDES)
-    create_topic(broker.bootstrap, ACTIVE_TOPIC, partitions=PARTITIONS)
-    create_topic(broker.bootstrap, EMPTY_TOPIC, partitions=PARTITIONS)
-    admin = admin_client(broker.bootstrap)
+    create_topic(bootstrap, ACTIVE_TOPIC, partitions=PARTITIONS)
+    create_topic(bootstrap, EMPTY_TOPIC, partitions=PARTITIONS)
+    admin = admin_client(bootstrap)
     members = [
-        GroupMember("confluent-kafka", broker.bootstrap, ACTIVE, ACTIVE_TOPIC).start()
-        for _ in range(2)
+        GroupMember("confluent-kafka", bootstrap, ACTIVE, ACTIVE_TOPIC).start() for _ in range(2)
     ]
     try:
         wait_for_exact_cover(members, PARTITIONS)
@@ -55,10 +55,26 @@ def groups(broker_factory) -> Iterator[Groups]:
         # answers COORDINATOR_LOAD_IN_PROGRESS while it loads the new __consumer_offsets, and
         # librdkafka's admin client does not retry that.)
         alter_offsets(admin, EMPTY, EMPTY_TOPIC, EMPTY_GROUP_OFFSETS)
-        yield Groups(broker.bootstrap, admin, members)
+        yield Groups(bootstrap, admin, members)
     finally:
         for member in members:
             member.close()
+
+
+@pytest.fixture
+def groups(broker_factory) -> Iterator[Groups]:
+    """The groups on a broker of their own, for a test that changes them."""
+    with started_groups(broker_factory(GROUP_BROKER_OVERRIDES).bootstrap) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def unchanged_groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Groups]:
+    """The groups, shared by the tests that only list and describe them."""
+    workdir = tmp_path_factory.mktemp("groups-broker")
+    for broker in shared_broker(workdir, GROUP_BROKER_OVERRIDES):
+        with started_groups(broker.bootstrap) as started:
+            yield started
 
 
 def alter_offsets(admin: AdminClient, group: str, topic: str, offsets: dict[int, int]) -> None:
@@ -84,18 +100,18 @@ def listed_group_states(admin: AdminClient, states: set[ConsumerGroupState]) -> 
     return {group.group_id: group.state for group in result.valid}
 
 
-def test_list_groups_filtered_by_state(groups) -> None:
-    stable = listed_group_states(groups.admin, {ConsumerGroupState.STABLE})
-    empty = listed_group_states(groups.admin, {ConsumerGroupState.EMPTY})
-    every = listed_group_states(groups.admin, set())
+def test_list_groups_filtered_by_state(unchanged_groups) -> None:
+    stable = listed_group_states(unchanged_groups.admin, {ConsumerGroupState.STABLE})
+    empty = listed_group_states(unchanged_groups.admin, {ConsumerGroupState.EMPTY})
+    every = listed_group_states(unchanged_groups.admin, set())
 
     assert stable == {ACTIVE: ConsumerGroupState.STABLE}
     assert empty == {EMPTY: ConsumerGroupState.EMPTY}
     assert every == {ACTIVE: ConsumerGroupState.STABLE, EMPTY: ConsumerGroupState.EMPTY}
 
 
-def test_describe_groups_shows_members_and_their_assignments(groups) -> None:
-    described = groups.admin.describe_consumer_groups([ACTIVE, EMPTY])
+def test_describe_groups_shows_members_and_their_assignments(unchanged_groups) -> None:
+    described = unchanged_groups.admin.describe_consumer_groups([ACTIVE, EMPTY])
     active = described[ACTIVE].result(ADMIN_TIMEOUT_S)
     empty = described[EMPTY].result(ADMIN_TIMEOUT_S)
 
@@ -112,7 +128,8 @@ def test_describe_groups_shows_members_and_their_assignments(groups) -> None:
     ]
     by_assignment = {frozenset(owned) for owned in assigned.values()}
     member_views = {
-        frozenset((ACTIVE_TOPIC, p) for p in member.assignment) for member in groups.members
+        frozenset((ACTIVE_TOPIC, p) for p in member.assignment)
+        for member in unchanged_groups.members
     }
     assert by_assignment == member_views
     assert all(member.host for member in active.members)
@@ -213,13 +230,16 @@ public final class GroupAdmin {
 """
 
 
-def test_java_admin_lists_and_describes_groups(groups, tmp_path: Path) -> None:
+def test_java_admin_lists_and_describes_groups(unchanged_groups, tmp_path: Path) -> None:
     source = tmp_path / "GroupAdmin.java"
     source.write_text(JAVA_GROUP_ADMIN)
     classpath = str(JAVA_DIR / "build" / "libs" / "*")
     command = ["java", "-XX:TieredStopAtLevel=1", "-cp", classpath, str(source)]
     result = subprocess.run(
-        [*command, groups.bootstrap, ACTIVE, EMPTY], capture_output=True, text=True, timeout=90
+        [*command, unchanged_groups.bootstrap, ACTIVE, EMPTY],
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     assert result.returncode == 0, result.stderr[-2000:]
 

@@ -88,7 +88,8 @@ def _poll_into(consumer: Consumer, values: list[bytes]) -> int:
 def test_snapshots_replace_the_log_they_cover_and_a_restart_loads_them(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
-    broker = broker_factory(SNAPSHOTTING)
+    # read_all's group forms at once: no initial rebalance delay.
+    broker = broker_factory({**SNAPSHOTTING, "group.initial.rebalance.delay.ms": "0"})
     for n, name in enumerate(TOPICS):
         create_topic(
             broker.bootstrap, name, partitions=n + 1, config={"retention.ms": f"{n + 1}000000"}

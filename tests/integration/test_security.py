@@ -92,6 +92,8 @@ class SecureBroker:
                 ),
                 "krust.log.format": "json",
                 "krust.log.level": "info,kafka.request.logger=debug",
+                # The consumer groups form at once: no initial rebalance delay.
+                "group.initial.rebalance.delay.ms": "0",
             },
             env={"PYTHONPATH": python_path},
         )

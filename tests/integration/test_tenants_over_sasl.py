@@ -70,6 +70,8 @@ def test_each_sasl_user_reaches_only_what_its_acls_allow(tmp_path) -> None:
             "super.users": "User:admin",
             "sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS + ";",
+            # alice's group forms at once: no initial rebalance delay.
+            "group.initial.rebalance.delay.ms": "0",
         },
     )
     broker.overrides["listeners"] = (

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import NewPartitions, NewTopic
 
+from .broker_process import BrokerProcess, shared_broker
 from .clients import CLIENTS_BY_NAME, consume_all
 from .clients.confluent import (
     ADMIN_TIMEOUT_S,
@@ -21,6 +24,13 @@ from .clients.java import JavaCommandError, run_java
 from .records import Record
 
 confluent = CLIENTS_BY_NAME["confluent-kafka"]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the module's tests, each on topics of its own names (the test that
+    restarts its broker has one of its own)."""
+    yield from shared_broker(tmp_path_factory.mktemp("topic-admin"))
 
 
 def error_code_of(future) -> int:
@@ -62,7 +72,8 @@ def test_invalid_topic_config_is_rejected(broker) -> None:
     assert partition_count(broker.bootstrap, "bad-config") is None
 
 
-def test_a_config_the_core_cannot_use_is_refused_and_the_broker_restarts(broker) -> None:
+def test_a_config_the_core_cannot_use_is_refused_and_the_broker_restarts(broker_factory) -> None:
+    broker = broker_factory()
     admin = admin_client(broker.bootstrap)
     # Kafka accepts segment.index.bytes >= 4; krust's indexes need room for one 12-byte entry.
     bad = NewTopic("tiny-index", 1, 1, config={"segment.index.bytes": "8"})
