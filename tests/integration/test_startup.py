@@ -9,7 +9,7 @@ import socket
 import time
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import wire
 from .broker_process import HOST, BrokerProcess
@@ -94,5 +94,21 @@ def test_a_topic_created_as_the_port_opens_is_created(tmp_path: Path) -> None:
         assert broker.unexpected_exit() is None
         metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics("early", 10)
         assert len(metadata.topics["early"].partitions) == 2
+    finally:
+        broker.kill9()
+
+
+def test_a_broker_starts_without_hypothesis_where_it_is_installed(tmp_path: Path) -> None:
+    """kio registers hypothesis strategies wherever hypothesis is importable (it is here), and
+    hypothesis would then build its unicode tables into its storage directory at every start
+    (seconds of CPU): the broker leaves hypothesis alone."""
+    storage = tmp_path / "hypothesis-storage"
+    broker = BrokerProcess(tmp_path, env={"HYPOTHESIS_STORAGE_DIRECTORY": str(storage)})
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("hypothesis-free", 1)])["hypothesis-free"].result(30)
+        assert broker.unexpected_exit() is None
+        assert not storage.exists()
     finally:
         broker.kill9()

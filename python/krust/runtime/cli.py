@@ -114,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(config, os.environ)
     except ConfigError as error:
         return _fail(EXIT_CONFIG, f"configuration error: {error}")
+    _hide_hypothesis()
     from krust.runtime import server
 
     try:
@@ -129,6 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("krust").debug("start-up failure", exc_info=True)
         return _fail(EXIT_FAILED, f"cannot run the broker: {type(error).__name__}: {error}")
     return EXIT_OK
+
+
+def _hide_hypothesis() -> None:
+    """kio, which the broker's modules import, registers hypothesis strategies wherever
+    hypothesis is installed, and hypothesis then builds its unicode tables: ~3.5 s of CPU at
+    every start and a .hypothesis/ folder in the working directory. A broker never uses them.
+    (A process that has imported hypothesis already keeps it.)"""
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 
 def _fail(status: int, message: str) -> int:
