@@ -120,14 +120,17 @@ impl Log {
         self.check_fetch_offset(start_offset)?;
         let mut slices = Vec::new();
         if start_offset < self.log_end_offset {
-            // The batch holding the offset is in the floor segment, or (after a gap) the next.
+            // The batch holding the offset is in the floor segment or, past a gap, in the first
+            // later segment that holds a batch: a clean can leave segments empty (Kafka's
+            // Log.read goes on from segment to segment the same way).
             let floor = self
                 .segments
                 .range(..=start_offset)
                 .next_back()
                 .map(|(base, _)| *base);
             let from = floor.unwrap_or(i64::MIN);
-            for (i, (_, segment)) in self.segments.range(from..).take(2).enumerate() {
+            for (i, (_, segment)) in self.segments.range(from..).enumerate() {
+                let end = segment.size();
                 slices.push(SegmentSlice {
                     file: Arc::clone(segment.log_file()),
                     start: if i == 0 {
@@ -135,8 +138,11 @@ impl Log {
                     } else {
                         0
                     },
-                    end: segment.size(),
+                    end,
                 });
+                if i > 0 && end > 0 {
+                    break;
+                }
             }
         }
         Ok(ReadPlan {

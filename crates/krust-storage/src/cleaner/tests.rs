@@ -121,6 +121,40 @@ fn latest_per_key(seen: &[Seen]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
         .collect()
 }
 
+/// Each small segment cleaned on its own: those holding only overwritten values are left
+/// empty, and a read from the log start must pass over all of them (a consumer reading a
+/// compacted topic, or a coordinator loading `__consumer_offsets` after a restart).
+#[test]
+fn a_read_from_the_start_passes_over_the_segments_a_clean_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_log(dir.path(), compacted(300));
+    for version in 0..10 {
+        let value = format!("v{version}");
+        let pairs = [("a", Some(value.as_str())), ("b", Some(value.as_str()))];
+        append(&mut log, &batch(&pairs, NOW + version));
+    }
+    log.roll(NOW).unwrap();
+    let before = read_all(&log);
+    let log: SharedLog = Arc::new(Mutex::new(log));
+    clean(&log, None, NOW).unwrap();
+    let log = log.lock();
+    let mut sizes: Vec<(String, u64)> = fs::read_dir(log.dir())
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            (name, entry.metadata().unwrap().len())
+        })
+        .collect();
+    sizes.sort();
+    assert!(
+        sizes.iter().take(2).all(|(_, size)| *size == 0),
+        "the first two segments are emptied: {sizes:?}"
+    );
+    assert_eq!(latest_per_key(&read_all(&log)), latest_per_key(&before));
+}
+
 #[test]
 fn a_clean_keeps_the_latest_value_of_each_key_at_its_offset() {
     for codec in [Compression::None, Compression::Gzip, Compression::Zstd] {
