@@ -17,14 +17,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
-use krust_wire::{BlockingConnection, ConnectionConfig, WireError};
+use krust_wire::{Backoff, BlockingConnection, ConnectionConfig, WireError};
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 /// Kafka's `controller.socket.timeout.ms` default: how long a request may take in all.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Kafka's `reconnect.backoff.ms` default.
-const RECONNECT_BACKOFF: Duration = Duration::from_millis(50);
 /// The largest response accepted (a forwarded DescribeConfigs of many topics stays far below).
 const MAX_RESPONSE_BYTES: usize = 100 << 20;
 
@@ -207,6 +205,9 @@ impl Worker {
     /// to the node the target names by then.
     fn send(&mut self, api_key: ApiKey, version: i16, body: &[u8]) -> Result<Bytes, ChannelError> {
         let deadline = Instant::now() + self.timeout;
+        // Failures in a row at one node: Kafka's reconnect.backoff.ms doubling up to
+        // reconnect.backoff.max.ms; a node the target names anew is tried at once.
+        let mut failures: Option<(i32, u32)> = None;
         loop {
             let node = self
                 .target
@@ -216,14 +217,20 @@ impl Worker {
                 Ok(response) => return Ok(response),
                 Err(reason) => {
                     self.connection = None;
-                    if Instant::now() + RECONNECT_BACKOFF >= deadline {
+                    let in_a_row = match failures {
+                        Some((id, count)) if id == node.id => count + 1,
+                        _ => 1,
+                    };
+                    failures = Some((node.id, in_a_row));
+                    let pause = Backoff::default().delay(in_a_row);
+                    if Instant::now() + pause >= deadline {
                         return Err(ChannelError::Failed {
                             node: node.id,
                             address: node.address,
                             reason,
                         });
                     }
-                    thread::sleep(RECONNECT_BACKOFF);
+                    thread::sleep(pause);
                 }
             }
         }
