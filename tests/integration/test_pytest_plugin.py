@@ -24,7 +24,8 @@ import json, os, pathlib
 
 def record(broker, **extra):
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    path = pathlib.Path(os.environ["RECORDS"]) / f"{worker}-{os.getpid()}-{len(extra)}.json"
+    name = f"{worker}-{os.getpid()}-{extra.get('topic', len(extra))}.json"
+    path = pathlib.Path(os.environ["RECORDS"]) / name
     fields = {"bootstrap": broker.bootstrap_servers, "pid": broker.pid,
               "data_dir": str(broker.data_dir), "worker": worker, **extra}
     # Complete when it appears: the interrupted session's test waits for the first record.
@@ -124,7 +125,14 @@ def test_two(kafka_broker, kafka_topic):
     admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap_servers})
     topics = admin.list_topics(timeout=30).topics
     assert kafka_topic in topics
-    record(kafka_broker, topic=kafka_topic, partitions=len(topics["auto-created"].partitions))
+    broker = ConfigResource("broker", "1")
+    delay = admin.describe_configs([broker])[broker].result(30)["group.initial.rebalance.delay.ms"]
+    record(
+        kafka_broker,
+        topic=kafka_topic,
+        partitions=len(topics["auto-created"].partitions),
+        rebalance_delay=delay.value,
+    )
 
 @pytest.mark.kafka_topic(partitions=3, config={"cleanup.policy": "compact"})
 def test_three(kafka_broker, kafka_topic):
@@ -140,11 +148,13 @@ def test_three(kafka_broker, kafka_topic):
     run = project.run("--krust-config", "num.partitions=4")
 
     assert run.returncode == 0, run.stdout + run.stderr
-    one, two, three = sorted(project.recorded(), key=len)
+    by_test = {record["topic"].partition("-")[0]: record for record in project.recorded()}
+    one, two, three = by_test["test_one"], by_test["test_two"], by_test["test_three"]
     assert one["bootstrap"] == two["bootstrap"] == three["bootstrap"]  # one broker
     assert len({one["topic"], two["topic"], three["topic"]}) == 3
     assert one["topic"].startswith("test_one-")
     assert two["partitions"] == 4  # --krust-config num.partitions=4 acted
+    assert two["rebalance_delay"] == "0"  # the fixture's default: a group's join does not wait
     assert (three["partitions"], three["policy"]) == (3, "compact")  # the marker acted
     project.assert_nothing_left()
 
@@ -252,3 +262,17 @@ def test_the_declared_entry_point_loads_the_plugin(tmp_path: Path) -> None:
 
     assert run.returncode == 4, run.stdout + run.stderr  # pytest's usage error
     assert "--krust-config expects KEY=VALUE, got 'num.partitions'" in run.stderr
+
+
+def test_a_bad_krust_config_key_or_value_is_a_usage_error_when_pytest_starts(
+    tmp_path: Path,
+) -> None:
+    project = Project(tmp_path, "def test_broker(kafka_broker):\n    pass\n")
+
+    misspelled = project.run("--krust-config", "num.partitons=4")
+    refused = project.run("--krust-config", "num.partitions=0")
+
+    assert misspelled.returncode == 4, misspelled.stdout + misspelled.stderr
+    assert "unknown configuration key 'num.partitons'" in misspelled.stderr
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert "num.partitions" in refused.stderr

@@ -5,7 +5,10 @@
   has its own session, hence its own broker on its own free port.
 - `kafka_topic` (function): the name of a fresh topic, created on that broker; one partition
   unless the test is marked `@pytest.mark.kafka_topic(partitions=3, config={...})`.
-- `--krust-config KEY=VALUE` (repeatable): a Kafka config key for that broker.
+- `--krust-config KEY=VALUE` (repeatable): a Kafka config key for that broker, checked against
+  krust's config table when pytest starts. The broker's groups start rebalancing at once
+  (`group.initial.rebalance.delay.ms=0`, as in Kafka's own test harness) unless a
+  `--krust-config` says otherwise.
 
 A failed test that used the broker gets a "krust broker log" section in its report. Nothing
 is started unless a test asks for a fixture.
@@ -14,6 +17,7 @@ is started unless a test asks for a fixture.
 from __future__ import annotations
 
 import re
+import tempfile
 import uuid
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
@@ -29,6 +33,8 @@ LOG_TAIL_LINES = 200
 _TOPIC_PREFIX_CHARS = 200
 
 _CONFIG = pytest.StashKey[dict[str, str]]()
+# A group's first rebalance waits 3 s by default (Kafka's production setting); a test's does not.
+FIXTURE_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 _BROKER = pytest.StashKey["Broker"]()
 
 
@@ -51,6 +57,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if not equals or not key.strip():
             raise pytest.UsageError(f"--krust-config expects KEY=VALUE, got {pair!r}")
         parsed[key.strip()] = value
+    if parsed:
+        _check_with_the_config_table(parsed)
     config.stash[_CONFIG] = parsed
     config.addinivalue_line(
         "markers",
@@ -59,12 +67,27 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def _check_with_the_config_table(values: dict[str, str]) -> None:
+    """An unknown key or a refused value stops pytest at once, as krust-broker refuses it at
+    start-up (the log directories checked are a scratch one unless log.dirs is given)."""
+    from krust.config.broker import load_config
+    from krust.config.errors import ConfigError
+
+    with tempfile.TemporaryDirectory() as scratch:
+        overrides = [f"log.dirs={scratch}", *(f"{key}={value}" for key, value in values.items())]
+        try:
+            load_config(None, env={}, overrides=overrides)
+        except ConfigError as error:
+            raise pytest.UsageError(f"--krust-config: {error}") from None
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(pytestconfig: pytest.Config) -> Iterator[Broker]:
     """A krust broker for the whole session (per xdist worker), stopped at its end."""
     from krust.testing.embedded import Broker
 
-    broker = Broker(config=pytestconfig.stash[_CONFIG])
+    given: dict[str, str] = pytestconfig.stash[_CONFIG]
+    broker = Broker(config={**FIXTURE_DEFAULTS, **given})
     pytestconfig.stash[_BROKER] = broker
     with broker:
         yield broker
