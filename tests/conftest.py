@@ -6,7 +6,6 @@ Metadata request; every broker a test started is killed at teardown, whatever ha
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -56,12 +55,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # kio, whose protocol types the broker imports, registers hypothesis strategies when
-    # hypothesis is importable (it is, for the tests), and hypothesis then builds its unicode
-    # tables, ~3 s of CPU, unless it finds them cached in its storage directory: ./.hypothesis
-    # of the process's working directory by default, a fresh directory for each broker the
-    # tests start. One directory for this run and every process it starts computes them once.
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(config.rootpath / ".hypothesis"))
     # kafka-python 3 loads its protocol schemas with importlib.resources APIs Python deprecates.
     config.addinivalue_line(
         "filterwarnings", r"ignore:.*is deprecated. Use files\(\) instead:DeprecationWarning"

@@ -50,8 +50,6 @@ macro_rules! config_settings {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     crate::config_settings! {
         #[derive(Debug, PartialEq)]
         struct Partitions {
@@ -75,13 +73,10 @@ mod tests {
         assert_eq!(defaults.partitions.count, 1);
         assert_eq!(defaults.partitions.replication_factor, 1);
         assert!(defaults.auto_create);
-        let values: HashMap<String, String> = [
+        let values = [
             ("num.partitions", "3"),
             ("auto.create.topics.enable", "false"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        ];
         let given = Outer::from_config(&values).unwrap();
         assert_eq!(given.partitions.count, 3);
         assert!(!given.auto_create);
@@ -90,11 +85,7 @@ mod tests {
 
     #[test]
     fn a_bad_value_names_its_key() {
-        let values: HashMap<String, String> = [(
-            "default.replication.factor".to_string(),
-            "40000".to_string(),
-        )]
-        .into();
+        let values = [("default.replication.factor", "40000")];
         let error = Outer::from_config(&values).unwrap_err();
         assert!(
             error.to_string().contains("default.replication.factor"),

@@ -115,20 +115,16 @@ pub fn table() -> &'static ConfigTable {
 
 /// The broker key called `name`.
 pub fn broker_key(name: &str) -> Result<&'static ConfigKey, ConfigValueError> {
-    TABLE
-        .broker
-        .iter()
-        .find(|key| key.name == name)
-        .ok_or_else(|| ConfigValueError::UnknownBrokerKey(name.to_string()))
+    find(&TABLE.broker, name).ok_or_else(|| ConfigValueError::UnknownBrokerKey(name.to_string()))
 }
 
 /// The topic key called `name`.
 pub fn topic_key(name: &str) -> Result<&'static ConfigKey, ConfigValueError> {
-    TABLE
-        .topic
-        .iter()
-        .find(|key| key.name == name)
-        .ok_or_else(|| ConfigValueError::UnknownKey(name.to_string()))
+    find(&TABLE.topic, name).ok_or_else(|| ConfigValueError::UnknownKey(name.to_string()))
+}
+
+fn find<'a>(keys: &'a [ConfigKey], name: &str) -> Option<&'a ConfigKey> {
+    keys.iter().find(|key| key.name == name)
 }
 
 impl ConfigKey {

@@ -2,7 +2,6 @@
 //! table's default, checked against the key's type, bounds and choices.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use crate::table::{broker_key, ConfigKey, ConfigType, ConfigValueError};
 
@@ -15,6 +14,15 @@ pub trait ConfigValues {
 impl ConfigValues for HashMap<String, String> {
     fn value(&self, name: &str) -> Option<String> {
         self.get(name).cloned()
+    }
+}
+
+/// Values written out in place: `[("num.partitions", "3")]`.
+impl<const N: usize> ConfigValues for [(&str, &str); N] {
+    fn value(&self, name: &str) -> Option<String> {
+        self.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.to_string())
     }
 }
 
@@ -126,30 +134,17 @@ impl FromConfig for String {
     }
 }
 
-fn list_items(raw: &str) -> impl Iterator<Item = &str> {
-    raw.split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-}
-
-/// A LIST; one with no value and no default is empty.
-impl FromConfig for Vec<String> {
+/// A LIST of strings or paths; one with no value and no default is empty.
+impl<T: for<'a> From<&'a str>> FromConfig for Vec<T> {
     const TYPES: &'static [ConfigType] = &[ConfigType::List];
 
     fn parse(_key: &ConfigKey, raw: &str) -> Result<Self, ConfigValueError> {
-        Ok(list_items(raw).map(str::to_string).collect())
-    }
-
-    fn unset(_key: &ConfigKey) -> Result<Self, ConfigValueError> {
-        Ok(Vec::new())
-    }
-}
-
-impl FromConfig for Vec<PathBuf> {
-    const TYPES: &'static [ConfigType] = &[ConfigType::List];
-
-    fn parse(_key: &ConfigKey, raw: &str) -> Result<Self, ConfigValueError> {
-        Ok(list_items(raw).map(PathBuf::from).collect())
+        Ok(raw
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(T::from)
+            .collect())
     }
 
     fn unset(_key: &ConfigKey) -> Result<Self, ConfigValueError> {
@@ -174,13 +169,6 @@ impl<T: FromConfig> FromConfig for Option<T> {
 mod tests {
     use super::*;
 
-    fn given(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect()
-    }
-
     #[test]
     fn a_key_not_given_reads_as_the_tables_default() {
         assert_eq!(read::<i32>(&NoValues, "num.partitions"), Ok(1));
@@ -192,7 +180,7 @@ mod tests {
             read::<Option<u16>>(&NoValues, "krust.metrics.port"),
             Ok(None)
         );
-        let values = given(&[("num.partitions", "12"), ("krust.metrics.port", "9404")]);
+        let values = [("num.partitions", "12"), ("krust.metrics.port", "9404")];
         assert_eq!(read::<i32>(&values, "num.partitions"), Ok(12));
         assert_eq!(
             read::<Option<u16>>(&values, "krust.metrics.port"),
@@ -202,13 +190,13 @@ mod tests {
 
     #[test]
     fn a_value_is_checked_against_the_table() {
-        let error = read::<i32>(&given(&[("num.partitions", "0")]), "num.partitions").unwrap_err();
+        let error = read::<i32>(&[("num.partitions", "0")], "num.partitions").unwrap_err();
         assert_eq!(
             error.to_string(),
             "invalid value 0 for configuration num.partitions: value must be at least 1"
         );
         assert!(read::<bool>(
-            &given(&[("auto.create.topics.enable", "yes")]),
+            &[("auto.create.topics.enable", "yes")],
             "auto.create.topics.enable"
         )
         .is_err());
@@ -226,7 +214,7 @@ mod tests {
 
     #[test]
     fn a_negative_long_is_never_as_an_unsigned_duration() {
-        let values = given(&[("log.retention.bytes", "-1")]);
+        let values = [("log.retention.bytes", "-1")];
         assert_eq!(read::<u64>(&values, "log.retention.bytes"), Ok(u64::MAX));
         assert_eq!(
             read::<Vec<String>>(&NoValues, "controller.quorum.voters"),

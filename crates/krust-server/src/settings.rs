@@ -179,14 +179,14 @@ mod tests {
         assert_eq!(defaults.replication.inter_broker_listener_name, None);
         assert!(defaults.quorum.is_voter() && defaults.metrics_port.is_none());
         assert_eq!(defaults.log_defaults, LogConfig::default());
-        let given = BrokerSettings::from_config(&overrides(&[
+        let given = BrokerSettings::from_config(&[
             ("quota.window.size.seconds", "2"),
             ("process.roles", "broker"),
             ("log.dirs", "/a,/b"),
             ("replica.lag.time.max.ms", "500"),
             ("log.segment.bytes", "2097152"),
             ("krust.metrics.port", "9404"),
-        ]))
+        ])
         .unwrap();
         assert_eq!(given.quota_window.window_ms, 2000);
         assert!(!given.quorum.is_voter());

@@ -429,24 +429,20 @@ mod tests {
 
     #[test]
     fn broker_defaults_are_read_from_each_topic_keys_first_broker_synonym() {
-        let given: std::collections::HashMap<String, String> = [
+        let given = [
             ("log.roll.ms", "60000"),
             ("log.roll.hours", "1"),
             ("message.max.bytes", "2000000"),
             ("log.cleanup.policy", "compact"),
             ("log.cleaner.min.cleanable.ratio", "0.25"),
-        ]
-        .into_iter()
-        .map(|(name, value)| (name.to_string(), value.to_string()))
-        .collect();
+        ];
         let config = LogConfig::from_config(&given).unwrap();
         assert_eq!(config.segment_ms, 60_000);
         assert_eq!(config.max_message_bytes, 2_000_000);
         assert!(config.cleanup_policy.compact && !config.cleanup_policy.delete);
         assert_eq!(config.min_cleanable_dirty_ratio, 0.25);
         assert_eq!(config.retention_ms, LogConfig::default().retention_ms);
-        let refused: std::collections::HashMap<String, String> =
-            [("log.index.size.max.bytes".to_string(), "8".to_string())].into();
+        let refused = [("log.index.size.max.bytes", "8")];
         let error = LogConfig::from_config(&refused).unwrap_err();
         assert!(
             error.to_string().contains("log.index.size.max.bytes"),
