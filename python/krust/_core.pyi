@@ -183,8 +183,10 @@ class Core:
             list[bool] | None,
         ]
         | None = None,
+        on_listening: Callable[[], object] | None = None,
     ) -> None:
         """Listen and serve until SIGINT/SIGTERM or `shutdown()`; the GIL is released meanwhile.
+        `on_listening` is called once every listener is bound.
 
         `python_apis` maps each Python-owned api key to its (min, max) version; the core sends
         those requests to `handler` and advertises the ranges in ApiVersions. The keys in

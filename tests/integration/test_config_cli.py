@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -114,3 +115,15 @@ def test_without_configuration_data_goes_to_krust_data_in_the_working_dir(broker
     assert broker.data_dir == broker.workdir / "krust-data"
     assert broker.data_dir.is_dir()
     broker.stop()
+
+
+def test_a_taken_port_fails_without_saying_it_listens(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_broker_cli(["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"], tmp_path)
+
+    assert result.returncode == 1, result.stderr
+    assert "listening on" not in result.stdout
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr

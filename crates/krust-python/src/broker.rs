@@ -222,16 +222,17 @@ impl PyBroker {
     }
 
     /// Serves until `shutdown()`; Python's signal handlers run while it waits, and a signal
-    /// whose handler raises (Ctrl-C without one) stops it too. The GIL is released while
-    /// serving; the tokio runtime is made here, in the serving process, never at import (fork
-    /// safety).
-    #[pyo3(signature = (handler, python_apis, authorize=None))]
+    /// whose handler raises (Ctrl-C without one) stops it too. `on_listening` is called (on
+    /// this thread) once every listener is bound. The GIL is released while serving; the tokio
+    /// runtime is made here, in the serving process, never at import (fork safety).
+    #[pyo3(signature = (handler, python_apis, authorize=None, on_listening=None))]
     fn serve(
         &self,
         py: Python<'_>,
         handler: Py<PyAny>,
         python_apis: BTreeMap<i16, (i16, i16, String)>,
         authorize: Option<Py<PyAny>>,
+        mut on_listening: Option<Py<PyAny>>,
     ) -> PyResult<()> {
         let (bridge, receiver) = Bridge::new(python_api_routes(python_apis)?);
         let bridge_thread = std::thread::Builder::new()
@@ -255,13 +256,30 @@ impl PyBroker {
             .build()
             .map_err(runtime_error)?;
         let broker = self.inner.clone();
+        let mut listening = self.inner.listening();
+        let mut callback_failure = None;
         let mut server = runtime.spawn(async move { broker.serve(bridge, authorizer).await });
         let outcome = loop {
-            let finished = py.detach(|| {
-                runtime.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut server).await })
+            let waiting_to_listen = on_listening.is_some();
+            let step = py.detach(|| {
+                runtime.block_on(async {
+                    tokio::select! {
+                        result = &mut server => Some(result),
+                        _ = listening.wait_for(|bound| *bound), if waiting_to_listen => None,
+                        _ = tokio::time::sleep(SIGNAL_POLL) => None,
+                    }
+                })
             });
-            if let Ok(result) = finished {
+            if let Some(result) = step {
                 break result;
+            }
+            if *listening.borrow() {
+                if let Some(callback) = on_listening.take() {
+                    if let Err(error) = callback.call0(py) {
+                        self.inner.shutdown();
+                        callback_failure = Some(error);
+                    }
+                }
             }
             if py.check_signals().is_err() {
                 // A handler raised (KeyboardInterrupt): stop serving.
@@ -275,6 +293,9 @@ impl PyBroker {
                 let _ = thread.join();
             }
         });
+        if let Some(error) = callback_failure {
+            return Err(error);
+        }
         match outcome {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(PyOSError::new_err(error.to_string())),

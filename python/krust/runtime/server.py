@@ -68,7 +68,8 @@ def needs_python_before_port(config: BrokerConfig) -> bool:
 
 def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> None:
     """Open the core, replay the metadata log, serve until SIGINT/SIGTERM with the services
-    installed before or after the port opens; then stop the services' loop and close the core
+    installed before or after the port opens (`on_ready` runs once every listener is bound);
+    then stop the services' loop and close the core
     (flush, checkpoints)."""
     from krust import _core  # the extension; imported here so config and controller need it not
 
@@ -90,7 +91,6 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
             routes = python.core_routes()
         else:
             routes = deferred_services.core_routes()
-        on_ready()
         loading = _ServicesLoading(python, publisher, routes, core.shutdown)
         with _shutdown_on_signals(lambda: python.stop_gracefully(core.shutdown)):
             loading.start()
@@ -103,6 +103,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
                     if authorization is not None and authorization.enabled
                     else None
                 ),
+                on_listening=on_ready,
             )
         loading.finish()
     finally:

@@ -110,6 +110,8 @@ pub struct Broker {
     quotas: Arc<ClientQuotaManager>,
     connections: Arc<ConnectionCounter>,
     stop: Arc<watch::Sender<bool>>,
+    /// True once `serve` has bound every listener (and the metrics endpoint).
+    listening: watch::Sender<bool>,
     /// Authorization decisions of the configured authorizer, forgotten when ACLs change.
     authorizations: Arc<DecisionCache>,
     /// Applies metadata deltas to the hosted partitions, one after another, off the
@@ -185,6 +187,7 @@ impl Broker {
                 Arc::clone(&metadata),
             )),
             serving: parking_lot::Mutex::default(),
+            listening: watch::Sender::new(false),
             broker_epoch: Arc::new(AtomicI64::new(-1)),
             controller_locator,
             controller_channels,
@@ -536,7 +539,7 @@ impl Broker {
                 runtime: tokio::runtime::Handle::current(),
             });
             let context = self.authorized_server_context(bridge, authorizer);
-            let served = serve(context, self.stop.subscribe()).await;
+            let served = serve(context, self.stop.subscribe(), &self.listening).await;
             self.serving.lock().take();
             served?;
         }
@@ -546,6 +549,12 @@ impl Broker {
             });
         }
         Ok(())
+    }
+
+    /// Turns true once `serve` listens on every port: a start-up message that says so is
+    /// true only then.
+    pub fn listening(&self) -> watch::Receiver<bool> {
+        self.listening.subscribe()
     }
 
     /// Asks `serve` to stop.

@@ -29,11 +29,13 @@ pub enum ServeError {
     },
 }
 
-/// Binds every listener, serves until `stop` turns true, then stops accepting and
-/// lets connections finish the request in flight, for at most a few seconds.
+/// Binds every listener (then turns `listening` true), serves until `stop` turns true, then
+/// stops accepting and lets connections finish the request in flight, for at most a few
+/// seconds.
 pub async fn serve(
     context: Arc<ServerContext>,
     mut stop: watch::Receiver<bool>,
+    listening: &watch::Sender<bool>,
 ) -> Result<(), ServeError> {
     let mut listeners = Vec::new();
     for listener in &context.settings.listeners {
@@ -43,6 +45,7 @@ pub async fn serve(
         (Some(port), Some((_, first))) => Some(bind(&first.host, port).await?),
         _ => None,
     };
+    listening.send_replace(true);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for (bound, listener) in listeners {
