@@ -2,7 +2,7 @@
 from one topic and written as JSON to another, with Spark and the `krust` data source.
 
 One command against a local broker (`krust-broker` listens on localhost:9092 by default), after
-`pip install 'krust[spark]'`, which installs the data source where Spark finds it by itself:
+`pip install 'krust-broker[spark]'`, which installs the data source where Spark finds it by itself:
 
     python examples/spark_windowed_counts.py --demo
 

@@ -38,6 +38,13 @@ pip_install() {
 if [ -n "${KRUST_TEST_CARGO_PROFILE:-}" ]; then
     export MATURIN_PEP517_ARGS="--profile $KRUST_TEST_CARGO_PROFILE"
 fi
+# Until the distribution was renamed krust-broker it was called krust: an old editable install of
+# this project under that name would own the same `krust-broker` script and pytest plugin.
+# PyPI's unrelated `krust` package is left alone.
+if "$python" -m pip show krust 2>/dev/null | grep -q '^Summary: A broker that speaks the Apache Kafka'; then
+    step "pip uninstall krust (this project's former distribution name)"
+    "$python" -m pip uninstall --quiet --yes --root-user-action=ignore krust
+fi
 step "pip install -e '.[spark]' (builds the krust._core extension with maturin)"
 pip_install -e "$repo[spark]"
 
