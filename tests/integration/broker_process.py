@@ -47,8 +47,10 @@ class BrokerProcess:
         env: Mapping[str, str] | None = None,
         config_file: Path | None = None,
         open_file_limit: int | None = None,
+        executable: str | None = None,
     ) -> None:
         self.workdir = workdir
+        self.executable = executable
         self.open_file_limit = open_file_limit
         self.port = free_port()
         # An override of None leaves that key to the broker's default (log.dirs: ./krust-data).
@@ -88,7 +90,7 @@ class BrokerProcess:
         return self._output_path("stderr").read_text(errors="replace")
 
     def command(self) -> list[str]:
-        command = [broker_command()]
+        command = [self.executable or broker_command()]
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]
         for name, value in self.overrides.items():
