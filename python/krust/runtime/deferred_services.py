@@ -81,6 +81,9 @@ ADVERTISED: tuple[tuple[int, int, int, Exposure], ...] = (
     (67, 0, 0, _CONTROLLER),  # AllocateProducerIds
     (68, 0, 1, _CLIENTS),  # ConsumerGroupHeartbeat
     (69, 0, 1, _CLIENTS),  # ConsumerGroupDescribe
+    (71, 0, 0, _CLIENTS),  # GetTelemetrySubscriptions
+    (72, 0, 0, _CLIENTS),  # PushTelemetry
+    (74, 0, 1, _CLIENTS),  # ListConfigResources
 )
 
 # The controller's apis, then the lifecycle manager (a broker's registration and heartbeats in
