@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -21,6 +22,7 @@ from krust.bridge.protocol import build_entity, encode_entity
 
 from . import wire
 from .broker_process import free_port
+from .clients.java import JavaClient, JavaCommandError
 from .kafka_cli import run_tool
 from .test_metrics import scrape_text
 
@@ -28,6 +30,7 @@ CLIENT_METRICS_COMMAND = "org.apache.kafka.tools.ClientMetricsCommand"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 WAIT_S = 30.0
 INTERVAL_S = 0.5
+JAVA_POLL_S = 3.0
 
 REPORTER = """
 import json
@@ -132,6 +135,8 @@ def test_kafka_client_metrics_lists_describes_alters_and_deletes(broker: Any) ->
 def test_librdkafka_pushes_its_metrics_to_the_endpoint_and_the_plugin(
     broker_factory: Any, tmp_path: Path
 ) -> None:
+    """librdkafka (confluent-kafka) and the Java client push by themselves once a subscription
+    matches them; a client no subscription matches pushes nothing."""
     (tmp_path / "reporter_plugin.py").write_text(REPORTER)
     received = tmp_path / "received.jsonl"
     metrics_port = free_port()
@@ -141,49 +146,52 @@ def test_librdkafka_pushes_its_metrics_to_the_endpoint_and_the_plugin(
         {"krust.metrics.port": str(metrics_port), "metric.reporters": "reporter_plugin:Reporter"},
         env=env,
     )
-    done = client_metrics(
-        broker.bootstrap,
-        "--alter",
-        "--name",
-        "apps",
-        "--metrics",
-        "org.apache.kafka.producer.",
-        "--interval",
-        "100",
-        "--match",
-        "client_id=app-.*",
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    subscriptions = [
+        ("apps", "org.apache.kafka.producer.", "client_id=app-.*"),
+        ("java", "org.apache.kafka.consumer.", "client_software_name=apache-kafka-java"),
+    ]
+    for name, metrics, match in subscriptions:
+        done = client_metrics(
+            broker.bootstrap, "--alter", "--name", name, "--metrics", metrics,
+            "--interval", "100", "--match", match,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def pushes() -> list[dict[str, Any]]:
+        lines = received.read_text().splitlines() if received.exists() else []
+        return [json.loads(line) for line in lines]
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "app-7"})
     other = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "unmatched"})
-    try:
-        for client in (producer, other):
-            client.produce("pushed", b"v")
-            client.flush(10)
+    for client in (producer, other):
+        client.produce("pushed", b"v")
+        client.flush(10)
 
-        def pushed() -> str | None:
-            text = scrape_text(metrics_port)
-            return text if 'client_id="app-7"' in text else None
+    def on_endpoint(label: str) -> str | None:
+        text = scrape_text(metrics_port)
+        return text if label in text else None
 
-        text = wait_until(pushed, "the producer's metrics are on the endpoint")
-        lines = wait_until(
-            lambda: received.exists() and received.read_text().splitlines(),
-            "the plugin received a push",
-        )
-    finally:
-        producer.flush(5)
-    first = json.loads(lines[0])
+    text = wait_until(lambda: on_endpoint('client_id="app-7"'), "librdkafka's metrics appear")
+    first = wait_until(pushes, "the plugin received a push")[0]
     assert first["client_id"] == "app-7" and not first["terminating"]
-    assert first["names"] and all(
-        n.startswith("org.apache.kafka.producer.") for n in first["names"]
-    )
+    assert first["names"]
+    assert all(n.startswith("org.apache.kafka.producer.") for n in first["names"])
     assert f'client_instance_id="{first["instance"]}"' in text
-    assert 'client_software_name="librdkafka"' in text or "client_software_name=" in text
-    assert "kafka_client_producer_" in text
-    # The unmatched client pushes nothing: its subscription has no metrics.
+    assert 'client_software_name="confluent-kafka-python"' in text
+    assert "kafka_client_producer_record_queue_time_avg{" in text
     assert 'client_id="unmatched"' not in scrape_text(metrics_port)
-    assert all(json.loads(line)["client_id"] == "app-7" for line in lines)
+
+    # The Java client pushes too: a consumer polling for 3 s (for more records than there are).
+    with pytest.raises(JavaCommandError, match="timed out after 2 of 3 records"):
+        JavaClient().consume(broker.bootstrap, "pushed", 0, 3, JAVA_POLL_S)
+    text = wait_until(
+        lambda: on_endpoint('client_software_name="apache-kafka-java"'), "Java's metrics appear"
+    )
+    assert "kafka_client_consumer_" in text
+    java = [p for p in pushes() if p["client_id"] not in ("app-7", "unmatched")]
+    assert java
+    assert all(n.startswith("org.apache.kafka.consumer.") for p in java for n in p["names"])
+    assert {p["client_id"] for p in pushes()} - {j["client_id"] for j in java} == {"app-7"}
     del producer, other
 
 
