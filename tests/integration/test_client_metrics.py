@@ -23,6 +23,7 @@ from krust.bridge.protocol import build_entity, encode_entity
 from . import wire
 from .broker_process import free_port
 from .clients.java import JavaClient, JavaCommandError
+from .cluster import Cluster
 from .kafka_cli import run_tool
 from .test_metrics import scrape_text
 
@@ -250,3 +251,24 @@ def test_pushes_get_kafkas_errors_over_the_wire(broker_factory: Any) -> None:
         assert push(metrics=b"not otlp") is ErrorCode.invalid_record
         assert push(terminating=True) is ErrorCode.none  # a last push is never throttled
         assert push(terminating=True) is ErrorCode.invalid_request
+
+
+def test_a_subscription_reaches_every_broker_of_a_cluster(cluster: Cluster) -> None:
+    """Subscriptions are ConfigRecords in the replicated metadata log: every broker lists and
+    describes one created through another."""
+    name = "cluster-wide"
+    first, *others = cluster.brokers
+    done = client_metrics(
+        first.bootstrap, "--alter", "--name", name, "--metrics", "*", "--interval", "1000"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    try:
+        for node in others:
+            wait_until(
+                lambda node=node: name in client_metrics(node.bootstrap, "--list").stdout.split(),
+                f"node {node.node_id} lists the subscription",
+            )
+            described = client_metrics(node.bootstrap, "--describe", "--name", name).stdout
+            assert "  interval.ms=1000" in described and "  metrics=*" in described
+    finally:
+        client_metrics(first.bootstrap, "--delete", "--name", name)
