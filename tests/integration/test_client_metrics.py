@@ -71,6 +71,11 @@ def wait_until(condition: Callable[[], Any], what: str) -> Any:
 
 def test_kafka_client_metrics_lists_describes_alters_and_deletes(broker: Any) -> None:
     bootstrap = broker.bootstrap
+    # As Kafka: without a receiver (no metric.reporters, no metrics endpoint) clients are not
+    # offered the telemetry apis; the subscriptions can be managed all the same.
+    with wire.connect("127.0.0.1", broker.port) as sock:
+        ranges = wire.api_versions(sock, 0, correlation_id=1).ranges
+    assert 71 not in ranges and 72 not in ranges and ranges[74] == (0, 1)
     assert client_metrics(bootstrap, "--list").stdout.strip() == ""
     altered = client_metrics(
         bootstrap,
@@ -208,7 +213,10 @@ def _telemetry_call(sock: socket.socket, api_key: int, fields: dict[str, Any]) -
 
 
 def test_pushes_get_kafkas_errors_over_the_wire(broker_factory: Any) -> None:
-    broker = broker_factory({"telemetry.max.bytes": "64"})
+    broker = broker_factory({"telemetry.max.bytes": "64", "krust.metrics.port": str(free_port())})
+    with wire.connect("127.0.0.1", broker.port) as sock:
+        ranges = wire.api_versions(sock, 0, correlation_id=1).ranges
+    assert (ranges[71], ranges[72], ranges[74]) == ((0, 0), (0, 0), (0, 1))
     done = client_metrics(
         broker.bootstrap, "--alter", "--name", "all", "--metrics", "*", "--interval", "500"
     )

@@ -36,6 +36,12 @@ def metric_reporter_specs(config: Mapping[str, Any]) -> list[str]:
     return [spec for spec in config.get(METRIC_REPORTERS_KEY) or [] if spec]
 
 
+def client_telemetry_enabled(config: Mapping[str, Any]) -> bool:
+    """Whether pushed client metrics (KIP-714) go somewhere: a `metric.reporters` plugin or the
+    metrics endpoint (`krust.metrics.port`). Only then are the telemetry apis served."""
+    return bool(metric_reporter_specs(config)) or config.get("krust.metrics.port") is not None
+
+
 def any_configured(config: Mapping[str, Any]) -> bool:
     return bool(
         authorizer_spec(config)

@@ -92,7 +92,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
             python.start(publisher, authorization)
             routes = python.core_routes()
         else:
-            routes = deferred_services.core_routes()
+            routes = deferred_services.core_routes(config)
         on_ready()
         loading = _ServicesLoading(python, publisher, routes, core.shutdown)
         with _shutdown_on_signals(lambda: python.stop_gracefully(core.shutdown)):

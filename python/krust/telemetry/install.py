@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from krust.config.configured_plugins import metric_reporter_specs
+from krust.config.configured_plugins import client_telemetry_enabled, metric_reporter_specs
 from krust.plugins.loading import plugin_configs
 from krust.plugins.telemetry import load_receivers
 from krust.telemetry.manager import ClientMetricsManager
@@ -25,9 +25,12 @@ def _decompress(compression_type: int, data: bytes, max_bytes: int) -> bytes:
     return _core.decompress_telemetry(compression_type, data, max_bytes)
 
 
-def install(ctx: BrokerContext) -> ClientTelemetryService:
-    """Route GetTelemetrySubscriptions and PushTelemetry (v0, as Kafka 4.3) to a service."""
+def install(ctx: BrokerContext) -> ClientTelemetryService | None:
+    """Route GetTelemetrySubscriptions and PushTelemetry (v0, as Kafka 4.3) to a service, if
+    pushed metrics go somewhere (else the apis are not advertised, as in Kafka)."""
     config = ctx.config
+    if not client_telemetry_enabled(config):
+        return None
     originals_of = getattr(config, "originals", None)
     originals = originals_of() if callable(originals_of) else {}
     receivers = load_receivers(
