@@ -22,6 +22,7 @@ from krust.controller.client_metrics_configs import (
 )
 from krust.plugins.authorizer import AuthorizableRequestContext
 from krust.plugins.telemetry import ClientTelemetryPayload
+from krust.telemetry import exposition
 from krust.telemetry.manager import ClientInfo, ClientMetricsManager
 from krust.telemetry.service import ClientTelemetryService
 from opentelemetry.proto.common.v1 import common_pb2
@@ -329,3 +330,15 @@ def test_garbage_and_failing_plugins_are_invalid_record() -> None:
     service, _published = _service(Receiver(fail=True))
     _get, push = _push(service, gzip.compress(_otlp()))
     assert push.error_code is ErrorCode.invalid_record
+
+
+def test_delta_sums_add_up_and_a_push_replaces_the_instances_series() -> None:
+    series = exposition.ClientSeries({"client_instance_id": "i", "client_id": "c"})
+    series.update(exposition.decode(_otlp()))
+    series.update(exposition.decode(_otlp()))
+    text = exposition.render([series])
+    # The delta counter (2 per push) added up; the gauge is the latest value.
+    assert 'kafka_client_producer_connection_creation_total{client_id="c",' in text
+    assert text.count(" 4\n") == 1 and " 1.5\n" in text
+    series.update(metrics_pb2.MetricsData())
+    assert exposition.render([series]) == ""

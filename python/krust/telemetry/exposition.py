@@ -94,14 +94,19 @@ class ClientSeries:
         self.families: dict[str, _Family] = {}
 
     def update(self, metrics: Any) -> None:
-        """Take one push: gauges replace, cumulative sums replace, delta sums add up."""
+        """Take one push: it replaces the instance's series (so what one instance keeps is
+        bounded by one payload, telemetry.max.bytes), a delta sum adding to its series' value
+        of the push before."""
+        before, self.families = self.families, {}
         for resource_metrics in metrics.resource_metrics:
             resource = _attributes(resource_metrics.resource.attributes)
             for scope_metrics in resource_metrics.scope_metrics:
                 for metric in scope_metrics.metrics:
-                    self._update_metric(metric, resource)
+                    self._update_metric(metric, resource, before)
 
-    def _update_metric(self, metric: Any, resource: Mapping[str, str]) -> None:
+    def _update_metric(
+        self, metric: Any, resource: Mapping[str, str], before: Mapping[str, _Family]
+    ) -> None:
         kind = metric.WhichOneof("data")
         if kind == "gauge":
             points, family_kind, delta = metric.gauge.data_points, "gauge", False
@@ -117,13 +122,15 @@ class ClientSeries:
         family = self.families.get(name)
         if family is None or family.kind != family_kind:
             family = self.families[name] = _Family(family_kind, metric.description)
+        previous = before.get(name)
+        carried = previous.samples if previous is not None and previous.kind == family_kind else {}
         for point in points:
             labels = {**self._client_labels, **resource, **_attributes(point.attributes)}
             labels["client_instance_id"] = self._client_labels["client_instance_id"]
             key = tuple(sorted(labels.items()))
             value = _number(point)
             if delta:
-                value += family.samples.get(key, 0.0)
+                value += carried.get(key, 0.0)
             family.samples[key] = value
 
 
