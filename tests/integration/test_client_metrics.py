@@ -213,7 +213,8 @@ def _telemetry_call(sock: socket.socket, api_key: int, fields: dict[str, Any]) -
 
 
 def test_pushes_get_kafkas_errors_over_the_wire(broker_factory: Any) -> None:
-    broker = broker_factory({"telemetry.max.bytes": "64", "krust.metrics.port": str(free_port())})
+    metrics_port = free_port()
+    broker = broker_factory({"telemetry.max.bytes": "64", "krust.metrics.port": str(metrics_port)})
     with wire.connect("127.0.0.1", broker.port) as sock:
         ranges = wire.api_versions(sock, 0, correlation_id=1).ranges
     assert (ranges[71], ranges[72], ranges[74]) == ((0, 0), (0, 0), (0, 1))
@@ -259,6 +260,12 @@ def test_pushes_get_kafkas_errors_over_the_wire(broker_factory: Any) -> None:
         assert push(metrics=b"not otlp") is ErrorCode.invalid_record
         assert push(terminating=True) is ErrorCode.none  # a last push is never throttled
         assert push(terminating=True) is ErrorCode.invalid_request
+    # Kafka's ClientMetricsStats count what happened.
+    stats = scrape_text(metrics_port)
+    assert "kafka_server_client_metrics_instance_count 1\n" in stats
+    assert "kafka_server_client_metrics_unknown_subscription_request_total 1\n" in stats
+    assert "kafka_server_client_metrics_throttle_total 2\n" in stats
+    assert "kafka_server_client_metrics_plugin_error_total 1\n" in stats
 
 
 def test_a_subscription_reaches_every_broker_of_a_cluster(cluster: Cluster) -> None:

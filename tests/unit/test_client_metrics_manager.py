@@ -304,6 +304,10 @@ def test_a_push_reaches_the_prometheus_text_and_the_plugin() -> None:
         'client_software_version="2.16.2",node_id="1"} 1.5'
     ) in text
     assert "# TYPE kafka_client_producer_connection_creation_total counter" in text
+    # Kafka's ClientMetricsStats come first.
+    assert text.startswith("# HELP kafka_server_client_metrics_instance_count")
+    assert "kafka_server_client_metrics_instance_count 1\n" in text
+    assert "kafka_server_client_metrics_plugin_export_total 1\n" in text
     [(context, payload)] = receiver.received
     assert payload.client_instance_id == get.client_instance_id
     assert payload.data == _otlp() and not payload.is_terminating
@@ -317,7 +321,8 @@ def test_a_payload_past_telemetry_max_bytes_is_telemetry_too_large() -> None:
     assert len(gzip.compress(payload)) < len(payload) - 1
     _get, push = _push(service, gzip.compress(payload))
     assert push.error_code is ErrorCode.telemetry_too_large
-    assert published == []
+    assert "kafka_client_" not in published[-1]
+    assert "kafka_server_client_metrics_plugin_error_total 1\n" in published[-1]
 
 
 def test_garbage_and_failing_plugins_are_invalid_record() -> None:

@@ -150,6 +150,23 @@ def _format_value(value: float) -> str:
     return repr(value) if not value.is_integer() or abs(value) >= 1e15 else str(int(value))
 
 
+def render_manager_stats(instance_count: int, counts: Mapping[str, int]) -> str:
+    """Kafka's ClientMetricsStats (`kafka.server:type=client-metrics`): the instances kept, and
+    per event (`unknown_subscription_request`, `throttle`, `plugin_export`, `plugin_error`) a
+    counter as Kafka's meters' `-count`."""
+    prefix = "kafka_server_client_metrics_"
+    lines = [
+        f"# HELP {prefix}instance_count Client instances the broker keeps (KIP-714).",
+        f"# TYPE {prefix}instance_count gauge",
+        f"{prefix}instance_count {instance_count}",
+    ]
+    for event, count in sorted(counts.items()):
+        lines.append(f"# HELP {prefix}{event}_total Client metrics {event} events.")
+        lines.append(f"# TYPE {prefix}{event}_total counter")
+        lines.append(f"{prefix}{event}_total {count}")
+    return "\n".join(lines) + "\n"
+
+
 def render(clients: Iterable[ClientSeries]) -> str:
     """Every client's series, one block per family (HELP, TYPE, samples), in name order."""
     merged: dict[str, _Family] = {}

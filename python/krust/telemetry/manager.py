@@ -143,6 +143,11 @@ class ClientMetricsManager:
         }
         self._version += 1
 
+    @property
+    def instance_count(self) -> int:
+        """The client instances kept now (Kafka's `instance-count`)."""
+        return len(self._instances)
+
     def instance(self, instance_id: uuid.UUID) -> ClientInstance | None:
         return self._instances.get(instance_id)
 

@@ -75,12 +75,27 @@ class ClientTelemetryService:
             for index, receiver in enumerate(receivers)
         ]
         self._series: dict[uuid.UUID, exposition.ClientSeries] = {}
+        # Kafka's ClientMetricsStats meters, as counts.
+        self._counts = dict.fromkeys(
+            ("unknown_subscription_request", "throttle", "plugin_export", "plugin_error"), 0
+        )
         self._sweeper: asyncio.Task[None] | None = None
 
     def forget(self, instance_id: uuid.UUID) -> None:
         """An instance expired: its series leave the endpoint (Kafka unregisters its metrics)."""
-        if self._series.pop(instance_id, None) is not None:
-            self._publish(exposition.render(self._series.values()))
+        self._series.pop(instance_id, None)
+        self._publish_all()
+
+    def _publish_all(self) -> None:
+        """Hand the core the endpoint's text: the manager's stats, then what clients pushed."""
+        stats = exposition.render_manager_stats(self.manager.instance_count, self._counts)
+        self._publish(stats + exposition.render(self._series.values()))
+
+    def _count(self, error: ErrorCode) -> None:
+        if error is ErrorCode.throttling_quota_exceeded:
+            self._counts["throttle"] += 1
+        elif error is ErrorCode.unknown_subscription_id:
+            self._counts["unknown_subscription_request"] += 1
 
     async def get_telemetry_subscriptions(self, request: Any, context: RequestContext) -> Any:
         self.manager.update_subscriptions(self._subscriptions())
@@ -97,6 +112,8 @@ class ClientTelemetryService:
                 delta_temporality=True,
                 requested_metrics=list(instance.metrics),
             )
+        self._count(answer.error)
+        self._publish_all()
         return make_response(GET_TELEMETRY_SUBSCRIPTIONS, context.api_version, fields)
 
     async def push_telemetry(self, request: Any, context: RequestContext) -> Any:
@@ -109,9 +126,12 @@ class ClientTelemetryService:
             len(request.metrics),
             client_info(context),
         )
+        self._count(error)
         if error is ErrorCode.none and instance is not None and request.metrics:
             error = await self._export(instance.instance_id, request, context)
             instance.last_error = error
+            self._counts["plugin_export" if error is ErrorCode.none else "plugin_error"] += 1
+        self._publish_all()
         return make_response(PUSH_TELEMETRY, context.api_version, {"error_code": error})
 
     async def _export(self, instance_id: uuid.UUID, request: Any, context: RequestContext) -> Any:
@@ -147,7 +167,6 @@ class ClientTelemetryService:
                 }
             )
         series.update(metrics)
-        self._publish(exposition.render(self._series.values()))
         payload = ClientTelemetryPayload(instance_id, bool(request.terminating), data)
         plugin_context = _plugin_context(context)
         for receiver, runner in self._receivers:
