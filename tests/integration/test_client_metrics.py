@@ -218,6 +218,10 @@ def test_pushes_get_kafkas_errors_over_the_wire(broker_factory: Any) -> None:
     with wire.connect("127.0.0.1", broker.port) as sock:
         ranges = wire.api_versions(sock, 0, correlation_id=1).ranges
     assert (ranges[71], ranges[72], ranges[74]) == ((0, 0), (0, 0), (0, 1))
+    wait_until(
+        lambda: "kafka_server_client_metrics_instance_count 0\n" in scrape_text(metrics_port),
+        "the client metrics stats are on the endpoint before any client asks",
+    )
     done = client_metrics(
         broker.bootstrap, "--alter", "--name", "all", "--metrics", "*", "--interval", "500"
     )

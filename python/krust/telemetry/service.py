@@ -185,8 +185,10 @@ class ClientTelemetryService:
         return ErrorCode.none
 
     def start_sweeping(self) -> None:
-        """On the services' loop: forget quiet instances every SWEEP_INTERVAL_S."""
+        """On the services' loop: publish the stats, then forget quiet instances every
+        SWEEP_INTERVAL_S."""
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        self._publish_all()  # the stats are on the endpoint before the first client asks
 
     async def _sweep(self) -> None:
         while True:
