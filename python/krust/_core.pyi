@@ -20,6 +20,7 @@ __all__ = [
     "check_client_settings",
     "config_table",
     "configure_logging",
+    "decompress_telemetry",
 ]
 
 __version__: str  # the crate version from Cargo.toml
@@ -120,6 +121,12 @@ class BridgeRequest:
     def internal(self) -> bool:
         """True only for requests the core itself made; no client can set it."""
     @property
+    def client_software_name(self) -> str:
+        """The client software name its connection's ApiVersions named (KIP-511), or "unknown"."""
+    @property
+    def client_software_version(self) -> str:
+        """The client software version its connection's ApiVersions named, or "unknown"."""
+    @property
     def body(self) -> bytes:
         """The request body after the request header, exactly as on the wire."""
     def respond(self, body: bytes, throttle_ms: int = 0) -> None:
@@ -129,7 +136,13 @@ class BridgeRequest:
         """Answer nothing and close the client's connection (Kafka's reaction to a bad request)."""
 
 def config_table() -> dict[str, Any]:
-    """config_keys.toml as the core embeds it: {"broker": [...], "topic": [...], "group": [...]}."""
+    """config_keys.toml as the core embeds it: {"broker": [...], "topic": [...], "group": [...],
+    "client_metrics": [...]}."""
+
+def decompress_telemetry(compression_type: int, data: bytes, max_bytes: int) -> bytes:
+    """A PushTelemetry payload decompressed with Kafka's codec id (0 none, 1 gzip, 2 snappy,
+    3 lz4, 4 zstd). OverflowError past `max_bytes` of output; ValueError for an unknown codec
+    or bytes that do not decompress."""
 
 def configure_logging(levels: str, format: str) -> None:
     """Send the core's log lines to stderr, filtered by `levels` (a tracing EnvFilter such as
@@ -234,6 +247,9 @@ class Core:
     ) -> None:
         """Install the metadata image's client quotas: each entity's (type, name; None for the
         default) pairs and its quota values by key. ValueError for an unknown entity type."""
+    def set_client_telemetry_metrics(self, text: str) -> None:
+        """What clients pushed (KIP-714) as Prometheus text: every scrape of the metrics
+        endpoint ends with it, until the next call replaces it."""
     def set_connection_limits(
         self,
         max_connections: int,

@@ -103,6 +103,9 @@ class FakeCore:
     def set_replication_throttled_rates(self, leader: int, follower: int) -> None:
         self.replication_throttled_rates = (leader, follower)
 
+    def set_client_telemetry_metrics(self, text: str) -> None:
+        self.client_telemetry_metrics = text
+
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None:
@@ -196,6 +199,8 @@ class FakeRequest:
         self.client_id = "test-client"
         self.client_host = "127.0.0.1"
         self.client_port = 50000
+        self.client_software_name = "unknown"
+        self.client_software_version = "unknown"
         self.principal = "User:ANONYMOUS"
         self.listener_name = "PLAINTEXT"
         self.security_protocol = "PLAINTEXT"

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from krust.bridge.protocol import build_entity
 from krust.config.broker import BrokerConfig
 from krust.config.table import LONG_MAX
+from krust.controller.config_resources import ConfigResourceLister
 from krust.controller.configs import ConfigAdmin, OpType, ResourceType
 from krust.controller.controller import Controller
 
@@ -452,3 +453,74 @@ def test_malformed_throttled_replica_lists_are_refused_as_kafka_words_it(
     error, message = incremental(run, admin, TOPIC, "t", (key, value, SET))
     assert error == ErrorCode.invalid_config
     assert message is not None and key in message and LIST_FORMAT in message
+
+
+def test_client_metrics_subscriptions_are_described_altered_listed_and_deleted(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin
+) -> None:
+    metrics = ResourceType.CLIENT_METRICS
+    configs = entries(describe(run, admin, metrics, "sub"))
+    # A subscription that does not exist describes as Kafka's defaults.
+    assert {name: c.value for name, c in configs.items()} == {
+        "metrics": "",
+        "interval.ms": "300000",
+        "match": "",
+    }
+    assert configs["interval.ms"].config_source == 5  # DEFAULT_CONFIG
+    done = incremental(
+        run,
+        admin,
+        metrics,
+        "sub",
+        ("metrics", "org.apache.kafka.producer.", SET),
+        ("interval.ms", "1000", SET),
+        ("match", "client_id=app-.*", SET),
+    )
+    assert done == (ErrorCode.none, None)
+    interval = entries(describe(run, admin, metrics, "sub"))["interval.ms"]
+    assert (interval.value, interval.config_source) == ("1000", 7)  # CLIENT_METRICS_CONFIG
+    assert (
+        incremental(run, admin, metrics, "sub", ("metrics", "org.apache.kafka.consumer.", APPEND))[
+            0
+        ]
+        is ErrorCode.none
+    )
+    assert controller.image.client_metrics["sub"]["metrics"] == (
+        "org.apache.kafka.producer.,org.apache.kafka.consumer."
+    )
+    assert incremental(run, admin, metrics, "", ("interval.ms", "1000", SET)) == (
+        ErrorCode.invalid_request,
+        "Subscription name can't be empty",
+    )
+    assert incremental(run, admin, metrics, "sub", ("interval.ms", "10", SET))[0] is (
+        ErrorCode.invalid_request
+    )
+    assert incremental(run, admin, metrics, "sub", ("match", "who=me", SET))[0] is (
+        ErrorCode.invalid_config
+    )
+
+    lister = ConfigResourceLister(controller)
+
+    def listed(version: int, types: list[int]) -> Any:
+        request = build_entity(load_request_schema(74, version), {"resource_types": types})
+        return run(lister.list_config_resources(request, context(74, version)))
+
+    assert [(r.resource_name, r.resource_type) for r in listed(1, [16]).config_resources] == [
+        ("sub", 16)
+    ]
+    assert [r.resource_name for r in listed(0, []).config_resources] == ["sub"]
+    everything = {(r.resource_name, r.resource_type) for r in listed(1, []).config_resources}
+    assert {("sub", 16), ("1", 4), ("1", 8)} <= everything
+    assert listed(1, [3]).error_code is ErrorCode.unsupported_version  # ACL's GROUP, not config's
+
+    deleted = incremental(
+        run,
+        admin,
+        metrics,
+        "sub",
+        ("metrics", None, DELETE),
+        ("interval.ms", None, DELETE),
+        ("match", None, DELETE),
+    )
+    assert deleted == (ErrorCode.none, None)
+    assert listed(1, [16]).config_resources == ()

@@ -543,6 +543,7 @@ def test_requests_through_the_bridge(config: BrokerConfig, fake_core: FakeCore) 
             32: (1, 4),
             33: (0, 2),
             44: (0, 1),
+            74: (0, 1),
             29: (1, 3),
             30: (2, 3),
             31: (1, 3),

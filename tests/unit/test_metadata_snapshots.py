@@ -11,6 +11,7 @@ from krust.controller.image import ImageBuilder, MetadataImage
 from krust.controller.publisher import METADATA_TOPIC
 from krust.controller.records import (
     BROKER_RESOURCE,
+    CLIENT_METRICS_RESOURCE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
     ConfigRecord,
@@ -76,6 +77,9 @@ def history() -> list[MetadataRecord]:
         ConfigRecord(
             resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value="5"
         ),
+        ConfigRecord(
+            resource_type=CLIENT_METRICS_RESOURCE, resource_name="sub", name="metrics", value="*"
+        ),
         ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=2000),
         FeatureLevelRecord(name="group.version", feature_level=0),
     ]
@@ -95,6 +99,7 @@ def test_the_image_written_as_records_replays_to_the_same_image() -> None:
     assert again.build() == image
     assert image.topics["kept"].configs == {"retention.ms": "1"}
     assert image.next_producer_id == 2000
+    assert image.client_metrics == {"sub": {"metrics": "*"}}
 
 
 def test_a_snapshot_is_due_after_enough_bytes_or_once_the_interval_has_passed() -> None:

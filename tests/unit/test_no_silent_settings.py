@@ -14,6 +14,7 @@ from krust.config.broker import load_config
 from krust.config.errors import ConfigError
 from krust.config.table import (
     BROKER_KEYS,
+    CLIENT_METRICS_KEYS,
     GROUP_KEYS,
     INT_MAX,
     LONG_MAX,
@@ -73,6 +74,7 @@ def all_keys() -> list[tuple[str, ConfigKey]]:
         [("broker", key) for key in BROKER_KEYS]
         + [("topic", key) for key in TOPIC_KEYS]
         + [("group", key) for key in GROUP_KEYS]
+        + [("client_metrics", key) for key in CLIENT_METRICS_KEYS]
     )
 
 

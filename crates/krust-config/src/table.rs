@@ -86,6 +86,9 @@ pub struct ConfigTable {
     pub topic: Vec<ConfigKey>,
     /// Kafka 4's group configs (GroupConfig); only the Python layer serves them.
     pub group: Vec<ConfigKey>,
+    /// Kafka's client metrics subscription configs (ClientMetricsConfigs, KIP-714); only the
+    /// Python layer serves them.
+    pub client_metrics: Vec<ConfigKey>,
 }
 
 /// A config value the table refuses; names the key as Kafka's InvalidConfigurationException does.

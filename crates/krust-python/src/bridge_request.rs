@@ -31,6 +31,10 @@ pub struct PyBridgeRequest {
     client_port: u16,
     #[pyo3(get)]
     internal: bool,
+    #[pyo3(get)]
+    client_software_name: String,
+    #[pyo3(get)]
+    client_software_version: String,
     body: Bytes,
     reply: Mutex<Option<oneshot::Sender<BridgeReply>>>,
 }
@@ -50,6 +54,8 @@ impl From<BridgeRequest> for PyBridgeRequest {
             client_port: session.client_address.port(),
             internal: session.is_internal(),
             listener_name: session.listener_name,
+            client_software_name: session.client_software.name,
+            client_software_version: session.client_software.version,
             body: call.body,
             reply: Mutex::new(Some(request.reply)),
         }

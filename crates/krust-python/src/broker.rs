@@ -408,6 +408,12 @@ impl PyBroker {
         self.inner.charge_request_time(user, client_id, handling)
     }
 
+    /// The client metrics clients pushed (KIP-714), in Prometheus' text format: every scrape
+    /// of the metrics endpoint ends with this text, until the next call replaces it.
+    fn set_client_telemetry_metrics(&self, text: String) {
+        self.inner.metrics().set_client_telemetry(text);
+    }
+
     /// max.connections, max.connections.per.ip, max.connections.per.ip.overrides (by ip
     /// address) and max.connection.creation.rate in force; ValueError for a bad address.
     fn set_connection_limits(

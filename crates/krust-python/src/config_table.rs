@@ -8,7 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use toml::Value;
 
-/// The whole table: `{"broker": [...], "topic": [...], "group": [...]}`, each entry a dict.
+/// The whole table: `{"broker": [...], "topic": [...], "group": [...], "client_metrics": [...]}`,
+/// each entry a dict.
 #[pyfunction]
 pub fn config_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let table: toml::Table =

@@ -10,6 +10,7 @@ mod conversions;
 mod kafka_client;
 mod logging;
 mod quorum;
+mod telemetry;
 
 use pyo3::prelude::*;
 
@@ -18,6 +19,7 @@ fn _core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(logging::configure_logging, module)?)?;
     module.add_function(wrap_pyfunction!(config_table::config_table, module)?)?;
+    module.add_function(wrap_pyfunction!(telemetry::decompress_telemetry, module)?)?;
     module.add_class::<broker::PyBroker>()?;
     module.add_class::<bridge_request::PyBridgeRequest>()?;
     module.add_class::<arrow_ffi::PyArrowBatch>()?;

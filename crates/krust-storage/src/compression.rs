@@ -125,3 +125,107 @@ impl Read for SnappyReader<'_> {
         Ok(n)
     }
 }
+
+/// Why [`decompress_payload`] gave no bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// Not one of Kafka's compression type ids (`CompressionType.forId`).
+    #[error("unknown compression type id {0}")]
+    UnknownCodec(i8),
+    /// The payload does not decompress with the codec it names.
+    #[error("payload does not decompress as {compression:?}: {reason}")]
+    Corrupt {
+        compression: Compression,
+        reason: String,
+    },
+    /// The decompressed payload is longer than the bound it was given.
+    #[error("payload decompresses to more than {limit} bytes")]
+    TooLarge { limit: usize },
+}
+
+/// Decompresses a whole payload compressed with Kafka's codec `codec_id` (0 none, 1 gzip,
+/// 2 snappy, 3 lz4, 4 zstd), reading at most `limit` bytes of output: what a broker does with
+/// a KIP-714 PushTelemetry payload (`ClientTelemetryUtils.decompress`), with the memory bound
+/// `telemetry.max.bytes` gives.
+pub fn decompress_payload(
+    codec_id: i8,
+    payload: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, PayloadError> {
+    let compression = match codec_id {
+        0 => Compression::None,
+        1 => Compression::Gzip,
+        2 => Compression::Snappy,
+        3 => Compression::Lz4,
+        4 => Compression::Zstd,
+        other => return Err(PayloadError::UnknownCodec(other)),
+    };
+    let to_error = |error: &io::Error| PayloadError::Corrupt {
+        compression,
+        reason: error.to_string(),
+    };
+    let reader = decompressing_reader(compression, payload).map_err(|error| match error {
+        BatchError::Undecompressable { reason, .. } => PayloadError::Corrupt {
+            compression,
+            reason,
+        },
+        other => PayloadError::Corrupt {
+            compression,
+            reason: other.to_string(),
+        },
+    })?;
+    let mut out = Vec::new();
+    // One byte past the bound tells a payload at the bound from one beyond it.
+    reader
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|error| to_error(&error))?;
+    if out.len() > limit {
+        return Err(PayloadError::TooLarge { limit });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod payload_tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_payload_decompresses_within_its_bound() {
+        let data = b"metrics".repeat(100);
+        assert_eq!(
+            decompress_payload(1, &gzip(&data), data.len()).unwrap(),
+            data
+        );
+        assert_eq!(decompress_payload(0, &data, data.len()).unwrap(), data);
+    }
+
+    #[test]
+    fn a_payload_past_its_bound_is_too_large() {
+        let data = vec![0u8; 10_000];
+        assert!(matches!(
+            decompress_payload(1, &gzip(&data), 9_999),
+            Err(PayloadError::TooLarge { limit: 9_999 })
+        ));
+    }
+
+    #[test]
+    fn unknown_codecs_and_garbage_are_refused() {
+        assert!(matches!(
+            decompress_payload(5, b"x", 10),
+            Err(PayloadError::UnknownCodec(5))
+        ));
+        assert!(matches!(
+            decompress_payload(4, b"not zstd", 10),
+            Err(PayloadError::Corrupt { .. })
+        ));
+    }
+}

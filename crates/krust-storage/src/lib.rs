@@ -103,6 +103,7 @@ mod txn_tests;
 pub use append_origin::AppendOrigin;
 pub use batch_builder::{build_batch, records_area, Codec, MAX_DECOMPRESSED_BYTES};
 pub use cleaner::{CleanStats, CleanerConfig, CleanerStatus};
+pub use compression::{decompress_payload, PayloadError};
 pub use config::{CleanupPolicy, CompressionType, LogConfig, TimestampType};
 pub use control_batch::{end_txn_marker, transactional_coordinator_batch, EndTxnMarker};
 pub use error::{AppendError, BatchError, ReadError, RecordError, StorageError};

@@ -43,6 +43,9 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"
     internal: bool = False
     """True only for the core's own requests (e.g. topic auto-creation); no client can set it."""
+    client_software_name: str = "unknown"
+    client_software_version: str = "unknown"
+    """What the connection's ApiVersions request named (KIP-511); "unknown" until it does."""
 
 
 Handler = Callable[[Any, RequestContext], Awaitable[Any]]
@@ -78,6 +81,10 @@ class BridgeRequest(Protocol):
     def security_protocol(self) -> str: ...
     @property
     def internal(self) -> bool: ...
+    @property
+    def client_software_name(self) -> str: ...
+    @property
+    def client_software_version(self) -> str: ...
     @property
     def body(self) -> bytes: ...
     def respond(self, body: bytes, throttle_ms: int = 0) -> None: ...
@@ -270,6 +277,8 @@ class Dispatcher:
             listener_name=request.listener_name,
             security_protocol=request.security_protocol,
             internal=request.internal,
+            client_software_name=request.client_software_name,
+            client_software_version=request.client_software_version,
         )
         handling = HandlerTime(route.handler(entity, context))
         response = await handling

@@ -36,7 +36,7 @@ NON_CONFIG_ENV = frozenset({"KRUST_LOG"})
 NON_CONFIG_ENV_PREFIX = "KRUST_TEST_"
 # Keys naming a plugin class: while one is set, keys krust does not know are kept for the
 # plugin (Kafka hands plugins every config it was given) instead of being refused.
-PLUGIN_CLASS_KEYS = ("authorizer.class.name",)
+PLUGIN_CLASS_KEYS = ("authorizer.class.name", "metric.reporters")
 
 
 def env_name(key: str) -> str:

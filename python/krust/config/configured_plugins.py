@@ -9,6 +9,7 @@ from typing import Any
 
 AUTHORIZER_KEY = "authorizer.class.name"
 QUOTA_CALLBACK_KEY = "client.quota.callback.class"
+METRIC_REPORTERS_KEY = "metric.reporters"
 
 
 def authorizer_spec(config: Mapping[str, Any]) -> str:
@@ -30,7 +31,21 @@ def plain_callback_specs(config: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def metric_reporter_specs(config: Mapping[str, Any]) -> list[str]:
+    """`metric.reporters`: the client telemetry plugins (KIP-714), maybe none."""
+    return [spec for spec in config.get(METRIC_REPORTERS_KEY) or [] if spec]
+
+
+def client_telemetry_enabled(config: Mapping[str, Any]) -> bool:
+    """Whether pushed client metrics (KIP-714) go somewhere: a `metric.reporters` plugin or the
+    metrics endpoint (`krust.metrics.port`). Only then are the telemetry apis served."""
+    return bool(metric_reporter_specs(config)) or config.get("krust.metrics.port") is not None
+
+
 def any_configured(config: Mapping[str, Any]) -> bool:
     return bool(
-        authorizer_spec(config) or quota_callback_spec(config) or plain_callback_specs(config)
+        authorizer_spec(config)
+        or quota_callback_spec(config)
+        or plain_callback_specs(config)
+        or metric_reporter_specs(config)
     )

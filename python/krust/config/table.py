@@ -179,13 +179,16 @@ def _load() -> dict[str, Any]:
 ConfigKeys = tuple[ConfigKey, ...]
 
 
-def load_table() -> tuple[ConfigKeys, ConfigKeys, ConfigKeys]:
-    """The broker keys, the topic keys and the group keys (Kafka 4's GroupConfig) of the config
-    table, parsed once."""
+def load_table() -> tuple[ConfigKeys, ConfigKeys, ConfigKeys, ConfigKeys]:
+    """The broker keys, the topic keys, the group keys (Kafka 4's GroupConfig) and a client
+    metrics subscription's keys (ClientMetricsConfigs, KIP-714) of the config table, parsed
+    once."""
     table = _load()
-    broker, topic, group = (tuple(map(_row, table[kind])) for kind in ("broker", "topic", "group"))
-    return broker, topic, group
+    broker, topic, group, client_metrics = (
+        tuple(map(_row, table[kind])) for kind in ("broker", "topic", "group", "client_metrics")
+    )
+    return broker, topic, group, client_metrics
 
 
-BROKER_KEYS, TOPIC_KEYS, GROUP_KEYS = load_table()
+BROKER_KEYS, TOPIC_KEYS, GROUP_KEYS, CLIENT_METRICS_KEYS = load_table()
 KEYS: Mapping[str, ConfigKey] = {key.name: key for key in BROKER_KEYS}

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from krust.bridge.dispatcher import RequestContext
 from krust.bridge.protocol import make_response
 from krust.bridge.routes import Exposure
-from krust.controller import acls, cluster_apis, configs, quota_apis, scram
+from krust.controller import acls, cluster_apis, config_resources, configs, quota_apis, scram
 from krust.controller.controller import CREATE_TOPICS
 from krust.controller.features import FeatureUpdate, UpgradeType, plan_update_features
 from krust.controller.records import ProducerIdsRecord
@@ -245,6 +245,7 @@ def install(ctx: BrokerContext) -> Controller:
         exposure=Exposure.CONTROLLER,
     )
     configs.install(controller, ctx.dispatcher.register)
+    config_resources.install(controller, ctx.dispatcher.register)
     acls.install(controller, ctx.authorization, ctx.dispatcher.register)
     quota_apis.install(controller, ctx.dispatcher.register)
     scram.install(controller, ctx.dispatcher.register)

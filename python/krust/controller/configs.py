@@ -1,4 +1,5 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, brokers and groups, as
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, brokers, groups and client
+metrics subscriptions (KIP-714), as
 Kafka 4 answers them (ConfigHelper, ConfigAdminManager, ConfigurationControlManager and
 ControllerConfigurationValidator). See docs/config.md.
 
@@ -19,7 +20,7 @@ from krust.bridge.dispatcher import RequestContext
 from krust.bridge.protocol import make_response
 from krust.bridge.routes import Exposure
 from krust.config.table import BROKER_KEYS, GROUP_KEYS, TOPIC_KEYS, ConfigKey, ConfigType
-from krust.controller import group_configs
+from krust.controller import client_metrics_configs, group_configs
 from krust.controller.broker_configs import (
     LIVE_KEYS,
     BrokerConfigChangeError,
@@ -80,6 +81,7 @@ _KEYS = {
     ResourceType.TOPIC: {key.name: key for key in TOPIC_KEYS},
     ResourceType.BROKER: {key.name: key for key in BROKER_KEYS},
     ResourceType.GROUP: {key.name: key for key in GROUP_KEYS},
+    ResourceType.CLIENT_METRICS: client_metrics_configs.KEYS,
 }
 
 
@@ -179,7 +181,7 @@ class ConfigAdmin:
         elif code == ResourceType.GROUP:
             target = (AclResource.GROUP, resource.resource_name)
             refusal = ErrorCode.group_authorization_failed
-        elif code in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        elif code in (ResourceType.BROKER, ResourceType.BROKER_LOGGER, ResourceType.CLIENT_METRICS):
             target = (AclResource.CLUSTER, CLUSTER_NAME)
             refusal = ErrorCode.cluster_authorization_failed
         else:
@@ -219,6 +221,10 @@ class ConfigAdmin:
             if not name:
                 raise _invalid_request("Group name must not be empty")
             entries = self._group_entries(name)
+        elif resource_type is ResourceType.CLIENT_METRICS:
+            if not name:
+                raise _invalid_request("Client metrics subscription name must not be empty")
+            entries = self._client_metrics_entries(name)
         else:
             raise _invalid_request(f"Unsupported resource type: {resource_type.name}")
         wanted = resource.configuration_keys
@@ -240,6 +246,20 @@ class ConfigAdmin:
             else:
                 synonyms.insert(0, Synonym(key.name, value, Source.GROUP_CONFIG))
                 entries.append(Entry(key, value, Source.GROUP_CONFIG, False, synonyms))
+        return entries
+
+    def _client_metrics_entries(self, name: str) -> list[Entry]:
+        """Kafka's: every key, the subscription's own value (CLIENT_METRICS_CONFIG) or the
+        default; a subscription that does not exist describes as all defaults."""
+        own = self._controller.image.client_metrics.get(name, {})
+        entries = []
+        for key in client_metrics_configs.KEYS.values():
+            value = own.get(key.name)
+            if value is None:
+                entries.append(_default_entry(key))
+            else:
+                synonym = Synonym(key.name, value, Source.CLIENT_METRICS_CONFIG)
+                entries.append(Entry(key, value, Source.CLIENT_METRICS_CONFIG, False, (synonym,)))
         return entries
 
     def _topic_entries(self, name: str) -> list[Entry]:
@@ -370,6 +390,8 @@ class ConfigAdmin:
             if not name:
                 raise _invalid_request("Default group resources are not allowed.")
             current = image.group_configs.get(name, {})
+        elif resource_type is ResourceType.CLIENT_METRICS:
+            current = image.client_metrics.get(name, {})
         else:
             raise _invalid_request(f"Unknown resource type {resource.resource_type}")
         new = plan(resource, current)
@@ -380,6 +402,12 @@ class ConfigAdmin:
             try:
                 validate_broker_change(name, new, {n for n in changed if n in new})
             except BrokerConfigChangeError as error:
+                make = _invalid_config if error.invalid_config else _invalid_request
+                raise make(str(error)) from None
+        elif resource_type is ResourceType.CLIENT_METRICS:
+            try:
+                client_metrics_configs.validate(name, new, current)
+            except client_metrics_configs.ClientMetricsConfigError as error:
                 make = _invalid_config if error.invalid_config else _invalid_request
                 raise make(str(error)) from None
         else:

@@ -18,6 +18,7 @@ from krust.controller.client_quotas import ClientQuotas, QuotaEntity, replay_cli
 from krust.controller.features import SUPPORTED_FEATURES
 from krust.controller.records import (
     BROKER_RESOURCE,
+    CLIENT_METRICS_RESOURCE,
     FENCE,
     GROUP_RESOURCE,
     IN_CONTROLLED_SHUTDOWN,
@@ -134,6 +135,8 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     # Dynamic group configs (kafka-configs --entity-type groups) by group id.
     group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # Client metrics subscriptions (KIP-714, kafka-client-metrics) by subscription name.
+    client_metrics: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     # ACLs by id (AccessControlEntryRecords), for the built-in authorizer.
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY)
     client_quotas: ClientQuotas = field(default_factory=lambda: EMPTY)
@@ -189,6 +192,7 @@ class ImageBuilder:
         self._configs = {topic.name: dict(topic.configs) for topic in image.topics.values()}
         self._broker_configs = {name: dict(c) for name, c in image.broker_configs.items()}
         self._group_configs = {name: dict(c) for name, c in image.group_configs.items()}
+        self._client_metrics = {name: dict(c) for name, c in image.client_metrics.items()}
         self.broker_configs_changed = False
         self._acls = dict(image.acls)
         self.acls_changed = False
@@ -357,6 +361,9 @@ class ImageBuilder:
             group_configs=MappingProxyType(
                 {name: MappingProxyType(dict(c)) for name, c in self._group_configs.items() if c}
             ),
+            client_metrics=MappingProxyType(
+                {name: MappingProxyType(dict(c)) for name, c in self._client_metrics.items() if c}
+            ),
             acls=MappingProxyType(dict(self._acls)) if self.acls_changed else self._base.acls,
             client_quotas=MappingProxyType(
                 {e: MappingProxyType(dict(v)) for e, v in self._client_quotas.items()}
@@ -438,6 +445,8 @@ class ImageBuilder:
             configs = self._configs.setdefault(record.resource_name, {})
         elif record.resource_type == GROUP_RESOURCE:
             configs = self._group_configs.setdefault(record.resource_name, {})
+        elif record.resource_type == CLIENT_METRICS_RESOURCE:
+            configs = self._client_metrics.setdefault(record.resource_name, {})
         else:
             return
         if record.value is None:

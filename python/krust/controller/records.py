@@ -166,6 +166,7 @@ class AbortTransactionRecord:
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
+CLIENT_METRICS_RESOURCE = 16  # Kafka's ConfigResource.Type.CLIENT_METRICS (KIP-714)
 GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
 
 

@@ -15,6 +15,7 @@ from krust.controller.client_quotas import client_quota_records
 from krust.controller.image import MetadataImage, entry_record
 from krust.controller.records import (
     BROKER_RESOURCE,
+    CLIENT_METRICS_RESOURCE,
     GROUP_RESOURCE,
     METADATA_VERSION_FEATURE,
     TOPIC_RESOURCE,
@@ -57,6 +58,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         records.extend(_config_records(BROKER_RESOURCE, name, configs))
     for name, configs in image.group_configs.items():
         records.extend(_config_records(GROUP_RESOURCE, name, configs))
+    for name, configs in image.client_metrics.items():
+        records.extend(_config_records(CLIENT_METRICS_RESOURCE, name, configs))
     if image.next_producer_id > 0:
         # As Kafka's ProducerIdsImage writes it: only the next block's start survives.
         records.append(ProducerIdsRecord(broker_id=-1, next_producer_id=image.next_producer_id))

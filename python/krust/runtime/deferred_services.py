@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from krust.bridge.routes import CoreRoutes, Exposure
+from krust.config import configured_plugins
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -81,6 +82,13 @@ ADVERTISED: tuple[tuple[int, int, int, Exposure], ...] = (
     (67, 0, 0, _CONTROLLER),  # AllocateProducerIds
     (68, 0, 1, _CLIENTS),  # ConsumerGroupHeartbeat
     (69, 0, 1, _CLIENTS),  # ConsumerGroupDescribe
+    (74, 0, 1, _CLIENTS),  # ListConfigResources
+)
+# KIP-714's apis, advertised only where pushed metrics go somewhere (a metric.reporters plugin
+# or the metrics endpoint), as Kafka advertises them only with a ClientTelemetry reporter.
+TELEMETRY_APIS: tuple[tuple[int, int, int, Exposure], ...] = (
+    (71, 0, 0, _CLIENTS),  # GetTelemetrySubscriptions
+    (72, 0, 0, _CLIENTS),  # PushTelemetry
 )
 
 # The controller's apis, then the lifecycle manager (a broker's registration and heartbeats in
@@ -91,16 +99,22 @@ CONTROLLER_SERVICES = ("krust.controller.apis", "krust.runtime.lifecycle_manager
 COORDINATORS = ("krust.transaction.install", "krust.group.install")
 
 
+def advertised(config: Mapping[str, Any]) -> tuple[tuple[int, int, int, Exposure], ...]:
+    """`ADVERTISED`, and the telemetry apis if this broker's config receives client metrics."""
+    telemetry = TELEMETRY_APIS if configured_plugins.client_telemetry_enabled(config) else ()
+    return ADVERTISED + telemetry
+
+
 def reserve(ctx: BrokerContext) -> None:
     """Advertise these services' apis on the dispatcher, before the port opens."""
-    for api_key, min_version, max_version, exposure in ADVERTISED:
+    for api_key, min_version, max_version, exposure in advertised(ctx.config):
         ctx.dispatcher.reserve(api_key, min_version, max_version, exposure=exposure)
 
 
-def core_routes() -> CoreRoutes:
+def core_routes(config: Mapping[str, Any]) -> CoreRoutes:
     """The route table of a node whose services start after the port opens: this table,
     which the dispatcher then reserves."""
-    return {key: (low, high, exposure.value) for key, low, high, exposure in ADVERTISED}
+    return {key: (low, high, exposure.value) for key, low, high, exposure in advertised(config)}
 
 
 def after_port(config: Mapping[str, Any]) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ the core serves from (`controller.startup`), then the port. The Python services 
 event loop and dispatcher, the controller, the authorizer, the coordinators) are built after
 the port opens, with their apis advertised and their requests held until then, unless the node
 needs them to listen: a node of a quorum of several voters registers with the active controller
-first, and a configured plugin (authorizer, SASL/PLAIN callback, client quota callback) must
+first, and a configured plugin (authorizer, SASL/PLAIN callback, client quota callback, metric
+reporter) must
 load, or stop start-up with exit 2, before anything is served."""
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ SERVICE_MODULES = (
     "krust.bridge.context",
     "krust.controller.controller",
     "krust.security.quota_callback",
+    "krust.telemetry.install",
 )
 
 
@@ -57,8 +59,9 @@ def _installers() -> list[deferred_services.Installer]:
     """The services that load user plugins, installed with the dispatcher: a plugin that
     cannot load stops start-up with exit 2."""
     from krust.security import authentication, quota_callback
+    from krust.telemetry import install as telemetry
 
-    return [authentication.install, quota_callback.install]
+    return [authentication.install, quota_callback.install, telemetry.install]
 
 
 def needs_python_before_port(config: BrokerConfig) -> bool:
@@ -90,7 +93,7 @@ def run(config: BrokerConfig, on_ready: Callable[[], None] = lambda: None) -> No
             python.start(publisher, authorization)
             routes = python.core_routes()
         else:
-            routes = deferred_services.core_routes()
+            routes = deferred_services.core_routes(config)
         loading = _ServicesLoading(python, publisher, routes, core.shutdown)
         with _shutdown_on_signals(lambda: python.stop_gracefully(core.shutdown)):
             loading.start()

@@ -43,6 +43,8 @@ pub struct BrokerMetrics {
     pub requests: RequestMetrics,
     pub topics: BrokerTopicMetrics,
     cleaner_backlog: RwLock<Option<CleanerBacklog>>,
+    /// What clients pushed (KIP-714), rendered by Python's client metrics service.
+    client_telemetry: RwLock<String>,
 }
 
 impl Default for BrokerMetrics {
@@ -53,6 +55,7 @@ impl Default for BrokerMetrics {
             topics: BrokerTopicMetrics::default(),
             registry,
             cleaner_backlog: RwLock::default(),
+            client_telemetry: RwLock::default(),
         }
     }
 }
@@ -62,6 +65,12 @@ impl BrokerMetrics {
     /// `kafka_log_logcleanermanager_backlog_bytes` (absent while no cleaner is set).
     pub fn set_cleaner_backlog(&self, backlog: CleanerBacklog) {
         *self.cleaner_backlog.write() = Some(backlog);
+    }
+
+    /// The client metrics clients pushed, as Prometheus text whose names cannot collide with
+    /// the broker's own (`kafka_client_telemetry_...`): appended to every scrape.
+    pub fn set_client_telemetry(&self, text: String) {
+        *self.client_telemetry.write() = text;
     }
 
     /// Every metric family, the gauges read from `gauges` now.
@@ -90,6 +99,8 @@ impl BrokerMetrics {
         if let Err(error) = TextEncoder::new().encode(&self.gather(gauges), &mut text) {
             tracing::error!(%error, "cannot encode the metrics");
         }
-        String::from_utf8_lossy(&text).into_owned()
+        let mut text = String::from_utf8_lossy(&text).into_owned();
+        text.push_str(&self.client_telemetry.read());
+        text
     }
 }

@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::receive::receive_frame;
 use super::transport::Transport;
+use crate::network::client_software::client_software;
 use crate::network::dispatch::handle_request;
 use crate::request::request_context::{parse_header, Outcome, RequestSlot};
 use crate::request::response_frame::encode_frame;
@@ -73,7 +74,7 @@ pub struct Reauthentication {
 /// Runs the SASL exchange; the principal the client authenticated as, or why it did not.
 pub async fn authenticate<S: Transport>(
     stream: &mut S,
-    session: &Session,
+    session: &mut Session,
     context: &ServerContext,
     sasl: &SaslSettings,
     reauthentication: Option<Reauthentication>,
@@ -115,6 +116,9 @@ pub async fn authenticate<S: Transport>(
                 let Ok(permit) = context.request_slots.acquire().await else {
                     return Err(AuthenticationError::Unexpected(api_key));
                 };
+                if let Some(software) = client_software(&frame) {
+                    session.client_software = software;
+                }
                 match handle_request(context, session, frame, RequestSlot::new(permit)).await {
                     Outcome::Respond(response) => stream.write_frame(&response).await?,
                     // Before authentication there is no principal to throttle.

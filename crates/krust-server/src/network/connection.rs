@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::metrics::RequestTimes;
 use crate::network::authenticate::{authenticate, Reauthentication};
+use crate::network::client_software::client_software;
 use crate::network::dispatch::handle_request;
 use crate::network::receive::{receive_frame, ReceiveError};
 use crate::network::request_log::{log_completed, RequestHeaderView};
@@ -38,7 +39,7 @@ pub async fn serve_connection<S: Transport>(
     let mut session_deadline = None;
     if let Some(sasl) = sasl {
         let authenticated = tokio::select! {
-            authenticated = authenticate(&mut stream, &session, &context, sasl, None) => authenticated,
+            authenticated = authenticate(&mut stream, &mut session, &context, sasl, None) => authenticated,
             _ = shutdown.changed() => return,
         };
         match authenticated {
@@ -79,6 +80,11 @@ pub async fn serve_connection<S: Transport>(
         };
         let received = Instant::now();
         let header = RequestHeaderView::peek(&frame);
+        if header.as_ref().map(|h| h.api_key) == Some(ApiKey::ApiVersions) {
+            if let Some(software) = client_software(&frame) {
+                session.client_software = software;
+            }
+        }
         if let (Some(sasl), Some(deadline)) = (sasl, session_deadline) {
             // KIP-368: a SaslHandshake re-authenticates on the open connection; past the
             // session's lifetime nothing else is served.
@@ -88,7 +94,7 @@ pub async fn serve_connection<S: Transport>(
                     principal: session.principal.clone(),
                 };
                 let reauthenticated = tokio::select! {
-                    done = authenticate(&mut stream, &session, &context, sasl, Some(again)) => done,
+                    done = authenticate(&mut stream, &mut session, &context, sasl, Some(again)) => done,
                     _ = shutdown.changed() => return,
                 };
                 if let Err(error) = reauthenticated {

@@ -4,6 +4,7 @@
 
 pub mod acceptor;
 pub mod authenticate;
+pub mod client_software;
 pub mod connection;
 pub mod dispatch;
 pub mod forwarding;

@@ -80,6 +80,23 @@ impl FromStr for SecurityProtocol {
 /// are upper case, so this one never collides with a client listener.
 pub const INTERNAL_LISTENER_NAME: &str = "krust-internal";
 
+/// Kafka's `ClientInformation`: the software name and version a client sends in ApiVersions
+/// v3+ (KIP-511), "unknown" until it does. KIP-714 subscriptions match on them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSoftware {
+    pub name: String,
+    pub version: String,
+}
+
+impl Default for ClientSoftware {
+    fn default() -> Self {
+        ClientSoftware {
+            name: "unknown".into(),
+            version: "unknown".into(),
+        }
+    }
+}
+
 /// One connection's identity, fixed when the connection is accepted (or, for the core's own
 /// requests, made by the core).
 #[derive(Debug, Clone)]
@@ -92,6 +109,8 @@ pub struct Session {
     pub security_protocol: SecurityProtocol,
     /// The client's address and port.
     pub client_address: SocketAddr,
+    /// The client software the connection's ApiVersions request named (KIP-511).
+    pub client_software: ClientSoftware,
     /// True only for requests the core makes itself; nothing a client sends can set it.
     internal: bool,
 }
@@ -108,6 +127,7 @@ impl Session {
             listener_name: listener_name.to_string(),
             security_protocol,
             client_address,
+            client_software: ClientSoftware::default(),
             internal: false,
         }
     }
@@ -120,6 +140,7 @@ impl Session {
             listener_name: INTERNAL_LISTENER_NAME.to_string(),
             security_protocol: SecurityProtocol::Plaintext,
             client_address: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            client_software: ClientSoftware::default(),
             internal: true,
         }
     }
