@@ -34,16 +34,21 @@ pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
     logs: Arc<RwLock<BTreeMap<TopicPartition, SharedLog>>>,
+    /// Future logs (`<topic>-<partition>.<id>-future`): copies of current logs being moved
+    /// to another log dir by AlterReplicaLogDirs ([`crate::log_dir_move`]).
+    pub(crate) future_logs: Mutex<BTreeMap<TopicPartition, SharedLog>>,
+    /// Where a partition not hosted yet is to be created (Kafka's `preferredLogDirs`).
+    pub(crate) preferred_dirs: Mutex<HashMap<TopicPartition, PathBuf>>,
     /// How many logs each log dir holds, for placing new ones without visiting every log.
-    logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
-    failures: Arc<LogDirFailureChannel>,
+    pub(crate) logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
+    pub(crate) failures: Arc<LogDirFailureChannel>,
     /// Held until shutdown (or until the manager is dropped).
     locks: Mutex<Vec<LogDirLock>>,
     /// Flushes rolled segments off the request path.
     pub(crate) scheduler: Arc<Scheduler>,
     checkpoint_writer: Mutex<()>,
     /// Held while new logs are created.
-    creator: Mutex<()>,
+    pub(crate) creator: Mutex<()>,
     cleaner: Mutex<Option<LogCleaner>>,
 }
 
@@ -74,16 +79,20 @@ impl LogManager {
         }
         let locks = lock_log_dirs(log_dirs)?;
         let scheduler = start_scheduler()?;
+        crate::log_dir_move::prepare_log_dirs(log_dirs)?;
         let mut logs = BTreeMap::new();
+        let mut future_logs = BTreeMap::new();
         let mut logs_per_dir = HashMap::new();
         for dir in log_dirs {
             let loaded = load_log_dir(dir, &default_config)?;
             logs_per_dir.insert(dir.clone(), loaded.len());
             for (tp, log) in loaded {
-                if logs.contains_key(&tp) {
+                let future = crate::log_dir_move::is_future_dir(log.dir());
+                let target = if future { &mut future_logs } else { &mut logs };
+                if target.contains_key(&tp) {
                     return Err(StorageError::DuplicateLog(tp.to_string()));
                 }
-                logs.insert(tp, share(log, &scheduler));
+                target.insert(tp, share(log, &scheduler));
             }
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             if marker.exists() {
@@ -94,6 +103,8 @@ impl LogManager {
             log_dirs: log_dirs.to_vec(),
             default_config,
             logs: Arc::new(RwLock::new(logs)),
+            future_logs: Mutex::new(future_logs),
+            preferred_dirs: Mutex::default(),
             logs_per_dir: Mutex::new(logs_per_dir),
             failures: Arc::default(),
             locks: Mutex::new(locks),
@@ -151,6 +162,14 @@ impl LogManager {
                 log.lock().closed = true;
             }
         }
+        self.future_logs.lock().retain(|_, log| {
+            let mut log = log.lock();
+            let keep = log.dir().parent() != Some(dir);
+            if !keep {
+                log.closed = true;
+            }
+            keep
+        });
         self.logs_per_dir.lock().remove(dir);
         failed
     }
@@ -236,7 +255,15 @@ impl LogManager {
         }
         let mut placed = Vec::new();
         for (index, spec) in pending {
-            match self.reserve_least_loaded_dir() {
+            let preferred = self.preferred_dirs.lock().remove(&spec.topic_partition);
+            let reserved = match preferred.filter(|d| !self.failures.is_offline(d)) {
+                Some(dir) => {
+                    *self.logs_per_dir.lock().entry(dir.clone()).or_default() += 1;
+                    Ok(dir)
+                }
+                None => self.reserve_least_loaded_dir(),
+            };
+            match reserved {
                 Ok(parent) => placed.push((index, parent, spec)),
                 Err(error) => results[index] = Some(Err(error)),
             }
@@ -297,13 +324,13 @@ impl LogManager {
         Ok(parent)
     }
 
-    fn release_dir(&self, parent: &Path) {
+    pub(crate) fn release_dir(&self, parent: &Path) {
         if let Some(count) = self.logs_per_dir.lock().get_mut(parent) {
             *count = count.saturating_sub(1);
         }
     }
 
-    fn online_log_dirs(&self) -> impl Iterator<Item = &PathBuf> {
+    pub(crate) fn online_log_dirs(&self) -> impl Iterator<Item = &PathBuf> {
         self.log_dirs
             .iter()
             .filter(|d| !self.failures.is_offline(d))
@@ -311,6 +338,7 @@ impl LogManager {
 
     /// Removes the partition's log and its directory; false if there was none.
     pub fn delete(&self, tp: &TopicPartition) -> Result<bool, StorageError> {
+        self.remove_future_log(tp)?;
         let Some(log) = self.logs.write().remove(tp) else {
             return Ok(false);
         };
@@ -329,6 +357,9 @@ impl LogManager {
         tp: &TopicPartition,
         config: LogConfig,
     ) -> Result<bool, StorageError> {
+        if let Some(future) = self.future_log(tp) {
+            future.lock().update_config(config.clone())?;
+        }
         match self.get(tp) {
             Some(log) => log.lock().update_config(config).map(|()| true),
             None => Ok(false),
@@ -393,7 +424,20 @@ impl LogManager {
             .online_log_dirs()
             .map(|d| (d.clone(), BTreeMap::new()))
             .collect();
-        for (tp, log) in self.logs.read().iter() {
+        let futures: Vec<(TopicPartition, SharedLog)> = self
+            .future_logs
+            .lock()
+            .iter()
+            .map(|(tp, log)| (tp.clone(), Arc::clone(log)))
+            .collect();
+        // A future log is in another dir than its current one: never the same dir's key.
+        let current: Vec<(TopicPartition, SharedLog)> = self
+            .logs
+            .read()
+            .iter()
+            .map(|(tp, log)| (tp.clone(), Arc::clone(log)))
+            .collect();
+        for (tp, log) in current.iter().chain(&futures) {
             let log = log.lock();
             if let Some(offsets) = log.dir().parent().and_then(|p| per_dir.get_mut(p)) {
                 offsets.insert(tp.clone(), offset(&log));
@@ -412,8 +456,17 @@ impl LogManager {
             cleaner.shutdown();
         }
         self.scheduler.shutdown();
-        let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
+        // Future logs close too, so that the next start resumes their copy without recovery.
+        let futures = self.future_logs.lock();
+        let logs: Vec<SharedLog> = self
+            .logs
+            .read()
+            .values()
+            .chain(futures.values())
+            .cloned()
+            .collect();
         in_parallel(&logs, |log| log.lock().close())?;
+        drop(futures);
         self.checkpoint()?;
         self.checkpoint_high_watermarks()?;
         // An offline dir gets no marker: the next start recovers it.
@@ -536,11 +589,10 @@ fn load_log_dir(
             .file_type()
             .map_err(StorageError::io(entry.path()))?
             .is_dir();
-        let Some(tp) = entry
-            .file_name()
-            .to_str()
-            .and_then(TopicPartition::from_dir_name)
-        else {
+        let Some(tp) = entry.file_name().to_str().and_then(|name| {
+            TopicPartition::from_dir_name(name)
+                .or_else(|| crate::log_dir_move::future_dir_partition(name))
+        }) else {
             continue;
         };
         if is_dir {
