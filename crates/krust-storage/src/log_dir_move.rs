@@ -198,43 +198,63 @@ fn reconcile(current: &Log, future: &mut Log) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// What one unlocked copy did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Copied {
+    bytes: usize,
+    /// The copy reached the current log's end as it was when the copy started: what is
+    /// left is only what was appended meanwhile.
+    reached_end: bool,
+}
+
 /// Copies up to `max_bytes` of whole batches from `current` to `future`, the read itself done
-/// without either lock; the bytes copied.
+/// without either lock.
 fn copy_step(
     current: &SharedLog,
     future: &SharedLog,
     max_bytes: usize,
-) -> Result<usize, StorageError> {
-    let (plan, from, dir) = {
+) -> Result<Copied, StorageError> {
+    let (plan, from, end, dir) = {
         let current = current.lock();
         let mut future = future.lock();
         reconcile(&current, &mut future)?;
         let from = future.log_end_offset();
-        if from >= current.log_end_offset() {
-            return Ok(0);
+        let end = current.log_end_offset();
+        if from >= end {
+            return Ok(Copied {
+                bytes: 0,
+                reached_end: true,
+            });
         }
         let plan = current
-            .read_plan(from, current.log_end_offset())
+            .read_plan(from, end)
             .map_err(|e| read_failed(current.dir(), e))?;
-        (plan, from, current.dir().to_path_buf())
+        (plan, from, end, current.dir().to_path_buf())
     };
     let data = plan
         .read(max_bytes, true)
         .map_err(|e| read_failed(&dir, e))?;
     let bytes = data.records.read_bytes().map_err(StorageError::io(&dir))?;
+    let nothing = Copied {
+        bytes: 0,
+        reached_end: false,
+    };
     if bytes.is_empty() {
-        return Ok(0);
+        return Ok(nothing);
     }
     let mut future = future.lock();
     if future.log_end_offset() != from {
         // Truncated meanwhile: the next step reads again.
-        return Ok(0);
+        return Ok(nothing);
     }
     let future_dir = future.dir().to_path_buf();
     future
         .append_as_follower(&bytes, wall_clock_ms())
         .map_err(|e| append_failed(&future_dir, e))?;
-    Ok(bytes.len())
+    Ok(Copied {
+        bytes: bytes.len(),
+        reached_end: future.log_end_offset() >= end,
+    })
 }
 
 /// `copy_step` with the current log locked throughout (nothing can be appended meanwhile).
@@ -377,9 +397,10 @@ impl LogManager {
     }
 
     /// One step of Kafka's `ReplicaAlterLogDirsThread` for `tp`: copies up to `max_bytes`
-    /// from the current log to the future log and, once it has caught up, promotes it. The
-    /// final catch-up and the swap hold the current log's lock, copying at most another
-    /// `max_bytes` under it (otherwise the next step tries again).
+    /// from the current log to the future log and, once a copy reached the current log's
+    /// end, promotes it. The final catch-up (what was appended since) and the swap hold the
+    /// current log's lock, copying at most another `max_bytes` under it (otherwise the next
+    /// step tries again).
     pub fn advance_future_log(
         &self,
         tp: &TopicPartition,
@@ -388,9 +409,10 @@ impl LogManager {
         let (Some(current), Some(future)) = (self.get(tp), self.future_log(tp)) else {
             return Ok(MoveProgress::Idle);
         };
-        let copied_bytes = copy_step(&current, &future, max_bytes)?;
+        let copied = copy_step(&current, &future, max_bytes)?;
+        let copied_bytes = copied.bytes;
         let lag = current.lock().log_end_offset() - future.lock().log_end_offset();
-        if copied_bytes >= max_bytes {
+        if !copied.reached_end {
             return Ok(MoveProgress::Copying { copied_bytes, lag });
         }
         if self.promote(tp, &current, &future, max_bytes)? {
@@ -402,6 +424,28 @@ impl LogManager {
 
     /// Kafka's `maybeReplaceCurrentWithFutureReplica` and `replaceCurrentWithFutureLog`.
     fn promote(
+        &self,
+        tp: &TopicPartition,
+        current: &SharedLog,
+        future: &SharedLog,
+        max_bytes: usize,
+    ) -> Result<bool, StorageError> {
+        // As Kafka pauses cleaning for a moved log: no clean may rewrite segments of the
+        // directory being renamed away. One under way now: the next step tries again.
+        let cleaner = self.cleaner.lock();
+        if let Some(cleaner) = cleaner.as_ref() {
+            if !cleaner.pause_unless_cleaning(tp) {
+                return Ok(false);
+            }
+        }
+        let promoted = self.promote_paused(tp, current, future, max_bytes);
+        if let Some(cleaner) = cleaner.as_ref() {
+            cleaner.resume(tp);
+        }
+        promoted
+    }
+
+    fn promote_paused(
         &self,
         tp: &TopicPartition,
         current: &SharedLog,
@@ -512,6 +556,6 @@ pub(crate) mod tests_support {
 
     /// One unlocked copy step, without the promotion.
     pub(crate) fn copy(current: &SharedLog, future: &SharedLog, max_bytes: usize) -> usize {
-        copy_step(current, future, max_bytes).unwrap()
+        copy_step(current, future, max_bytes).unwrap().bytes
     }
 }

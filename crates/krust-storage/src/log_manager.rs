@@ -49,7 +49,7 @@ pub struct LogManager {
     checkpoint_writer: Mutex<()>,
     /// Held while new logs are created.
     pub(crate) creator: Mutex<()>,
-    cleaner: Mutex<Option<LogCleaner>>,
+    pub(crate) cleaner: Mutex<Option<LogCleaner>>,
 }
 
 /// A partition whose log `get_or_create_all` returns, created with these settings if missing.

@@ -74,6 +74,8 @@ pub enum OpenError {
     FailureHandler(#[source] std::io::Error),
     #[error("cannot start the metadata applier thread: {0}")]
     MetadataApplier(#[source] std::io::Error),
+    #[error("cannot start the thread moving replicas between log dirs: {0}")]
+    LogDirMover(#[source] std::io::Error),
     #[error("cannot start the controller channels: {0}")]
     ControllerChannels(#[source] std::io::Error),
 }
@@ -165,6 +167,9 @@ impl Broker {
                 halt.send_replace(true);
             })
             .map_err(OpenError::FailureHandler)?;
+        replicas
+            .start_log_dir_mover()
+            .map_err(OpenError::LogDirMover)?;
         let applier =
             Scheduler::start("krust-metadata-applier").map_err(OpenError::MetadataApplier)?;
         let controller_locator = Arc::new(ControllerLocator::new(

@@ -99,6 +99,16 @@ impl LogCleaner {
         })
     }
 
+    /// Keeps the partition's log from being cleaned until `resume`; false (nothing paused)
+    /// while it is being cleaned.
+    pub(crate) fn pause_unless_cleaning(&self, tp: &TopicPartition) -> bool {
+        self.manager.pause_unless_cleaning(tp)
+    }
+
+    pub(crate) fn resume(&self, tp: &TopicPartition) {
+        self.manager.resume(tp);
+    }
+
     /// The backlog and the last clean.
     pub fn status(&self) -> CleanerStatus {
         self.manager.status()
