@@ -14,9 +14,7 @@
 //! are removed at start-up, and a future dir whose partition has no current dir (the broker
 //! stopped between the two renames of a promotion) becomes the current log.
 
-use std::collections::HashSet;
 use std::fs;
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,15 +24,11 @@ use tracing::{info, warn};
 
 use crate::error::{AppendError, ReadError, StorageError};
 use crate::log::{wall_clock_ms, LoadParams, Log, SharedLog};
+use crate::log_file_utils::sync_dir;
 use crate::log_manager::LogManager;
-use crate::topic_partition::TopicPartition;
-
-/// Kafka's `FutureDirSuffix`.
-pub const FUTURE_DIR_SUFFIX: &str = "-future";
-/// Kafka's `DeleteDirSuffix`.
-pub const DELETE_DIR_SUFFIX: &str = "-delete";
-/// File names longer than this are refused by common file systems (Kafka's KAFKA-4893 check).
-const MAX_DIR_NAME_LENGTH: usize = 255;
+use crate::topic_partition::{
+    suffixed_dir_name, TopicPartition, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX,
+};
 
 /// What one step of a move did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,93 +39,6 @@ pub enum MoveProgress {
     Copying { copied_bytes: usize, lag: i64 },
     /// The future log replaced the current one.
     Promoted,
-}
-
-/// `<topic>-<partition>.<32 hex digits><suffix>`, Kafka's name of a future or deleted log.
-pub fn suffixed_dir_name(tp: &TopicPartition, suffix: &str) -> String {
-    format!("{}.{}{}", tp.dir_name(), unique_id(), suffix)
-}
-
-/// Whether a future log's directory name for `tp` would be too long for the file system.
-pub fn future_dir_name_too_long(tp: &TopicPartition) -> bool {
-    tp.dir_name().len() + 1 + 32 + FUTURE_DIR_SUFFIX.len() > MAX_DIR_NAME_LENGTH
-}
-
-/// 32 random hex digits, as Kafka's `UUID.randomUUID` without dashes.
-fn unique_id() -> String {
-    let half = || {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        hasher.finish()
-    };
-    format!("{:016x}{:016x}", half(), half())
-}
-
-fn suffixed_dir_partition(name: &str, suffix: &str) -> Option<TopicPartition> {
-    let (base, id) = name.strip_suffix(suffix)?.rsplit_once('.')?;
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return None;
-    }
-    TopicPartition::from_dir_name(base)
-}
-
-/// The partition of a `<topic>-<partition>.<id>-future` directory name.
-pub(crate) fn future_dir_partition(name: &str) -> Option<TopicPartition> {
-    suffixed_dir_partition(name, FUTURE_DIR_SUFFIX)
-}
-
-/// Whether `path` is a future log's directory.
-pub(crate) fn is_future_dir(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(future_dir_partition)
-        .is_some()
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    fs::File::open(dir)?.sync_all()
-}
-
-/// Before the logs load: removes `-delete` dirs and promotes future dirs left without a
-/// current dir by a promotion the broker stopped in the middle of.
-pub(crate) fn prepare_log_dirs(log_dirs: &[PathBuf]) -> Result<(), StorageError> {
-    let mut current = HashSet::new();
-    let mut futures = Vec::new();
-    for dir in log_dirs {
-        for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
-            let entry = entry.map_err(StorageError::io(dir))?;
-            let path = entry.path();
-            if !path.is_dir() {
-                continue;
-            }
-            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
-            if suffixed_dir_partition(&name, DELETE_DIR_SUFFIX).is_some() {
-                info!(dir = %path.display(), "removing a log left for deletion");
-                fs::remove_dir_all(&path).map_err(StorageError::io(&path))?;
-            } else if let Some(tp) = TopicPartition::from_dir_name(&name) {
-                current.insert(tp);
-            } else if let Some(tp) = future_dir_partition(&name) {
-                futures.push((tp, dir.clone(), path));
-            }
-        }
-    }
-    for (tp, dir, path) in futures {
-        if current.contains(&tp) {
-            continue;
-        }
-        let target = dir.join(tp.dir_name());
-        warn!(partition = %tp, dir = %dir.display(), "a future log has no current log (the broker stopped while promoting it): it becomes the current log");
-        fs::rename(&path, &target).map_err(StorageError::io(&path))?;
-        sync_dir(&dir).map_err(StorageError::io(&dir))?;
-        current.insert(tp);
-    }
-    Ok(())
 }
 
 fn read_failed(dir: &Path, error: ReadError) -> StorageError {

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use crate::batch::test_batches::TestBatch;
 use crate::config::LogConfig;
 use crate::log::SharedLog;
-use crate::log_dir_move::{MoveProgress, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX};
+use crate::log_dir_move::MoveProgress;
 use crate::log_manager::LogManager;
 use crate::log_tests::{read_all, NOW};
 use crate::topic_partition::TopicPartition;
+use crate::topic_partition::{DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX};
 
 fn small_segments() -> LogConfig {
     LogConfig {

@@ -3,7 +3,7 @@
 //! ReplicaManager writes that file), since the `Log` owns its high watermark and a log dir's
 //! logs are loaded here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,8 +22,12 @@ use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
 use crate::log_dir_failure::LogDirFailureChannel;
 use crate::log_dir_lock::LogDirLock;
+use crate::log_file_utils::sync_dir;
 use crate::scheduler::Scheduler;
-use crate::topic_partition::{is_valid_topic_name, TopicPartition};
+use crate::topic_partition::{
+    future_dir_partition, is_future_dir, is_valid_topic_name, suffixed_dir_partition,
+    TopicPartition, DELETE_DIR_SUFFIX,
+};
 
 /// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -35,7 +39,7 @@ pub struct LogManager {
     default_config: LogConfig,
     logs: Arc<RwLock<BTreeMap<TopicPartition, SharedLog>>>,
     /// Future logs (`<topic>-<partition>.<id>-future`): copies of current logs being moved
-    /// to another log dir by AlterReplicaLogDirs ([`crate::log_dir_move`]).
+    /// to another log dir by AlterReplicaLogDirs (`log_dir_move`).
     pub(crate) future_logs: Mutex<BTreeMap<TopicPartition, SharedLog>>,
     /// Where a partition not hosted yet is to be created (Kafka's `preferredLogDirs`).
     pub(crate) preferred_dirs: Mutex<HashMap<TopicPartition, PathBuf>>,
@@ -79,7 +83,7 @@ impl LogManager {
         }
         let locks = lock_log_dirs(log_dirs)?;
         let scheduler = start_scheduler()?;
-        crate::log_dir_move::prepare_log_dirs(log_dirs)?;
+        prepare_log_dirs(log_dirs)?;
         let mut logs = BTreeMap::new();
         let mut future_logs = BTreeMap::new();
         let mut logs_per_dir = HashMap::new();
@@ -87,7 +91,7 @@ impl LogManager {
             let loaded = load_log_dir(dir, &default_config)?;
             logs_per_dir.insert(dir.clone(), loaded.len());
             for (tp, log) in loaded {
-                let future = crate::log_dir_move::is_future_dir(log.dir());
+                let future = is_future_dir(log.dir());
                 let target = if future { &mut future_logs } else { &mut logs };
                 if target.contains_key(&tp) {
                     return Err(StorageError::DuplicateLog(tp.to_string()));
@@ -521,6 +525,44 @@ fn in_parallel<T: Sync, R: Send>(
     done.into_iter().map(|(_, result)| result).collect()
 }
 
+/// Before the logs load: removes `-delete` dirs and promotes future dirs left without a
+/// current dir by a promotion the broker stopped in the middle of.
+pub(crate) fn prepare_log_dirs(log_dirs: &[PathBuf]) -> Result<(), StorageError> {
+    let mut current = HashSet::new();
+    let mut futures = Vec::new();
+    for dir in log_dirs {
+        for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
+            let entry = entry.map_err(StorageError::io(dir))?;
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if suffixed_dir_partition(&name, DELETE_DIR_SUFFIX).is_some() {
+                info!(dir = %path.display(), "removing a log left for deletion");
+                fs::remove_dir_all(&path).map_err(StorageError::io(&path))?;
+            } else if let Some(tp) = TopicPartition::from_dir_name(&name) {
+                current.insert(tp);
+            } else if let Some(tp) = future_dir_partition(&name) {
+                futures.push((tp, dir.clone(), path));
+            }
+        }
+    }
+    for (tp, dir, path) in futures {
+        if current.contains(&tp) {
+            continue;
+        }
+        let target = dir.join(tp.dir_name());
+        warn!(partition = %tp, dir = %dir.display(), "a future log has no current log (the broker stopped while promoting it): it becomes the current log");
+        fs::rename(&path, &target).map_err(StorageError::io(&path))?;
+        sync_dir(&dir).map_err(StorageError::io(&dir))?;
+        current.insert(tp);
+    }
+    Ok(())
+}
+
 fn start_scheduler() -> Result<Arc<Scheduler>, StorageError> {
     Scheduler::start("krust-log-flusher")
         .map(Arc::new)
@@ -590,8 +632,7 @@ fn load_log_dir(
             .map_err(StorageError::io(entry.path()))?
             .is_dir();
         let Some(tp) = entry.file_name().to_str().and_then(|name| {
-            TopicPartition::from_dir_name(name)
-                .or_else(|| crate::log_dir_move::future_dir_partition(name))
+            TopicPartition::from_dir_name(name).or_else(|| future_dir_partition(name))
         }) else {
             continue;
         };

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
-use krust_storage::log_dir_move::future_dir_name_too_long;
+use krust_storage::topic_partition::future_dir_name_too_long;
 use krust_storage::{MoveProgress, StorageError, TopicPartition};
 use parking_lot::Mutex;
 
