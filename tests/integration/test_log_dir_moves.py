@@ -92,6 +92,7 @@ def test_kafka_reassign_partitions_moves_a_replica_to_another_log_dir_while_prod
             "replica.alter.log.dirs.io.max.bytes.per.second": str(COPY_BYTES_PER_SECOND),
         }
     )
+    throttle = ("--replica-alter-log-dirs-throttle", str(COPY_BYTES_PER_SECOND))
     create_topic(broker.bootstrap, TOPIC)
     # One record per batch: the copy moves whole batches, so small ones spread it over time.
     producer = Producer(
@@ -110,8 +111,15 @@ def test_kafka_reassign_partitions_moves_a_replica_to_another_log_dir_while_prod
     plan.write_text(json.dumps({"version": 1, "partitions": [partition]}))
     reassign = ("--bootstrap-server", broker.bootstrap, "--reassignment-json-file", str(plan))
     with BackgroundProducer(broker.bootstrap) as during:
-        executed = tool_output(REASSIGN_PARTITIONS_COMMAND, *reassign, "--execute")
+        executed = tool_output(REASSIGN_PARTITIONS_COMMAND, *reassign, "--execute", *throttle)
         assert "Successfully started partition reassignment" in executed, executed
+        started = (
+            f"Successfully started moving log directory to {destination} for replica {TOPIC}-0"
+        )
+        assert started in executed, executed
+        # The tool sets the dynamic throttle (the broker's static one is the same rate).
+        throttled = f"replica-alter-dir throttle limit was set to {COPY_BYTES_PER_SECOND} B/s"
+        assert throttled in executed, executed
         # The future replica copies in the destination dir, behind the current one.
         moving = replicas(broker.bootstrap)
         assert len(moving) == 2, moving
@@ -133,6 +141,7 @@ def test_kafka_reassign_partitions_moves_a_replica_to_another_log_dir_while_prod
         time.sleep(0.5)
     verified = tool_output(REASSIGN_PARTITIONS_COMMAND, *reassign, "--verify")
     assert f"Reassignment of replica {TOPIC}-0-{NODE_ID} completed successfully" in verified
+    assert f"Clearing broker-level throttles on broker {NODE_ID}" in verified
 
     # The old directory is renamed for deletion; the new one holds the partition.
     assert not (Path(source) / f"{TOPIC}-0").exists()

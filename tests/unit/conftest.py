@@ -103,6 +103,9 @@ class FakeCore:
     def set_replication_throttled_rates(self, leader: int, follower: int) -> None:
         self.replication_throttled_rates = (leader, follower)
 
+    def set_alter_log_dirs_throttled_rate(self, rate: int) -> None:
+        self.alter_log_dirs_throttled_rate = rate
+
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None:

@@ -286,6 +286,13 @@ impl Broker {
         self.connections.set_limits(limits);
     }
 
+    /// What moving replicas between this broker's log dirs may copy per second
+    /// (`replica.alter.log.dirs.io.max.bytes.per.second`), changed while the broker runs.
+    pub fn set_alter_log_dirs_throttled_rate(&self, bytes_per_second: i64) {
+        self.replicas
+            .set_alter_log_dirs_throttled_rate(bytes_per_second);
+    }
+
     /// `leader.replication.throttled.rate` and `follower.replication.throttled.rate` in force
     /// (bytes per second), changed while the broker runs.
     pub fn set_replication_throttled_rates(&self, leader: i64, follower: i64) {

@@ -4,6 +4,7 @@
 //! (`LogManager::advance_future_log`).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -33,11 +34,18 @@ struct CopyThrottle {
 
 impl CopyThrottle {
     fn new(bytes_per_second: i64, now: Instant) -> Self {
-        Self {
-            bytes_per_second: u64::try_from(bytes_per_second).unwrap_or(0).max(1),
+        let mut throttle = Self {
+            bytes_per_second: 1,
             window_start: now,
             used: 0,
-        }
+        };
+        throttle.set_rate(bytes_per_second);
+        throttle
+    }
+
+    /// A new rate, from the current window on.
+    fn set_rate(&mut self, bytes_per_second: i64) {
+        self.bytes_per_second = u64::try_from(bytes_per_second).unwrap_or(0).max(1);
     }
 
     /// The bytes the moves may copy now, or how long to wait for the next window.
@@ -153,23 +161,25 @@ impl ReplicaManager {
         let max_bytes = u64::try_from(self.replication.replica_fetch_max_bytes)
             .unwrap_or(1 << 20)
             .max(1);
-        let mut throttle = CopyThrottle::new(
-            self.replication
-                .replica_alter_log_dirs_io_max_bytes_per_second,
-            Instant::now(),
-        );
+        let rate = self
+            .replication
+            .replica_alter_log_dirs_io_max_bytes_per_second;
+        self.alter_log_dirs_rate.store(rate, Ordering::Relaxed);
+        let mut throttle = CopyThrottle::new(rate, Instant::now());
         let thread = std::thread::Builder::new()
             .name("krust-alter-log-dirs".into())
             .spawn(move || loop {
+                let Some(replicas) = manager.upgrade() else {
+                    return;
+                };
+                if replicas.stopping_log_dir_mover() {
+                    return;
+                }
+                throttle.set_rate(replicas.alter_log_dirs_rate.load(Ordering::Relaxed));
                 let wait = match throttle.budget(Instant::now()) {
                     Err(wait) => wait.min(IDLE_WAIT),
                     Ok(budget) => {
-                        let copied = match manager.upgrade() {
-                            Some(manager) if !manager.stopping_log_dir_mover() => {
-                                manager.advance_moves(max_bytes, budget)
-                            }
-                            _ => return,
-                        };
+                        let copied = replicas.advance_moves(max_bytes, budget);
                         throttle.record(copied);
                         if copied > 0 {
                             continue;
@@ -177,6 +187,7 @@ impl ReplicaManager {
                         IDLE_WAIT
                     }
                 };
+                drop(replicas);
                 match woken.recv_timeout(wait) {
                     Ok(()) | Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
@@ -190,6 +201,13 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// `replica.alter.log.dirs.io.max.bytes.per.second` in force (a dynamic broker config in
+    /// Kafka, which `kafka-reassign-partitions --replica-alter-log-dirs-throttle` sets).
+    pub fn set_alter_log_dirs_throttled_rate(&self, bytes_per_second: i64) {
+        self.alter_log_dirs_rate
+            .store(bytes_per_second, Ordering::Relaxed);
+    }
+
     fn stopping_log_dir_mover(&self) -> bool {
         self.log_dir_mover
             .get()
@@ -201,6 +219,11 @@ impl ReplicaManager {
     fn advance_moves(&self, max_bytes: u64, budget: u64) -> u64 {
         let mut copied = 0u64;
         for tp in self.log_manager.future_partitions() {
+            // As Kafka, a move (one a restart found too) goes on once the partition is hosted
+            // again: after the metadata, and the dynamic configs with the throttle, are applied.
+            if self.partition(&tp.topic, tp.partition).is_none() {
+                continue;
+            }
             let step = max_bytes.min(budget.saturating_sub(copied));
             if step == 0 {
                 break;

@@ -57,8 +57,10 @@ pub struct ReplicaManager {
     replication_quotas: Arc<ReplicationQuotas>,
     /// One AlterReplicaLogDirs at a time (Kafka's `replicaStateChangeLock`).
     altering_log_dirs: parking_lot::Mutex<()>,
-    /// The thread copying future logs (`start_log_dir_mover`).
+    /// The thread copying future logs (`start_log_dir_mover`) and the bytes per second it
+    /// may copy (`replica.alter.log.dirs.io.max.bytes.per.second`).
     log_dir_mover: OnceLock<log_dirs::LogDirMover>,
+    alter_log_dirs_rate: std::sync::atomic::AtomicI64,
 }
 
 /// Partitions a metadata change could not be applied to for a reason other than a failed log
@@ -114,6 +116,7 @@ impl ReplicaManager {
             replication_quotas: Arc::default(),
             altering_log_dirs: parking_lot::Mutex::default(),
             log_dir_mover: OnceLock::new(),
+            alter_log_dirs_rate: std::sync::atomic::AtomicI64::new(i64::MAX),
         }
     }
 
