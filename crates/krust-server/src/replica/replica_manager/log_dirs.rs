@@ -237,14 +237,22 @@ impl ReplicaManager {
                     tracing::info!(partition = %tp, "moved the replica to its new log dir");
                 }
                 Ok(MoveProgress::Idle) => {}
+                Err(StorageError::Io { path, source }) => {
+                    // As Kafka: the dir that failed goes offline, with its logs (a future log
+                    // there, or the partition if its current log is there).
+                    tracing::warn!(partition = %tp, path = %path.display(), error = %source, "copying the future log failed");
+                    if let Some(dir) = self.log_dir_holding(&path) {
+                        self.log_manager
+                            .failure_channel()
+                            .maybe_add_offline_log_dir(&dir, &source);
+                    }
+                }
                 Err(error) => {
-                    tracing::warn!(partition = %tp, %error, "copying the future log failed");
-                    if let StorageError::Io { path, .. } = &error {
-                        if let Some(dir) = self.log_dir_holding(path) {
-                            self.log_manager
-                                .failure_channel()
-                                .maybe_add_offline_log_dir(&dir, &error);
-                        }
+                    // Anything else would fail again at every step: the move stops (a new
+                    // AlterReplicaLogDirs starts it again).
+                    tracing::error!(partition = %tp, %error, "stopping the move of the replica to another log dir");
+                    if let Err(error) = self.log_manager.remove_future_log(&tp) {
+                        tracing::warn!(partition = %tp, %error, "cannot remove the future log");
                     }
                 }
             }
