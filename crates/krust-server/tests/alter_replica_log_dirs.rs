@@ -40,6 +40,8 @@ fn unknown_and_offline_dirs_and_partitions_not_hosted_answer_kafkas_codes() {
         move_to("/not/a/log/dir", "a", vec![0]),
         move_to(&path(1), "b", vec![0]),
         move_to(&path(0), "c", vec![0, 1]),
+        // The metadata log is in a log dir, but not a replica Kafka's tools can move.
+        move_to(&path(0), "__cluster_metadata", vec![0]),
     ]);
     let response = alter_replica_log_dirs::handle(&context, request.clone());
     let codes: Vec<(String, i32, i16)> = response
@@ -54,6 +56,11 @@ fn unknown_and_offline_dirs_and_partitions_not_hosted_answer_kafkas_codes() {
     assert_eq!(
         codes,
         vec![
+            (
+                "__cluster_metadata".into(),
+                0,
+                ResponseError::ReplicaNotAvailable.code()
+            ),
             ("a".into(), 0, ResponseError::LogDirNotFound.code()),
             ("b".into(), 0, ResponseError::KafkaStorageError.code()),
             ("c".into(), 0, ResponseError::ReplicaNotAvailable.code()),
@@ -67,5 +74,7 @@ fn unknown_and_offline_dirs_and_partitions_not_hosted_answer_kafkas_codes() {
         .iter()
         .flat_map(|t| &t.partitions)
         .all(|p| p.error_code == ResponseError::ClusterAuthorizationFailed.code()));
-    assert_eq!(refused.results.len(), 3);
+    assert_eq!(refused.results.len(), 4);
+    // The metadata log stays where it is.
+    assert!(manager.future_partitions().is_empty());
 }

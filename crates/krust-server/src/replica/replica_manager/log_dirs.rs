@@ -126,7 +126,12 @@ impl ReplicaManager {
                 format!("partition {tp} is offline"),
             ));
         }
-        let hosted = self.partition(&tp.topic, tp.partition);
+        // KRaft keeps the metadata log outside Kafka's LogManager: it is never a replica here.
+        let hosted = if tp.topic == METADATA_LOG_TOPIC {
+            None
+        } else {
+            self.partition(&tp.topic, tp.partition)
+        };
         if hosted.is_some() {
             // Another destination than the move under way: that move stops.
             let future_dir = self.log_manager.future_log_dir(tp);
@@ -134,7 +139,6 @@ impl ReplicaManager {
                 self.log_manager.remove_future_log(tp)?;
             }
         }
-        // KRaft keeps the metadata log outside Kafka's LogManager: it is never a replica.
         if tp.topic != METADATA_LOG_TOPIC {
             self.log_manager.maybe_update_preferred_log_dir(tp, &dir);
         }
