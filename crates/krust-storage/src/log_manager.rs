@@ -461,16 +461,11 @@ impl LogManager {
         }
         self.scheduler.shutdown();
         // Future logs close too, so that the next start resumes their copy without recovery.
-        let futures = self.future_logs.lock();
-        let logs: Vec<SharedLog> = self
-            .logs
-            .read()
-            .values()
-            .chain(futures.values())
-            .cloned()
-            .collect();
+        // (Their mover has stopped: the replica manager stops it before this.)
+        let futures: Vec<SharedLog> = self.future_logs.lock().values().cloned().collect();
+        let mut logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
+        logs.extend(futures);
         in_parallel(&logs, |log| log.lock().close())?;
-        drop(futures);
         self.checkpoint()?;
         self.checkpoint_high_watermarks()?;
         // An offline dir gets no marker: the next start recovers it.
