@@ -347,9 +347,14 @@ impl LogManager {
         }
         let promoted = self.promote_paused(tp, current, future, max_bytes);
         if let Some(cleaner) = cleaner.as_ref() {
+            // Kafka's `alterCheckpointDir`: the cleaned part stays clean in the new dir.
+            // (After the logs' locks are released: the checkpoint reads the log map.)
+            if let Ok(Some((from, to))) = &promoted {
+                cleaner.move_checkpoint(tp, from, to);
+            }
             cleaner.resume(tp);
         }
-        promoted
+        promoted.map(|moved| moved.is_some())
     }
 
     fn promote_paused(
@@ -358,10 +363,10 @@ impl LogManager {
         current: &SharedLog,
         future: &SharedLog,
         max_bytes: usize,
-    ) -> Result<bool, StorageError> {
+    ) -> Result<Option<(PathBuf, PathBuf)>, StorageError> {
         let mut futures = self.future_logs.lock();
         if !futures.get(tp).is_some_and(|f| Arc::ptr_eq(f, future)) {
-            return Ok(false);
+            return Ok(None);
         }
         let mut current = current.lock();
         let mut future = future.lock();
@@ -373,23 +378,24 @@ impl LogManager {
             }
             let copied = copy_locked(&current, &mut future, budget)?;
             if copied == 0 || copied >= budget {
-                return Ok(false);
+                return Ok(None);
             }
             budget -= copied;
         }
-        self.swap_locked(tp, &mut current, &mut future)?;
+        let moved = self.swap_locked(tp, &mut current, &mut future)?;
         futures.remove(tp);
-        Ok(true)
+        Ok(Some(moved))
     }
 
     /// With both logs locked and equal: the future directory becomes the partition's, the
-    /// current one is renamed for deletion, and `current` is the promoted log.
+    /// current one is renamed for deletion, and `current` is the promoted log. The log dirs
+    /// moved from and to.
     fn swap_locked(
         &self,
         tp: &TopicPartition,
         current: &mut Log,
         future: &mut Log,
-    ) -> Result<(), StorageError> {
+    ) -> Result<(PathBuf, PathBuf), StorageError> {
         let high_watermark = current.high_watermark();
         let log_start_offset = future.log_start_offset().max(current.log_start_offset());
         let log_end_offset = future.log_end_offset();
@@ -453,7 +459,7 @@ impl LogManager {
             to = %dest_parent.display(),
             "the future log replaced the current log"
         );
-        Ok(())
+        Ok((source_parent, dest_parent))
     }
 }
 

@@ -87,6 +87,25 @@ impl CleanerManager {
         self.state.lock().paused.remove(tp);
     }
 
+    /// Kafka's `alterCheckpointDir`: the partition's log moved from log dir `from` to `to`,
+    /// and its first dirty offset with it; both dirs' checkpoints are written.
+    pub(crate) fn move_checkpoint(&self, tp: &TopicPartition, from: &Path, to: &Path) {
+        let mut state = self.state.lock();
+        let Some(offset) = state.checkpoints.get_mut(from).and_then(|o| o.remove(tp)) else {
+            return;
+        };
+        state
+            .checkpoints
+            .entry(to.to_path_buf())
+            .or_default()
+            .insert(tp.clone(), offset);
+        for dir in [from, to] {
+            if let Err(error) = self.write_checkpoint(&mut state, dir) {
+                warn!(%error, "writing the cleaner's checkpoint failed");
+            }
+        }
+    }
+
     pub(crate) fn status(&self) -> CleanerStatus {
         self.state.lock().status.clone()
     }

@@ -18,7 +18,7 @@ pub(crate) mod swap;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -107,6 +107,11 @@ impl LogCleaner {
 
     pub(crate) fn resume(&self, tp: &TopicPartition) {
         self.manager.resume(tp);
+    }
+
+    /// The partition's log moved from log dir `from` to `to`: so does its checkpoint.
+    pub(crate) fn move_checkpoint(&self, tp: &TopicPartition, from: &Path, to: &Path) {
+        self.manager.move_checkpoint(tp, from, to);
     }
 
     /// The backlog and the last clean.
