@@ -263,6 +263,9 @@ class Core:
     def set_replication_throttled_rates(self, leader: int, follower: int) -> None:
         """leader.replication.throttled.rate and follower.replication.throttled.rate in force
         (bytes/s), applied from the next replica fetch on."""
+    def set_alter_log_dirs_throttled_rate(self, rate: int) -> None:
+        """replica.alter.log.dirs.io.max.bytes.per.second in force (bytes/s): what moving
+        replicas between this broker's log dirs may copy, from the next second on."""
     def use_quota_callback(self) -> None:
         """From now on `client.quota.callback.class` decides every client's quotas."""
     def take_unresolved_quota_clients(self, timeout_s: float) -> list[tuple[str, str]]:

@@ -106,6 +106,9 @@ class FakeCore:
     def set_client_telemetry_metrics(self, text: str) -> None:
         self.client_telemetry_metrics = text
 
+    def set_alter_log_dirs_throttled_rate(self, rate: int) -> None:
+        self.alter_log_dirs_throttled_rate = rate
+
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None:

@@ -435,6 +435,21 @@ def test_throttled_rates_reach_the_core_per_broker_over_the_cluster_default(
     )
 
 
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+
+def test_the_log_dir_move_throttle_reaches_the_core_live_and_goes_back_when_deleted(
+    run: LoopRunner, controller: Controller, admin: ConfigAdmin, fake_core: FakeCore
+) -> None:
+    # kafka-reassign-partitions --replica-alter-log-dirs-throttle sets it per broker, and its
+    # --verify deletes it once the moves are done.
+    assert fake_core.alter_log_dirs_throttled_rate == LONG_MAX
+    assert incremental(run, admin, BROKER, "1", (ALTER_LOG_DIRS_RATE, "100000", SET))[0] == 0
+    assert fake_core.alter_log_dirs_throttled_rate == 100_000
+    assert incremental(run, admin, BROKER, "1", (ALTER_LOG_DIRS_RATE, None, DELETE))[0] == 0
+    assert fake_core.alter_log_dirs_throttled_rate == LONG_MAX
+
+
 @pytest.mark.parametrize("value", ["*", " * ", "0:1", "0:1,1:2", "0:1 , 1:2", "0:1,,1:2", ""])
 def test_throttled_replica_lists_kafka_accepts_are_accepted(
     run: LoopRunner, controller: Controller, admin: ConfigAdmin, value: str

@@ -447,6 +447,11 @@ impl PyBroker {
         self.inner.set_replication_throttled_rates(leader, follower);
     }
 
+    /// replica.alter.log.dirs.io.max.bytes.per.second in force (bytes/s).
+    fn set_alter_log_dirs_throttled_rate(&self, rate: i64) {
+        self.inner.set_alter_log_dirs_throttled_rate(rate);
+    }
+
     /// From now on the client quota callback decides every client's quotas.
     fn use_quota_callback(&self) {
         self.inner.quotas().use_callback();

@@ -99,6 +99,9 @@ config_settings! {
         pub num_replica_fetchers: usize = "num.replica.fetchers",
         /// None: the first listener.
         pub inter_broker_listener_name: Option<String> = "inter.broker.listener.name",
+        /// What moving replicas between this broker's log dirs may copy per second.
+        pub replica_alter_log_dirs_io_max_bytes_per_second: i64 =
+            "replica.alter.log.dirs.io.max.bytes.per.second",
     }
 }
 

@@ -527,6 +527,9 @@ async fn a_parked_fetch_gives_back_its_request_slot() {
 /// version must still answer with data in the log and the topic present.
 #[tokio::test]
 async fn every_advertised_version_of_the_native_apis_answers() {
+    use kafka_protocol::messages::alter_replica_log_dirs_request::{
+        AlterReplicaLogDir, AlterReplicaLogDirTopic,
+    };
     use kafka_protocol::messages::describe_producers_request::TopicRequest;
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -534,9 +537,9 @@ async fn every_advertised_version_of_the_native_apis_answers() {
         OffsetForLeaderPartition, OffsetForLeaderTopic,
     };
     use kafka_protocol::messages::{
-        DescribeClusterRequest, DescribeLogDirsRequest, DescribeProducersRequest,
-        DescribeTopicPartitionsRequest, ListOffsetsRequest, MetadataRequest,
-        OffsetForLeaderEpochRequest,
+        AlterReplicaLogDirsRequest, DescribeClusterRequest, DescribeLogDirsRequest,
+        DescribeProducersRequest, DescribeTopicPartitionsRequest, ListOffsetsRequest,
+        MetadataRequest, OffsetForLeaderEpochRequest,
     };
 
     let b = broker_with_topic("t", 1);
@@ -608,6 +611,19 @@ async fn every_advertised_version_of_the_native_apis_answers() {
                     v,
                     &DescribeLogDirsRequest::default(),
                 )
+            }),
+        ),
+        (
+            ApiKey::AlterReplicaLogDirs,
+            Box::new(|v| {
+                let request = AlterReplicaLogDirsRequest::default().with_dirs(vec![
+                    AlterReplicaLogDir::default()
+                        .with_path(StrBytes::from_static_str("/not/a/log/dir"))
+                        .with_topics(vec![AlterReplicaLogDirTopic::default()
+                            .with_name(TopicName(StrBytes::from_static_str("t")))
+                            .with_partitions(vec![0])]),
+                ]);
+                frame(ApiKey::AlterReplicaLogDirs, v, &request)
             }),
         ),
         (

@@ -232,6 +232,10 @@ pub enum StorageError {
     AllLogDirsOffline,
     #[error("log dir {dir} is in use by another process (it holds {dir}/.lock): is another broker running on it?")]
     LogDirLocked { dir: PathBuf },
+    #[error("log dir {0} is not found in the config")]
+    LogDirNotFound(String),
+    #[error("log dir {0} is offline")]
+    LogDirOffline(PathBuf),
 }
 
 impl StorageError {
@@ -246,6 +250,7 @@ impl StorageError {
             Self::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,
             Self::InvalidTopicName(_) => ResponseError::InvalidTopicException,
             Self::InvalidConfig(_) | Self::InvalidConfigValue(_) => ResponseError::InvalidConfig,
+            Self::LogDirNotFound(_) => ResponseError::LogDirNotFound,
             _ => ResponseError::KafkaStorageError,
         }
     }

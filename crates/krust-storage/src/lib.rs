@@ -22,7 +22,8 @@
 //! - [`cleaner`]: the log cleaner, compacting logs whose `cleanup.policy` has `compact`;
 //!   [`batch_builder`] writes the batches it (and `compression.type`'s recompression) rebuilds.
 //! - [`log_manager`]: every log under `log.dirs`, each dir held by a [`log_dir_lock`];
-//!   [`log_dir_failure`]: the dirs that failed.
+//!   [`log_dir_failure`]: the dirs that failed; [`log_dir_move`]: moving a replica to another
+//!   log dir through a future log (AlterReplicaLogDirs).
 //! - [`kraft_snapshot`]: KRaft's metadata snapshot files (`.checkpoint`), which let the
 //!   metadata log shed the records they stand in for.
 //! - [`append_origin`]: who appends (client, coordinator, replication) and what each may write.
@@ -48,6 +49,7 @@ pub mod leader_epoch;
 pub mod log;
 pub mod log_dir_failure;
 pub mod log_dir_lock;
+pub mod log_dir_move;
 mod log_file_utils;
 pub mod log_manager;
 pub mod offset_index;
@@ -90,6 +92,8 @@ pub mod fuzzing {
 #[cfg(test)]
 mod follower_tests;
 #[cfg(test)]
+mod log_dir_move_tests;
+#[cfg(test)]
 mod log_dir_tests;
 #[cfg(test)]
 mod log_tests;
@@ -111,6 +115,7 @@ pub use fetch::{FetchDataInfo, ReadPlan};
 pub use file_records::FileSlice;
 pub use log::{FlushTask, LoadParams, Log, LogAppendInfo};
 pub use log_dir_failure::LogDirFailureChannel;
+pub use log_dir_move::MoveProgress;
 pub use log_manager::{LogManager, LogSpec, SharedLog, CLEAN_SHUTDOWN_FILE};
 pub use producer_state::ProducerStateEntry;
 pub use recovery::RecoveryStats;

@@ -3,7 +3,7 @@
 //! ReplicaManager writes that file), since the `Log` owns its high watermark and a log dir's
 //! logs are loaded here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,8 +22,12 @@ use crate::error::StorageError;
 use crate::log::{wall_clock_ms, LoadParams, Log};
 use crate::log_dir_failure::LogDirFailureChannel;
 use crate::log_dir_lock::LogDirLock;
+use crate::log_file_utils::sync_dir;
 use crate::scheduler::Scheduler;
-use crate::topic_partition::{is_valid_topic_name, TopicPartition};
+use crate::topic_partition::{
+    future_dir_partition, is_future_dir, is_valid_topic_name, suffixed_dir_partition,
+    TopicPartition, DELETE_DIR_SUFFIX,
+};
 
 /// Kafka's marker that a log dir was shut down cleanly (its logs need no recovery scan).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -34,17 +38,22 @@ pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
     logs: Arc<RwLock<BTreeMap<TopicPartition, SharedLog>>>,
+    /// Future logs (`<topic>-<partition>.<id>-future`): copies of current logs being moved
+    /// to another log dir by AlterReplicaLogDirs (`log_dir_move`).
+    pub(crate) future_logs: Mutex<BTreeMap<TopicPartition, SharedLog>>,
+    /// Where a partition not hosted yet is to be created (Kafka's `preferredLogDirs`).
+    pub(crate) preferred_dirs: Mutex<HashMap<TopicPartition, PathBuf>>,
     /// How many logs each log dir holds, for placing new ones without visiting every log.
-    logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
-    failures: Arc<LogDirFailureChannel>,
+    pub(crate) logs_per_dir: Mutex<HashMap<PathBuf, usize>>,
+    pub(crate) failures: Arc<LogDirFailureChannel>,
     /// Held until shutdown (or until the manager is dropped).
     locks: Mutex<Vec<LogDirLock>>,
     /// Flushes rolled segments off the request path.
     pub(crate) scheduler: Arc<Scheduler>,
     checkpoint_writer: Mutex<()>,
     /// Held while new logs are created.
-    creator: Mutex<()>,
-    cleaner: Mutex<Option<LogCleaner>>,
+    pub(crate) creator: Mutex<()>,
+    pub(crate) cleaner: Mutex<Option<LogCleaner>>,
 }
 
 /// A partition whose log `get_or_create_all` returns, created with these settings if missing.
@@ -74,16 +83,20 @@ impl LogManager {
         }
         let locks = lock_log_dirs(log_dirs)?;
         let scheduler = start_scheduler()?;
+        prepare_log_dirs(log_dirs)?;
         let mut logs = BTreeMap::new();
+        let mut future_logs = BTreeMap::new();
         let mut logs_per_dir = HashMap::new();
         for dir in log_dirs {
             let loaded = load_log_dir(dir, &default_config)?;
             logs_per_dir.insert(dir.clone(), loaded.len());
             for (tp, log) in loaded {
-                if logs.contains_key(&tp) {
+                let future = is_future_dir(log.dir());
+                let target = if future { &mut future_logs } else { &mut logs };
+                if target.contains_key(&tp) {
                     return Err(StorageError::DuplicateLog(tp.to_string()));
                 }
-                logs.insert(tp, share(log, &scheduler));
+                target.insert(tp, share(log, &scheduler));
             }
             let marker = dir.join(CLEAN_SHUTDOWN_FILE);
             if marker.exists() {
@@ -94,6 +107,8 @@ impl LogManager {
             log_dirs: log_dirs.to_vec(),
             default_config,
             logs: Arc::new(RwLock::new(logs)),
+            future_logs: Mutex::new(future_logs),
+            preferred_dirs: Mutex::default(),
             logs_per_dir: Mutex::new(logs_per_dir),
             failures: Arc::default(),
             locks: Mutex::new(locks),
@@ -151,6 +166,14 @@ impl LogManager {
                 log.lock().closed = true;
             }
         }
+        self.future_logs.lock().retain(|_, log| {
+            let mut log = log.lock();
+            let keep = log.dir().parent() != Some(dir);
+            if !keep {
+                log.closed = true;
+            }
+            keep
+        });
         self.logs_per_dir.lock().remove(dir);
         failed
     }
@@ -236,7 +259,15 @@ impl LogManager {
         }
         let mut placed = Vec::new();
         for (index, spec) in pending {
-            match self.reserve_least_loaded_dir() {
+            let preferred = self.preferred_dirs.lock().remove(&spec.topic_partition);
+            let reserved = match preferred.filter(|d| !self.failures.is_offline(d)) {
+                Some(dir) => {
+                    *self.logs_per_dir.lock().entry(dir.clone()).or_default() += 1;
+                    Ok(dir)
+                }
+                None => self.reserve_least_loaded_dir(),
+            };
+            match reserved {
                 Ok(parent) => placed.push((index, parent, spec)),
                 Err(error) => results[index] = Some(Err(error)),
             }
@@ -297,13 +328,13 @@ impl LogManager {
         Ok(parent)
     }
 
-    fn release_dir(&self, parent: &Path) {
+    pub(crate) fn release_dir(&self, parent: &Path) {
         if let Some(count) = self.logs_per_dir.lock().get_mut(parent) {
             *count = count.saturating_sub(1);
         }
     }
 
-    fn online_log_dirs(&self) -> impl Iterator<Item = &PathBuf> {
+    pub(crate) fn online_log_dirs(&self) -> impl Iterator<Item = &PathBuf> {
         self.log_dirs
             .iter()
             .filter(|d| !self.failures.is_offline(d))
@@ -311,6 +342,7 @@ impl LogManager {
 
     /// Removes the partition's log and its directory; false if there was none.
     pub fn delete(&self, tp: &TopicPartition) -> Result<bool, StorageError> {
+        self.remove_future_log(tp)?;
         let Some(log) = self.logs.write().remove(tp) else {
             return Ok(false);
         };
@@ -329,6 +361,9 @@ impl LogManager {
         tp: &TopicPartition,
         config: LogConfig,
     ) -> Result<bool, StorageError> {
+        if let Some(future) = self.future_log(tp) {
+            future.lock().update_config(config.clone())?;
+        }
         match self.get(tp) {
             Some(log) => log.lock().update_config(config).map(|()| true),
             None => Ok(false),
@@ -393,7 +428,20 @@ impl LogManager {
             .online_log_dirs()
             .map(|d| (d.clone(), BTreeMap::new()))
             .collect();
-        for (tp, log) in self.logs.read().iter() {
+        let futures: Vec<(TopicPartition, SharedLog)> = self
+            .future_logs
+            .lock()
+            .iter()
+            .map(|(tp, log)| (tp.clone(), Arc::clone(log)))
+            .collect();
+        // A future log is in another dir than its current one: never the same dir's key.
+        let current: Vec<(TopicPartition, SharedLog)> = self
+            .logs
+            .read()
+            .iter()
+            .map(|(tp, log)| (tp.clone(), Arc::clone(log)))
+            .collect();
+        for (tp, log) in current.iter().chain(&futures) {
             let log = log.lock();
             if let Some(offsets) = log.dir().parent().and_then(|p| per_dir.get_mut(p)) {
                 offsets.insert(tp.clone(), offset(&log));
@@ -412,7 +460,11 @@ impl LogManager {
             cleaner.shutdown();
         }
         self.scheduler.shutdown();
-        let logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
+        // Future logs close too, so that the next start resumes their copy without recovery.
+        // (Their mover has stopped: the replica manager stops it before this.)
+        let futures: Vec<SharedLog> = self.future_logs.lock().values().cloned().collect();
+        let mut logs: Vec<SharedLog> = self.logs.read().values().cloned().collect();
+        logs.extend(futures);
         in_parallel(&logs, |log| log.lock().close())?;
         self.checkpoint()?;
         self.checkpoint_high_watermarks()?;
@@ -466,6 +518,44 @@ fn in_parallel<T: Sync, R: Send>(
     });
     done.sort_by_key(|(index, _)| *index);
     done.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Before the logs load: removes `-delete` dirs and promotes future dirs left without a
+/// current dir by a promotion the broker stopped in the middle of.
+pub(crate) fn prepare_log_dirs(log_dirs: &[PathBuf]) -> Result<(), StorageError> {
+    let mut current = HashSet::new();
+    let mut futures = Vec::new();
+    for dir in log_dirs {
+        for entry in fs::read_dir(dir).map_err(StorageError::io(dir))? {
+            let entry = entry.map_err(StorageError::io(dir))?;
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if suffixed_dir_partition(&name, DELETE_DIR_SUFFIX).is_some() {
+                info!(dir = %path.display(), "removing a log left for deletion");
+                fs::remove_dir_all(&path).map_err(StorageError::io(&path))?;
+            } else if let Some(tp) = TopicPartition::from_dir_name(&name) {
+                current.insert(tp);
+            } else if let Some(tp) = future_dir_partition(&name) {
+                futures.push((tp, dir.clone(), path));
+            }
+        }
+    }
+    for (tp, dir, path) in futures {
+        if current.contains(&tp) {
+            continue;
+        }
+        let target = dir.join(tp.dir_name());
+        warn!(partition = %tp, dir = %dir.display(), "a future log has no current log (the broker stopped while promoting it): it becomes the current log");
+        fs::rename(&path, &target).map_err(StorageError::io(&path))?;
+        sync_dir(&dir).map_err(StorageError::io(&dir))?;
+        current.insert(tp);
+    }
+    Ok(())
 }
 
 fn start_scheduler() -> Result<Arc<Scheduler>, StorageError> {
@@ -536,11 +626,9 @@ fn load_log_dir(
             .file_type()
             .map_err(StorageError::io(entry.path()))?
             .is_dir();
-        let Some(tp) = entry
-            .file_name()
-            .to_str()
-            .and_then(TopicPartition::from_dir_name)
-        else {
+        let Some(tp) = entry.file_name().to_str().and_then(|name| {
+            TopicPartition::from_dir_name(name).or_else(|| future_dir_partition(name))
+        }) else {
             continue;
         };
         if is_dir {

@@ -1,6 +1,10 @@
-//! `TopicPartition` and the `<topic>-<partition>` directory naming of partition logs.
+//! `TopicPartition` and the `<topic>-<partition>` directory naming of partition logs, with
+//! Kafka's `<topic>-<partition>.<id>-future` and `-delete` directories.
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::path::Path;
 
 /// Kafka's longest legal topic name.
 pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
@@ -52,6 +56,60 @@ pub fn is_valid_topic_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+// Kafka's suffixed partition directories (a replica moving between log dirs, `log_dir_move`).
+
+/// Kafka's `FutureDirSuffix`.
+pub const FUTURE_DIR_SUFFIX: &str = "-future";
+/// Kafka's `DeleteDirSuffix`.
+pub const DELETE_DIR_SUFFIX: &str = "-delete";
+/// File names longer than this are refused by common file systems (Kafka's KAFKA-4893 check).
+const MAX_DIR_NAME_LENGTH: usize = 255;
+
+/// `<topic>-<partition>.<32 hex digits><suffix>`, Kafka's name of a future or deleted log.
+pub fn suffixed_dir_name(tp: &TopicPartition, suffix: &str) -> String {
+    format!("{}.{}{}", tp.dir_name(), unique_id(), suffix)
+}
+
+/// Whether a future log's directory name for `tp` would be too long for the file system.
+pub fn future_dir_name_too_long(tp: &TopicPartition) -> bool {
+    tp.dir_name().len() + 1 + 32 + FUTURE_DIR_SUFFIX.len() > MAX_DIR_NAME_LENGTH
+}
+
+/// 32 random hex digits, as Kafka's `UUID.randomUUID` without dashes.
+fn unique_id() -> String {
+    let half = || {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        hasher.finish()
+    };
+    format!("{:016x}{:016x}", half(), half())
+}
+
+pub(crate) fn suffixed_dir_partition(name: &str, suffix: &str) -> Option<TopicPartition> {
+    let (base, id) = name.strip_suffix(suffix)?.rsplit_once('.')?;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    TopicPartition::from_dir_name(base)
+}
+
+/// The partition of a `<topic>-<partition>.<id>-future` directory name.
+pub(crate) fn future_dir_partition(name: &str) -> Option<TopicPartition> {
+    suffixed_dir_partition(name, FUTURE_DIR_SUFFIX)
+}
+
+/// Whether `path` is a future log's directory.
+pub(crate) fn is_future_dir(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(future_dir_partition)
+        .is_some()
 }
 
 #[cfg(test)]

@@ -53,9 +53,10 @@ class BrokerConfigChangeError(ValueError):
 
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+ALTER_LOG_DIRS_THROTTLED_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 # The broker keys that are a topic config's default: the core re-applies them live; the
 # connection limits, which the core applies to new connections; and the replication
-# throttles (KIP-73).
+# throttles (KIP-73), with the one of replica moves between log dirs (KIP-113).
 LIVE_KEYS = (
     frozenset(
         key.synonyms[0]
@@ -63,7 +64,7 @@ LIVE_KEYS = (
         if key.synonyms and KEYS[key.synonyms[0]].dynamic is not DynamicUpdateMode.READ_ONLY
     )
     | CONNECTION_LIMIT_KEYS
-    | {LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE}
+    | {LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_THROTTLED_RATE}
 )
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key's derived-key family.
 _FAMILIES = {name: key.synonyms for key in TOPIC_KEYS for name in key.synonyms}
@@ -134,15 +135,18 @@ class EffectiveBrokerConfig(Mapping[str, Any]):
 
 class ReplicationThrottleCore(Protocol):
     def set_replication_throttled_rates(self, leader: int, follower: int) -> None: ...
+    def set_alter_log_dirs_throttled_rate(self, rate: int) -> None: ...
 
 
 def push_replication_throttled_rates(
     core: ReplicationThrottleCore, config: Mapping[str, Any]
 ) -> None:
-    """Hand the core this broker's leader and follower replication throttles in force."""
+    """Hand the core this broker's leader and follower replication throttles in force, and
+    the throttle of replica moves between its log dirs."""
     core.set_replication_throttled_rates(
         config[LEADER_THROTTLED_RATE], config[FOLLOWER_THROTTLED_RATE]
     )
+    core.set_alter_log_dirs_throttled_rate(config[ALTER_LOG_DIRS_THROTTLED_RATE])
 
 
 def validate_broker_change(

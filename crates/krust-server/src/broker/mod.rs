@@ -74,6 +74,8 @@ pub enum OpenError {
     FailureHandler(#[source] std::io::Error),
     #[error("cannot start the metadata applier thread: {0}")]
     MetadataApplier(#[source] std::io::Error),
+    #[error("cannot start the thread moving replicas between log dirs: {0}")]
+    LogDirMover(#[source] std::io::Error),
     #[error("cannot start the controller channels: {0}")]
     ControllerChannels(#[source] std::io::Error),
 }
@@ -167,6 +169,9 @@ impl Broker {
                 halt.send_replace(true);
             })
             .map_err(OpenError::FailureHandler)?;
+        replicas
+            .start_log_dir_mover()
+            .map_err(OpenError::LogDirMover)?;
         let applier =
             Scheduler::start("krust-metadata-applier").map_err(OpenError::MetadataApplier)?;
         let controller_locator = Arc::new(ControllerLocator::new(
@@ -282,6 +287,13 @@ impl Broker {
     /// max.connection.creation.rate), changed while the broker runs.
     pub fn set_connection_limits(&self, limits: ConnectionLimits) {
         self.connections.set_limits(limits);
+    }
+
+    /// What moving replicas between this broker's log dirs may copy per second
+    /// (`replica.alter.log.dirs.io.max.bytes.per.second`), changed while the broker runs.
+    pub fn set_alter_log_dirs_throttled_rate(&self, bytes_per_second: i64) {
+        self.replicas
+            .set_alter_log_dirs_throttled_rate(bytes_per_second);
     }
 
     /// `leader.replication.throttled.rate` and `follower.replication.throttled.rate` in force

@@ -1,5 +1,6 @@
 //! DescribeLogDirs (KIP-113, KIP-827): each log dir with its partitions' sizes and the disk's
-//! total and usable bytes; an offline dir answers KAFKA_STORAGE_ERROR.
+//! total and usable bytes; an offline dir answers KAFKA_STORAGE_ERROR. A replica being moved
+//! to another log dir is listed there too, as a future replica with its lag.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -78,39 +79,61 @@ pub fn handle(context: &ServerContext, request: DescribeLogDirsRequest) -> Descr
     DescribeLogDirsResponse::default().with_results(results)
 }
 
-/// The wanted partitions' logs (all if `wanted` is None), grouped by the log dir holding them.
+/// The wanted partitions' logs (all if `wanted` is None), current and future (a replica
+/// being moved to another log dir), grouped by the log dir holding them.
 fn partitions_by_dir(
     manager: &LogManager,
     wanted: Option<&HashSet<TopicPartition>>,
 ) -> BTreeMap<PathBuf, DirTopics> {
     let mut by_dir: BTreeMap<PathBuf, DirTopics> = BTreeMap::new();
-    for tp in manager.all_partitions() {
+    let futures = manager.future_partitions().into_iter().map(|tp| (tp, true));
+    let currents = manager.all_partitions().into_iter().map(|tp| (tp, false));
+    for (tp, is_future) in currents.chain(futures) {
         // KRaft keeps the metadata log outside Kafka's LogManager, so Kafka never lists it.
         if tp.topic == METADATA_LOG_TOPIC || wanted.is_some_and(|w| !w.contains(&tp)) {
             continue;
         }
-        let Some(log) = manager.get(&tp) else {
+        let Some(partition) = describe_partition(manager, &tp, is_future) else {
             continue;
         };
-        let log = log.lock();
-        let Some(dir) = log.dir().parent() else {
-            continue;
-        };
-        let partition = DescribeLogDirsPartition::default()
-            .with_partition_index(tp.partition)
-            .with_partition_size(i64::try_from(log.size_in_bytes()).unwrap_or(i64::MAX))
-            // Kafka's lag of a current (not future) replica: how far its high watermark trails
-            // its log end, never negative.
-            .with_offset_lag((log.high_watermark() - log.log_end_offset()).max(0))
-            .with_is_future_key(false);
         by_dir
-            .entry(dir.to_path_buf())
+            .entry(partition.0)
             .or_default()
             .entry(tp.topic.clone())
             .or_default()
-            .push(partition);
+            .push(partition.1);
     }
     by_dir
+}
+
+/// One replica's log dir and description; `None` if it is gone.
+fn describe_partition(
+    manager: &LogManager,
+    tp: &TopicPartition,
+    is_future: bool,
+) -> Option<(PathBuf, DescribeLogDirsPartition)> {
+    let current_end = manager.get(tp).map(|log| log.lock().log_end_offset());
+    let log = if is_future {
+        manager.future_log(tp)?
+    } else {
+        manager.get(tp)?
+    };
+    let log = log.lock();
+    let dir = log.dir().parent()?.to_path_buf();
+    let offset_lag = if is_future {
+        // Kafka's lag of a future replica: how far it trails the current replica's log end.
+        (current_end.unwrap_or(0) - log.log_end_offset()).max(0)
+    } else {
+        // Kafka's lag of a current replica: how far its high watermark trails its log end,
+        // never negative.
+        (log.high_watermark() - log.log_end_offset()).max(0)
+    };
+    let partition = DescribeLogDirsPartition::default()
+        .with_partition_index(tp.partition)
+        .with_partition_size(i64::try_from(log.size_in_bytes()).unwrap_or(i64::MAX))
+        .with_offset_lag(offset_lag)
+        .with_is_future_key(is_future);
+    Some((dir, partition))
 }
 
 /// The file system's total and usable bytes (KIP-827), capped at i64::MAX as Kafka does.

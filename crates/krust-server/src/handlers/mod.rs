@@ -2,6 +2,7 @@
 //! request costs against its quotas. Choosing the handler (`network::dispatch`) and the state
 //! they act on (`replica`, `partition`, `metadata`) live elsewhere.
 
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod delete_records;
 pub mod describe_cluster;
@@ -22,11 +23,11 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DeleteRecordsRequest, DescribeClusterRequest,
-    DescribeLogDirsRequest, DescribeProducersRequest, DescribeQuorumRequest,
-    DescribeTopicPartitionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, SaslAuthenticateRequest,
-    SaslHandshakeRequest,
+    AlterReplicaLogDirsRequest, ApiKey, ApiVersionsRequest, DeleteRecordsRequest,
+    DescribeClusterRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+    DescribeQuorumRequest, DescribeTopicPartitionsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 
@@ -47,6 +48,7 @@ pub enum NativeRequest {
     InitProducerId(InitProducerIdRequest),
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     DescribeLogDirs(DescribeLogDirsRequest),
+    AlterReplicaLogDirs(AlterReplicaLogDirsRequest),
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
     DescribeQuorum(DescribeQuorumRequest),
@@ -81,6 +83,7 @@ impl NativeRequest {
                 Self::OffsetForLeaderEpoch(decode_exact(body, version)?)
             }
             ApiKey::DescribeLogDirs => Self::DescribeLogDirs(decode_exact(body, version)?),
+            ApiKey::AlterReplicaLogDirs => Self::AlterReplicaLogDirs(decode_exact(body, version)?),
             ApiKey::DescribeProducers => Self::DescribeProducers(decode_exact(body, version)?),
             ApiKey::DescribeTopicPartitions => {
                 Self::DescribeTopicPartitions(decode_exact(body, version)?)
@@ -243,6 +246,14 @@ pub async fn handle_native(
                 describe_log_dirs::handle(context, r)
             } else {
                 describe_log_dirs::cluster_authorization_failed()
+            };
+            metered(context, request, response, version)
+        }
+        NativeRequest::AlterReplicaLogDirs(r) => {
+            let response = if cluster_allows(context, request, AclOperation::Alter).await {
+                alter_replica_log_dirs::handle(context, r)
+            } else {
+                alter_replica_log_dirs::cluster_authorization_failed(&r)
             };
             metered(context, request, response, version)
         }

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, DeleteRecordsResponse, DescribeClusterResponse,
-    DescribeLogDirsResponse, DescribeProducersResponse, DescribeTopicPartitionsResponse,
-    InitProducerIdResponse, ListOffsetsResponse, MetadataResponse, OffsetForLeaderEpochResponse,
+    AlterReplicaLogDirsResponse, ApiKey, ApiVersionsResponse, DeleteRecordsResponse,
+    DescribeClusterResponse, DescribeLogDirsResponse, DescribeProducersResponse,
+    DescribeTopicPartitionsResponse, InitProducerIdResponse, ListOffsetsResponse, MetadataResponse,
+    OffsetForLeaderEpochResponse,
 };
 
 use crate::clock::now_ms;
@@ -86,6 +87,7 @@ macro_rules! throttle_time_field {
 }
 
 throttle_time_field!(
+    AlterReplicaLogDirsResponse,
     ApiVersionsResponse,
     DeleteRecordsResponse,
     DescribeClusterResponse,

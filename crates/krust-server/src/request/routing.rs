@@ -25,6 +25,8 @@ const NATIVE_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeLogDirs, 1, 4),
+    // Kafka 4 serves v1-2 (KIP-896 removed v0).
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),

@@ -36,6 +36,8 @@ pub struct CleanerStatus {
 struct State {
     checkpoints: HashMap<PathBuf, BTreeMap<TopicPartition, i64>>,
     in_progress: HashSet<TopicPartition>,
+    /// Partitions not to clean for now (a replica being swapped to another log dir).
+    paused: HashSet<TopicPartition>,
     /// The latest delete horizon of the tombstones each log keeps: past it, the log is cleaned
     /// again even without new dirty records (KIP-534).
     tombstone_horizons: HashMap<TopicPartition, i64>,
@@ -70,6 +72,40 @@ impl CleanerManager {
         }
     }
 
+    /// Keeps `tp` from being cleaned until `resume`; false (and nothing paused) while a
+    /// clean of it is in progress.
+    pub(crate) fn pause_unless_cleaning(&self, tp: &TopicPartition) -> bool {
+        let mut state = self.state.lock();
+        if state.in_progress.contains(tp) {
+            return false;
+        }
+        state.paused.insert(tp.clone());
+        true
+    }
+
+    pub(crate) fn resume(&self, tp: &TopicPartition) {
+        self.state.lock().paused.remove(tp);
+    }
+
+    /// Kafka's `alterCheckpointDir`: the partition's log moved from log dir `from` to `to`,
+    /// and its first dirty offset with it; both dirs' checkpoints are written.
+    pub(crate) fn move_checkpoint(&self, tp: &TopicPartition, from: &Path, to: &Path) {
+        let mut state = self.state.lock();
+        let Some(offset) = state.checkpoints.get_mut(from).and_then(|o| o.remove(tp)) else {
+            return;
+        };
+        state
+            .checkpoints
+            .entry(to.to_path_buf())
+            .or_default()
+            .insert(tp.clone(), offset);
+        for dir in [from, to] {
+            if let Err(error) = self.write_checkpoint(&mut state, dir) {
+                warn!(%error, "writing the cleaner's checkpoint failed");
+            }
+        }
+    }
+
     pub(crate) fn status(&self) -> CleanerStatus {
         self.state.lock().status.clone()
     }
@@ -87,7 +123,10 @@ impl CleanerManager {
         let mut state = self.state.lock();
         let mut candidates = Vec::new();
         for (tp, log) in logs {
-            if state.in_progress.contains(&tp) || state.uncleanable.contains(&tp) {
+            if state.in_progress.contains(&tp)
+                || state.uncleanable.contains(&tp)
+                || state.paused.contains(&tp)
+            {
                 continue;
             }
             let to_clean = {

@@ -18,7 +18,7 @@ pub(crate) mod swap;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -97,6 +97,21 @@ impl LogCleaner {
             abort,
             threads: handles,
         })
+    }
+
+    /// Keeps the partition's log from being cleaned until `resume`; false (nothing paused)
+    /// while it is being cleaned.
+    pub(crate) fn pause_unless_cleaning(&self, tp: &TopicPartition) -> bool {
+        self.manager.pause_unless_cleaning(tp)
+    }
+
+    pub(crate) fn resume(&self, tp: &TopicPartition) {
+        self.manager.resume(tp);
+    }
+
+    /// The partition's log moved from log dir `from` to `to`: so does its checkpoint.
+    pub(crate) fn move_checkpoint(&self, tp: &TopicPartition, from: &Path, to: &Path) {
+        self.manager.move_checkpoint(tp, from, to);
     }
 
     /// The backlog and the last clean.

@@ -585,3 +585,26 @@ fn an_io_error_while_cleaning_takes_the_log_dir_offline() {
     }
     assert_eq!(manager.failure_channel().offline_dirs(), dirs.to_vec());
 }
+
+#[test]
+fn a_log_moved_to_another_log_dir_takes_its_cleaner_checkpoint_along() {
+    use crate::cleaner::manager::{CleanerManager, CLEANER_OFFSET_CHECKPOINT_FILE};
+    use parking_lot::RwLock;
+
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("d1"), root.path().join("d2")];
+    fs::create_dir_all(&dirs[1]).unwrap();
+    let log = shared_log(&dirs[0], "compacted", compacted(300));
+    let tp = crate::TopicPartition::new("compacted", 0);
+    fs::write(
+        dirs[0].join(CLEANER_OFFSET_CHECKPOINT_FILE),
+        "0\n1\ncompacted 0 32\n",
+    )
+    .unwrap();
+    let logs = BTreeMap::from([(tp.clone(), log)]);
+    let manager = CleanerManager::new(&dirs, Arc::new(RwLock::new(logs)));
+    manager.move_checkpoint(&tp, &dirs[0], &dirs[1]);
+    let read = |dir: &Path| fs::read_to_string(dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).unwrap();
+    assert_eq!(read(&dirs[0]), "0\n0\n");
+    assert_eq!(read(&dirs[1]), "0\n1\ncompacted 0 32\n");
+}

@@ -55,6 +55,12 @@ pub struct ReplicaManager {
     alter_partitions: OnceLock<AlterPartitionManager>,
     /// The replication throttles; the topics' throttled replicas follow the metadata.
     replication_quotas: Arc<ReplicationQuotas>,
+    /// One AlterReplicaLogDirs at a time (Kafka's `replicaStateChangeLock`).
+    altering_log_dirs: parking_lot::Mutex<()>,
+    /// The thread copying future logs (`start_log_dir_mover`) and the bytes per second it
+    /// may copy (`replica.alter.log.dirs.io.max.bytes.per.second`).
+    log_dir_mover: OnceLock<log_dirs::LogDirMover>,
+    alter_log_dirs_rate: std::sync::atomic::AtomicI64,
 }
 
 /// Partitions a metadata change could not be applied to for a reason other than a failed log
@@ -108,6 +114,9 @@ impl ReplicaManager {
             fetchers: OnceLock::new(),
             alter_partitions: OnceLock::new(),
             replication_quotas: Arc::default(),
+            altering_log_dirs: parking_lot::Mutex::default(),
+            log_dir_mover: OnceLock::new(),
+            alter_log_dirs_rate: std::sync::atomic::AtomicI64::new(i64::MAX),
         }
     }
 
@@ -573,6 +582,9 @@ impl ReplicaManager {
         if let Some(fetchers) = self.fetchers.get() {
             fetchers.shutdown();
         }
+        if let Some(mover) = self.log_dir_mover.get() {
+            mover.shutdown();
+        }
         self.log_manager.shutdown()
     }
 }
@@ -591,6 +603,7 @@ pub enum InternalLogError {
 }
 
 mod gauges;
+mod log_dirs;
 pub mod metadata_log;
 mod replication;
 pub use replication::NotReplicated;
