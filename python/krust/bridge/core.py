@@ -63,3 +63,10 @@ class ServicesCore(ConnectionLimitsCore, Protocol):
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]
     ) -> None: ...
     def set_replication_throttled_rates(self, leader: int, follower: int) -> None: ...
+    def reconfigure_cleaner(
+        self,
+        threads: int,
+        dedupe_buffer_size: int,
+        backoff_ms: int,
+        io_max_bytes_per_second: float,
+    ) -> None: ...
