@@ -307,6 +307,14 @@ def test_dynamic_broker_configs_reach_the_core_and_survive_a_restart(
             "more than double the current value 1",
         ),
         (
+            "",
+            "log.cleaner.dedupe.buffer.size",
+            "-1",
+            ErrorCode.invalid_request,
+            "Invalid value -1 for configuration log.cleaner.dedupe.buffer.size: value must be at "
+            "least 0",
+        ),
+        (
             "1",
             "log.cleaner.threads",
             "0",
