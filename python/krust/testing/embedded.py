@@ -227,10 +227,11 @@ class Broker:
     def broker_args(self, port: int, controller_port: int, data_dir: Path) -> list[str]:
         """krust-broker's arguments for this broker on `port` (its controller listener on
         `controller_port`) with its data in `data_dir`."""
-        listeners = [f"{BROKER_LISTENER}://{HOST}:{port}"]
-        listeners.append(f"{CONTROLLER_LISTENER}://{HOST}:{controller_port}")
+        listeners = (
+            f"{BROKER_LISTENER}://{HOST}:{port},{CONTROLLER_LISTENER}://{HOST}:{controller_port}"
+        )
         config = {
-            "listeners": ",".join(listeners),
+            "listeners": listeners,
             "controller.listener.names": CONTROLLER_LISTENER,
             "log.dirs": str(data_dir),
             "cluster.id": self._cluster_id,
