@@ -266,6 +266,16 @@ class Core:
     def set_alter_log_dirs_throttled_rate(self, rate: int) -> None:
         """replica.alter.log.dirs.io.max.bytes.per.second in force (bytes/s): what moving
         replicas between this broker's log dirs may copy, from the next second on."""
+    def reconfigure_cleaner(
+        self,
+        threads: int,
+        dedupe_buffer_size: int,
+        backoff_ms: int,
+        io_max_bytes_per_second: float,
+    ) -> None:
+        """log.cleaner.threads, log.cleaner.dedupe.buffer.size, log.cleaner.backoff.ms and
+        log.cleaner.io.max.bytes.per.second in force; a running cleaner restarts its threads
+        with them (Kafka's LogCleaner.reconfigure). OSError if a thread cannot start."""
     def use_quota_callback(self) -> None:
         """From now on `client.quota.callback.class` decides every client's quotas."""
     def take_unresolved_quota_clients(self, timeout_s: float) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from .broker_process import BrokerProcess
 from .clients.confluent import assigned_consumer, create_topic, watermarks
+from .kafka_cli import CONFIG_COMMAND, run_tool
 from .wire import (
     array,
     connect,
@@ -355,3 +356,48 @@ def test_log_cleaner_threads_and_enable_decide_the_cleaner_threads(
 ) -> None:
     broker = broker_factory(overrides)
     assert cleaner_threads(broker.pid) == threads
+
+
+def alter_broker_config(bootstrap: str, entity: str, config: str) -> tuple[int, str]:
+    """kafka-configs --entity-type brokers --alter --add-config `config` on `entity` (a broker
+    id, or --entity-default); its exit code and output."""
+    target = ["--entity-default"] if entity == "" else ["--entity-name", entity]
+    args = ["--entity-type", "brokers", *target, "--alter", "--add-config", config]
+    done = run_tool(CONFIG_COMMAND, bootstrap, *args)
+    return done.returncode, done.stdout + done.stderr
+
+
+def wait_for_cleaner_threads(pid: int, wanted: int) -> None:
+    deadline = time.monotonic() + 10
+    while cleaner_threads(pid) != wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cleaner_threads(pid) == wanted
+
+
+def test_kafka_configs_changes_the_cleaner_threads_live_and_compaction_goes_on(
+    broker_factory,
+) -> None:
+    broker = broker_factory(CLEANER_OVERRIDES)
+    assert cleaner_threads(broker.pid) == 1
+
+    assert alter_broker_config(broker.bootstrap, "", "log.cleaner.threads=2")[0] == 0
+    wait_for_cleaner_threads(broker.pid, 2)
+    assert alter_broker_config(broker.bootstrap, "1", "log.cleaner.threads=4")[0] == 0
+    wait_for_cleaner_threads(broker.pid, 4)
+    # Kafka's bounds: from half to double the threads in force.
+    status, output = alter_broker_config(broker.bootstrap, "1", "log.cleaner.threads=9")
+    assert status != 0
+    assert "cannot be increased to more than double the current value 4" in output
+    assert (
+        alter_broker_config(broker.bootstrap, "", "log.cleaner.io.max.bytes.per.second=1e9")[0] == 0
+    )
+    assert cleaner_threads(broker.pid) == 4
+
+    create_topic(broker.bootstrap, "compacted-after", config=COMPACTED)
+    latest = produce_versions(broker.bootstrap, "compacted-after")
+    assert_latest_values(wait_until_compacted(broker.bootstrap, "compacted-after"), latest)
+
+    # The dynamic value is the one in force after a restart too.
+    broker.stop()
+    broker.restart()
+    wait_for_cleaner_threads(broker.pid, 4)

@@ -258,8 +258,10 @@ def test_broker_configs_are_described_and_refused_as_kafka_does(broker_factory) 
     assert error == "INVALID_REQUEST" and "num.partitions" in message
     error, message = refusal(alter("log.segment.bytes", "10"))
     assert error == "INVALID_REQUEST" and "log.segment.bytes" in message
-    error, message = refusal(alter("log.cleaner.backoff.ms", "10"))
-    assert error == "INVALID_CONFIG" and "log.cleaner.backoff.ms" in message
+    error, message = refusal(alter("num.replica.fetchers", "2"))
+    assert error == "INVALID_CONFIG" and "num.replica.fetchers" in message
+    error, message = refusal(alter("log.cleaner.threads", "3"))
+    assert error == "INVALID_REQUEST" and "more than double the current value 1" in message
     error, message = refusal(alter("no.such.key", "1"))
     assert error == "INVALID_CONFIG" and "no.such.key" in message
 

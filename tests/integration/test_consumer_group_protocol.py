@@ -222,3 +222,32 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(broker: BrokerProce
         wait_until(lambda: poll_until("regex-848-b"), 60, "records of the topic created later")
     finally:
         consumer.close()
+
+
+def test_a_regex_subscription_gets_double_underscore_topics(broker: BrokerProcess) -> None:
+    """Kafka's group coordinator (TopicRegexResolver) matches a regex against every topic name;
+    a `__`-prefixed topic that is not krust's own is a user's topic like any other."""
+    create_topic(broker.bootstrap, "__regex-848-private", partitions=2)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "regex-group-848-underscores",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["^__regex-848-.*"])
+    try:
+        seen: list[int] = []
+
+        def poll_until_all() -> bool:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                assert message.topic() == "__regex-848-private"
+                seen.append(int(message.value()))
+            return sorted(seen) == list(range(4))
+
+        produce_numbered(broker.bootstrap, "__regex-848-private", range(4), 2)
+        wait_until(poll_until_all, 30, "records of the __-prefixed topic")
+    finally:
+        consumer.close()

@@ -16,6 +16,7 @@ from krust import _core
 from krust.config.broker import core_settings, load_config
 from krust.controller.records import TopicRecord, encode_record
 
+from .broker_process import HOST, BrokerProcess
 from .kafka_cli import DUMP_LOG_SEGMENTS, run_java_tool, tool_output
 from .ports import free_port
 
@@ -174,3 +175,37 @@ def test_a_metadata_log_written_before_the_quorum_is_applied_whole(tmp_path: Pat
     ]
     assert (tmp_path / METADATA_DIR / "quorum-state").exists()
     core.close()
+
+
+def describe_status(*bootstrap: str) -> str:
+    """`kafka-metadata-quorum <bootstrap> describe --status`'s output; the tool must succeed."""
+    run = run_java_tool(METADATA_QUORUM, *bootstrap, "describe", "--status")
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def test_a_default_node_is_described_through_its_controller_listener_and_its_broker_listener(
+    tmp_path: Path,
+) -> None:
+    """Kafka's single-node config shape (PLAINTEXT and CONTROLLER listeners,
+    controller.listener.names left at its default): `--bootstrap-controller` reaches the
+    controller listener, and both ways advertise the voter at its true endpoint. A data dir
+    a quorum of one served on its broker listener (before it had a controller listener)
+    reopens with one."""
+    broker = BrokerProcess(tmp_path, {})
+    try:
+        broker.start()  # listeners: PLAINTEXT only, the voter on the broker's port
+        broker.stop()
+        controller_port = free_port()
+        broker.overrides["listeners"] = (
+            f"PLAINTEXT://{HOST}:{broker.port},CONTROLLER://{HOST}:{controller_port}"
+        )
+        broker.restart()
+        endpoint = f'"CONTROLLER://{HOST}:{controller_port}"'
+        via_controller = describe_status("--bootstrap-controller", f"{HOST}:{controller_port}")
+        via_broker = describe_status("--bootstrap-server", broker.bootstrap)
+    finally:
+        broker.kill9()
+    for output in (via_controller, via_broker):
+        assert re.search(r"LeaderId:\s+1\b", output), output
+        assert endpoint in output, output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 from krust.testing import embedded, embedded_requests
 
+from .kafka_cli import METADATA_QUORUM_COMMAND, run_java_tool
 from .process_checks import process_alive
 
 ADMIN_TIMEOUT_S = 30.0
@@ -121,6 +123,67 @@ def test_a_given_data_dir_is_kept_and_locked(tmp_path: Path) -> None:
         again.create_topic("kept")
 
 
+def bind_fails_without_reuse(port: int) -> bool:
+    """Whether a plain bind of `port` fails: after a stop with clients connected, the
+    broker's side of their connections lingers in TIME_WAIT for a minute."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((embedded.HOST, port))
+        except OSError:
+            return True
+        return False
+
+
+def test_a_data_dir_restarts_at_once_on_its_port_after_clients_were_connected(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    broker = krust.Broker(data_dir)
+    with broker:
+        topic = broker.create_topic("kept")
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        producer.produce(topic, b"before")
+        assert producer.flush(ADMIN_TIMEOUT_S) == 0
+        # The producer stays connected while the broker stops: the broker closes first.
+    assert bind_fails_without_reuse(broker.port)
+
+    with krust.Broker(data_dir) as again:
+        assert again.port == broker.port
+        consumer = Consumer(
+            {
+                "bootstrap.servers": again.bootstrap_servers,
+                "group.id": "g",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            consumer.subscribe([topic])
+            message = None
+            while message is None:
+                message = consumer.poll(1.0)
+            assert message.error() is None, message.error()
+            assert message.value() == b"before"
+        finally:
+            consumer.close()
+    del producer
+
+
+def test_the_controller_listener_serves_bootstrap_controller_tools() -> None:
+    with krust.Broker() as broker:
+        assert broker.controller_port not in (0, broker.port)
+        run = run_java_tool(
+            METADATA_QUORUM_COMMAND,
+            "--bootstrap-controller",
+            broker.bootstrap_controllers,
+            "describe",
+            "--status",
+        )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f'"CONTROLLER://{broker.bootstrap_controllers}"' in run.stdout, run.stdout
+    with pytest.raises(ValueError, match=r"controller\.listener\.names is set by krust\.Broker"):
+        krust.Broker(config={"controller.listener.names": "OTHER"})
+
+
 def test_a_forgotten_broker_does_not_outlive_the_interpreter(temp_root: Path) -> None:
     script = "import krust; b = krust.Broker().start(); print(b.pid, flush=True)"
     run = subprocess.run(
@@ -207,8 +270,13 @@ def test_a_port_taken_before_the_broker_binds_it_is_not_mistaken_for_ours(
     with "Address already in use", the other one answers Metadata meanwhile (for another
     cluster), and ours starts again on another port."""
     with krust.Broker() as other:
-        ports = iter([other.port, embedded.free_port()])
-        monkeypatch.setattr(embedded, "free_port", lambda: next(ports))
+        real_free_port, taken = embedded.free_port, iter([other.port])
+
+        def free_port(other_than: int = 0) -> int:
+            """The other broker's port first, then free ones."""
+            return next(taken, 0) or real_free_port(other_than)
+
+        monkeypatch.setattr(embedded, "free_port", free_port)
         with krust.Broker() as broker:
             topic = broker.create_topic("mine")
             admin = AdminClient({"bootstrap.servers": other.bootstrap_servers})

@@ -276,3 +276,28 @@ def test_a_bad_krust_config_key_or_value_is_a_usage_error_when_pytest_starts(
     assert "unknown configuration key 'num.partitons'" in misspelled.stderr
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert "num.partitions" in refused.stderr
+
+
+def test_krust_port_chooses_the_fixtures_port_and_listeners_is_refused(tmp_path: Path) -> None:
+    from krust.testing.embedded import free_port
+
+    project = Project(
+        tmp_path,
+        """
+from record import record
+
+def test_broker(kafka_broker, kafka_topic):
+    record(kafka_broker, topic=kafka_topic)
+""",
+    )
+    port = free_port()
+
+    run = project.run("--krust-port", str(port))
+    listeners = project.run("--krust-config", f"listeners=PLAINTEXT://127.0.0.1:{port}")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    (record,) = project.recorded()
+    assert record["bootstrap"] == f"127.0.0.1:{port}"
+    assert listeners.returncode == 4, listeners.stdout + listeners.stderr
+    assert "listeners is set by the fixture; use --krust-port" in listeners.stderr
+    project.assert_nothing_left()

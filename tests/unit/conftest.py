@@ -50,6 +50,7 @@ class FakeCore:
         self.client_quotas: list[tuple[list[tuple[str, str | None]], dict[str, float]]] = []
         self.connection_limits: tuple[int, int, dict[str, int], int] | None = None
         self.replication_throttled_rates: tuple[int, int] | None = None
+        self.cleaner: tuple[int, int, int, float] | None = None
         self.scram_credentials: list[tuple[str, int, bytes, bytes, bytes, int]] = []
         self.node_id = 1
 
@@ -108,6 +109,15 @@ class FakeCore:
 
     def set_alter_log_dirs_throttled_rate(self, rate: int) -> None:
         self.alter_log_dirs_throttled_rate = rate
+
+    def reconfigure_cleaner(
+        self,
+        threads: int,
+        dedupe_buffer_size: int,
+        backoff_ms: int,
+        io_max_bytes_per_second: float,
+    ) -> None:
+        self.cleaner = (threads, dedupe_buffer_size, backoff_ms, io_max_bytes_per_second)
 
     def set_client_quotas(
         self, quotas: Sequence[tuple[list[tuple[str, str | None]], dict[str, float]]]

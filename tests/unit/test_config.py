@@ -30,7 +30,12 @@ def test_no_configuration_at_all_is_a_working_single_node(tmp_path: Path) -> Non
     config = load()
     assert config["node.id"] == 1
     assert config["process.roles"] == ["broker", "controller"]
-    assert config["listeners"] == [Listener("PLAINTEXT", "localhost", 9092)]
+    # Kafka's single-node config/server.properties: a client and a controller listener.
+    assert config["listeners"] == [
+        Listener("PLAINTEXT", "localhost", 9092),
+        Listener("CONTROLLER", "localhost", 9093),
+    ]
+    assert config["controller.listener.names"] == ["CONTROLLER"]
     assert config["advertised.listeners"] == [Listener("PLAINTEXT", "localhost", 9092)]
     assert config["log.dirs"] == [str(tmp_path / "krust-data")]
     assert (tmp_path / "krust-data").is_dir()

@@ -293,11 +293,34 @@ def test_dynamic_broker_configs_reach_the_core_and_survive_a_restart(
         ),
         (
             "1",
-            "log.cleaner.backoff.ms",
-            "10",
+            "num.replica.fetchers",
+            "2",
             ErrorCode.invalid_config,
-            "krust cannot apply a change of log.cleaner.backoff.ms while running: set it in the "
+            "krust cannot apply a change of num.replica.fetchers while running: set it in the "
             "broker's config file and restart",
+        ),
+        (
+            "",
+            "log.cleaner.threads",
+            "3",
+            ErrorCode.invalid_request,
+            "Invalid value 3 for log.cleaner.threads: Log cleaner threads cannot be increased to "
+            "more than double the current value 1",
+        ),
+        (
+            "",
+            "log.cleaner.dedupe.buffer.size",
+            "-1",
+            ErrorCode.invalid_request,
+            "Invalid value -1 for configuration log.cleaner.dedupe.buffer.size: value must be at "
+            "least 0",
+        ),
+        (
+            "1",
+            "log.cleaner.threads",
+            "0",
+            ErrorCode.invalid_request,
+            "Invalid value 0 for log.cleaner.threads: Log cleaner threads should be at least 1",
         ),
         (
             "1",
@@ -340,6 +363,25 @@ def test_broker_changes_krust_cannot_honour_are_refused_naming_the_key(
     message: str,
 ) -> None:
     assert incremental(run, admin, BROKER, name, (key, value, SET)) == (error, message)
+
+
+def test_cleaner_keys_change_live_within_kafkas_thread_bounds(
+    run: LoopRunner, admin: ConfigAdmin, controller: Controller, fake_core: FakeCore
+) -> None:
+    assert incremental(run, admin, BROKER, "", ("log.cleaner.threads", "2", SET))[0] == 0
+    assert fake_core.cleaner is not None and fake_core.cleaner[0] == 2
+    assert incremental(run, admin, BROKER, "1", ("log.cleaner.threads", "4", SET))[0] == 0
+    assert incremental(run, admin, BROKER, "1", ("log.cleaner.backoff.ms", "100", SET))[0] == 0
+    assert fake_core.cleaner[:3] == (4, 134217728, 100)
+    # Bounded by the threads in force (4): down to 2, up to 8.
+    refused = incremental(run, admin, BROKER, "1", ("log.cleaner.threads", "1", SET))
+    assert refused == (
+        ErrorCode.invalid_request,
+        "Invalid value 1 for log.cleaner.threads: Log cleaner threads cannot be reduced to less "
+        "than half the current value 4",
+    )
+    assert controller.broker_config()["log.cleaner.threads"] == 4
+    assert fake_core.cleaner[0] == 4
 
 
 def test_group_configs_are_described_checked_stored_and_survive_a_restart(

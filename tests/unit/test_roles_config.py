@@ -50,6 +50,16 @@ def test_voters_name_this_node_on_a_controller_listener_port(tmp_path: Path) -> 
     assert error.key == "controller.quorum.voters" and "more than once" in error.problem
 
 
+def test_a_lone_node_may_go_without_the_default_controller_listener(tmp_path: Path) -> None:
+    # listeners given without CONTROLLER: the default names no listener, and the quorum of one
+    # is reached on the first listener, as before.
+    assert make_config([tmp_path])["controller.listener.names"] == []
+    # Named explicitly, a controller listener must exist.
+    with pytest.raises(ConfigError) as caught:
+        make_config([tmp_path], "controller.listener.names=CONTROLLER")
+    assert caught.value.key == "controller.listener.names"
+
+
 def test_controller_listeners_are_not_advertised(tmp_path: Path) -> None:
     config = cluster_config(tmp_path)
     assert config["advertised.listeners"] == [Listener("PLAINTEXT", "127.0.0.1", 9092)]

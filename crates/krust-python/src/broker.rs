@@ -452,6 +452,28 @@ impl PyBroker {
         self.inner.set_alter_log_dirs_throttled_rate(rate);
     }
 
+    /// log.cleaner.threads, log.cleaner.dedupe.buffer.size, log.cleaner.backoff.ms and
+    /// log.cleaner.io.max.bytes.per.second in force; a running cleaner restarts its threads
+    /// with them. OSError if a thread cannot start.
+    fn reconfigure_cleaner(
+        &self,
+        threads: usize,
+        dedupe_buffer_size: u64,
+        backoff_ms: u64,
+        io_max_bytes_per_second: f64,
+    ) -> PyResult<()> {
+        let config = krust_storage::CleanerConfig {
+            enable: true,
+            threads,
+            dedupe_buffer_size,
+            backoff_ms,
+            io_max_bytes_per_second,
+        };
+        self.inner
+            .reconfigure_cleaner(config)
+            .map_err(|error| pyo3::exceptions::PyOSError::new_err(error.to_string()))
+    }
+
     /// From now on the client quota callback decides every client's quotas.
     fn use_quota_callback(&self) {
         self.inner.quotas().use_callback();

@@ -104,9 +104,11 @@ impl StaticVoters {
         Self::new(voters)
     }
 
-    /// Refuses a stored voter set other than this one.
+    /// Refuses a stored voter set other than this one. A single voter may have moved to
+    /// another address (a quorum of one's controller listener): no peer holds the old one,
+    /// and the configured address is the one used from now on.
     pub fn check_same(&self, stored: &StaticVoters) -> Result<(), VotersError> {
-        if stored == self {
+        if stored == self || (self.voters.len() == 1 && stored.ids() == self.ids()) {
             return Ok(());
         }
         Err(VotersError::Changed {
@@ -151,6 +153,17 @@ mod tests {
             error.contains("1@localhost:9093,2@localhost:9094"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_single_voter_may_move_but_not_change_its_id() {
+        let stored = StaticVoters::new(vec![voter(1, 9092)]).unwrap();
+        let moved = StaticVoters::new(vec![voter(1, 9093)]).unwrap();
+        assert_eq!(moved.check_same(&stored), Ok(()));
+        let other = StaticVoters::new(vec![voter(2, 9093)]).unwrap();
+        assert!(other.check_same(&stored).is_err());
+        let grown = StaticVoters::new(vec![voter(1, 9093), voter(2, 9094)]).unwrap();
+        assert!(grown.check_same(&stored).is_err());
     }
 
     #[test]

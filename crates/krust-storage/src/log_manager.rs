@@ -137,6 +137,18 @@ impl LogManager {
         Ok(())
     }
 
+    /// Applies cleaner settings changed while the broker runs (Kafka's dynamic
+    /// `log.cleaner.*` keys): the threads restart with them. Nothing happens while the
+    /// cleaner does not run; `start_cleaner` takes the settings then.
+    pub fn reconfigure_cleaner(&self, config: &CleanerConfig) -> Result<(), StorageError> {
+        match self.cleaner.lock().as_mut() {
+            Some(running) => running
+                .reconfigure(config)
+                .map_err(StorageError::io("kafka-log-cleaner-thread")),
+            None => Ok(()),
+        }
+    }
+
     /// The cleaner's backlog and last clean; `None` when it does not run.
     pub fn cleaner_status(&self) -> Option<CleanerStatus> {
         self.cleaner.lock().as_ref().map(LogCleaner::status)

@@ -26,7 +26,12 @@ from krust.config.listeners import (
     split_listener_key,
 )
 from krust.config.properties import PropertiesError, parse_properties
-from krust.config.roles import is_broker, resolve_inter_broker_listener, resolve_roles
+from krust.config.roles import (
+    default_controller_listeners,
+    is_broker,
+    resolve_inter_broker_listener,
+    resolve_roles,
+)
 from krust.config.table import BROKER_KEYS, KEYS, config_string
 
 ENV_PREFIX = "KRUST_"
@@ -131,7 +136,7 @@ def load_config(
         raise ConfigError(origin, f"unknown configuration key {key!r}")
 
     values = {name: KEYS[name].parse(value) for name, value in raw.items()}
-    _resolve(values)
+    _resolve(values, given=set(sources))
     values["listener.security"] = _listener_security(values, prefixed)
     _check_log_dirs(values["log.dirs"])
     return BrokerConfig(values, sources, originals)
@@ -176,8 +181,9 @@ def _read_properties(path: Path) -> dict[str, str]:
         raise ConfigError(str(path), str(error)) from None
 
 
-def _resolve(values: dict[str, Any]) -> None:
-    """Derived keys, Kafka's precedence (KafkaConfig.logRollTimeMillis & co)."""
+def _resolve(values: dict[str, Any], given: set[str]) -> None:
+    """Derived keys, Kafka's precedence (KafkaConfig.logRollTimeMillis & co); `given` are
+    the keys a source set."""
     hour, minute = 3_600_000, 60_000
     if values["log.roll.ms"] is None:
         values["log.roll.ms"] = values["log.roll.hours"] * hour
@@ -216,6 +222,8 @@ def _resolve(values: dict[str, Any]) -> None:
         if protocol is None:
             raise ConfigError("listeners", f"no security protocol defined for {listener.name}")
     values["listeners"] = listeners
+    if "controller.listener.names" not in given:
+        default_controller_listeners(values)
     resolve_roles(values)
     if is_broker(values):
         values["advertised.listeners"] = advertised_listeners(

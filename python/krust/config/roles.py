@@ -1,8 +1,9 @@
 """Process roles, the controller quorum and the listeners' roles, checked as Kafka's
 KafkaConfig checks them in KRaft mode (docs/cluster.md).
 
-With no `controller.quorum.voters` the node is a quorum of one on its own (krust's default, no
-controller listener needed); with voters it must say which listener the quorum speaks on
+With no `controller.quorum.voters` the node is a quorum of one on its own (krust's default),
+reached on its CONTROLLER listener as in Kafka's single-node config, or on its first listener
+when it has no controller listener; with voters it must say which listener the quorum speaks on
 (`controller.listener.names`) and which one brokers replicate over
 (`inter.broker.listener.name`)."""
 
@@ -39,6 +40,20 @@ def parse_voters(entries: list[str]) -> list[Voter]:
     if len(set(ids)) != len(ids):
         raise ConfigError("controller.quorum.voters", "a node id is listed more than once")
     return voters
+
+
+def default_controller_listeners(values: dict[str, Any]) -> None:
+    """`controller.listener.names` left at its default (CONTROLLER, Kafka's single-node
+    name) on a node with the controller role names only the listeners it has: a node given
+    `listeners=PLAINTEXT://:9092` alone is a quorum of one served on that listener, as
+    before the default had a controller listener. A broker-only node keeps the default: it
+    names the controllers' listener, which the broker itself does not have."""
+    if "controller" not in values["process.roles"]:
+        return
+    names = {listener.name for listener in values["listeners"]}
+    values["controller.listener.names"] = [
+        name for name in values["controller.listener.names"] if name in names
+    ]
 
 
 def resolve_roles(values: dict[str, Any]) -> None:

@@ -2,10 +2,11 @@
 overridden by ConfigRecords of the BROKER resource, per broker ("1") or cluster-wide ("").
 
 Precedence is Kafka's: dynamic per-broker > dynamic cluster-wide default > static > default.
-krust applies a broker key live only when it is the broker default of a topic config (e.g.
-log.segment.bytes for segment.bytes): the core re-applies every topic's effective config when
-such a default changes. Any other dynamic key is refused (INVALID_CONFIG) rather than stored
-and ignored.
+krust applies a broker key live when it is the broker default of a topic config (e.g.
+log.segment.bytes for segment.bytes: the core re-applies every topic's effective config when
+such a default changes), a connection limit, a replication throttle, or one of the log
+cleaner's keys Kafka's LogCleaner reconfigures (its threads restart with them). Any other
+dynamic key is refused (INVALID_CONFIG) rather than stored and ignored.
 """
 
 from __future__ import annotations
@@ -54,9 +55,20 @@ class BrokerConfigChangeError(ValueError):
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 ALTER_LOG_DIRS_THROTTLED_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+CLEANER_THREADS = "log.cleaner.threads"
+# Kafka's LogCleaner.ReconfigurableConfigs that krust has (log.cleaner.io.buffer.size and
+# log.cleaner.io.buffer.load.factor are not krust keys): the order of
+# Core.reconfigure_cleaner's arguments.
+CLEANER_KEYS = (
+    CLEANER_THREADS,
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.io.max.bytes.per.second",
+)
 # The broker keys that are a topic config's default: the core re-applies them live; the
-# connection limits, which the core applies to new connections; and the replication
-# throttles (KIP-73), with the one of replica moves between log dirs (KIP-113).
+# connection limits, which the core applies to new connections; the replication throttles
+# (KIP-73), with the one of replica moves between log dirs (KIP-113); and the log cleaner's,
+# with which its threads restart.
 LIVE_KEYS = (
     frozenset(
         key.synonyms[0]
@@ -65,6 +77,7 @@ LIVE_KEYS = (
     )
     | CONNECTION_LIMIT_KEYS
     | {LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_THROTTLED_RATE}
+    | frozenset(CLEANER_KEYS)
 )
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key's derived-key family.
 _FAMILIES = {name: key.synonyms for key in TOPIC_KEYS for name in key.synonyms}
@@ -149,11 +162,31 @@ def push_replication_throttled_rates(
     core.set_alter_log_dirs_throttled_rate(config[ALTER_LOG_DIRS_THROTTLED_RATE])
 
 
+class CleanerCore(Protocol):
+    def reconfigure_cleaner(
+        self,
+        threads: int,
+        dedupe_buffer_size: int,
+        backoff_ms: int,
+        io_max_bytes_per_second: float,
+    ) -> None: ...
+
+
+def push_cleaner_config(core: CleanerCore, config: Mapping[str, Any]) -> None:
+    """Hand the core the log cleaner's settings in force (it restarts its threads on a change)."""
+    threads, dedupe, backoff, rate = (config[key] for key in CLEANER_KEYS)
+    core.reconfigure_cleaner(threads, dedupe, backoff, float(rate))
+
+
 def validate_broker_change(
-    resource_name: str, new_configs: Mapping[str, str], changed: set[str]
+    resource_name: str,
+    new_configs: Mapping[str, str],
+    changed: set[str],
+    current: Mapping[str, Any] | None = None,
 ) -> None:
     """Check the resulting dynamic configs of one BROKER resource (`""`: cluster-wide) whose
-    keys in `changed` were altered; raises BrokerConfigChangeError naming the keys."""
+    keys in `changed` were altered, against the config in force (`current`, for the keys
+    Kafka bounds by their current value); raises BrokerConfigChangeError naming the keys."""
     unknown = sorted(name for name in changed if name not in KEYS)
     if unknown:
         raise BrokerConfigChangeError(
@@ -182,6 +215,8 @@ def validate_broker_change(
         raise BrokerConfigChangeError(
             f"max.connections.per.ip can be set to zero only if {OVERRIDES_KEY} property is set."
         )
+    if CLEANER_THREADS in changed and CLEANER_THREADS in new_configs and current is not None:
+        _check_cleaner_threads(int(new_configs[CLEANER_THREADS]), current[CLEANER_THREADS])
     not_live = sorted(changed - LIVE_KEYS)
     if not_live:
         raise BrokerConfigChangeError(
@@ -189,6 +224,26 @@ def validate_broker_change(
             "the broker's config file and restart",
             invalid_config=True,
         )
+
+
+def _check_cleaner_threads(threads: int, current: int) -> None:
+    """Kafka's LogCleaner.validateReconfiguration: at least 1, and from half to double the
+    threads running (halved as Java's integer division does)."""
+    problem = None
+    if threads < 1:
+        problem = "Log cleaner threads should be at least 1"
+    elif threads < current // 2:
+        problem = (
+            f"Log cleaner threads cannot be reduced to less than half the current value {current}"
+        )
+    elif threads > current * 2:
+        problem = (
+            "Log cleaner threads cannot be increased to more than double the current value "
+            f"{current}"
+        )
+    if problem is not None:
+        message = f"Invalid value {threads} for {CLEANER_THREADS}: {problem}"
+        raise BrokerConfigChangeError(message)
 
 
 def _check_value(key: ConfigKey, raw: str) -> None:

@@ -400,7 +400,9 @@ class ConfigAdmin:
             self._validate_topic(name, new)
         elif resource_type is ResourceType.BROKER:
             try:
-                validate_broker_change(name, new, {n for n in changed if n in new})
+                changes = {n for n in changed if n in new}
+                current = self._controller.broker_config()
+                validate_broker_change(name, new, changes, current)
             except BrokerConfigChangeError as error:
                 make = _invalid_config if error.invalid_config else _invalid_request
                 raise make(str(error)) from None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from krust.bridge.core import ServicesCore
 from krust.controller.broker_configs import (
     EffectiveBrokerConfig,
+    push_cleaner_config,
     push_replication_throttled_rates,
 )
 from krust.controller.client_quotas import core_client_quotas
@@ -84,6 +85,8 @@ class MetadataPublisher:
             self.replayed_offset = end_offset - 1
             self.image = builder.build()
             if self._publishing:
+                # Before the image: the cleaner starts with the settings in force.
+                push_cleaner_config(self._core, self.broker_config())
                 self._core.apply_metadata(self.core_image())
                 self._push_side_state()
         self._advanced()
@@ -160,6 +163,7 @@ class MetadataPublisher:
             if self._publishing:
                 return
             self._publishing = True
+            push_cleaner_config(self._core, self.broker_config())
             self._core.apply_metadata(self.core_image())
             self._push_side_state()
 
@@ -218,6 +222,7 @@ class MetadataPublisher:
         if builder.broker_configs_changed:
             push_connection_limits(self._core, self.broker_config())
             push_replication_throttled_rates(self._core, self.broker_config())
+            push_cleaner_config(self._core, self.broker_config())
         if builder.client_quotas_changed:
             self._core.set_client_quotas(core_client_quotas(self.image.client_quotas))
         if builder.scram_credentials_changed:

@@ -23,7 +23,8 @@ configuration:
   Keys are Kafka's broker config names (node.id, listeners, log.dirs, num.partitions, ...).
   Sources, each overriding the ones before it:
     1. built-in defaults: Kafka's, except node.id=1, process.roles=broker,controller,
-       listeners=PLAINTEXT://localhost:9092, log.dir=./krust-data,
+       listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093 (the controller
+       listener: kafka-metadata-quorum --bootstrap-controller), log.dir=./krust-data,
        offsets.topic.replication.factor=1 (a single node works out of the box)
     2. --config FILE (Java .properties syntax, like Kafka's server.properties)
     3. environment variables {ENV_PREFIX}<KEY>: the key in upper case with dots turned into

@@ -1,4 +1,4 @@
-"""`krust.Broker`: a real krust broker for tests, in a child process on a free loopback port.
+"""`krust.Broker`: a real krust broker for tests, in a child process on free loopback ports.
 
 The broker never runs in the caller's interpreter: it is `krust-broker` run by the caller's
 interpreter (`python -m krust.testing.embedded_child`), its data in a temporary directory
@@ -40,10 +40,19 @@ PORT_ATTEMPTS = 3
 _PORT_TAKEN = "Address already in use"
 # In a given data dir: the port it was served on (see Broker._remembered_port).
 PORT_FILE = "krust-broker.port"
+# The listeners of a broker: clients', and the controller quorum's (as in Kafka's single-node
+# config/server.properties).
+BROKER_LISTENER = "PLAINTEXT"
+CONTROLLER_LISTENER = "CONTROLLER"
 # Kafka's file naming the cluster a log dir belongs to.
 META_FILE = "meta.properties"
 # The keys a Broker sets itself, and the argument that says what they should be.
-_OWNED_KEYS = {"listeners": "port", "log.dirs": "data_dir", "log.dir": "data_dir"}
+OWNED_KEYS = {
+    "listeners": "port",
+    "controller.listener.names": "port",
+    "log.dirs": "data_dir",
+    "log.dir": "data_dir",
+}
 
 
 class BrokerError(RuntimeError):
@@ -63,14 +72,18 @@ def broker_config(keywords: Mapping[str, object], config: Mapping[str, object]) 
     """Kafka config keys from keywords (`num_partitions=3` is `num.partitions`) and a mapping."""
     keys = {name.replace("_", "."): value for name, value in keywords.items()}
     keys.update(config)
-    for key, argument in _OWNED_KEYS.items():
+    for key, argument in OWNED_KEYS.items():
         if key in keys:
             raise ValueError(f"{key} is set by krust.Broker: use its {argument} argument")
     return {key: config_value(value) for key, value in keys.items()}
 
 
 def port_is_free(port: int) -> bool:
+    """Whether a broker could listen on `port` now. The probe binds as the broker's listener
+    does (tokio sets SO_REUSEADDR, as Kafka's does): a port whose last connections linger in
+    TIME_WAIT after a stop is free for it, one a process listens on is not."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
@@ -78,11 +91,14 @@ def port_is_free(port: int) -> bool:
         return True
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+def free_port(other_than: int = 0) -> int:
+    """A port nothing listens on now, not `other_than`."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((HOST, 0))
+            port: int = sock.getsockname()[1]
+        if port != other_than:
+            return port
 
 
 class _Run:
@@ -141,9 +157,10 @@ class Broker:
     """A krust broker in a child process: `with krust.Broker(num_partitions=3) as broker:`.
 
     Kafka config keys are keywords with dots as underscores, or a `config` mapping for keys
-    that are not identifiers. `port=0` picks a free port. Data lives in a temporary directory
-    removed at stop, unless `data_dir` is given: then it is kept, and a later Broker on it
-    serves it on the same port again.
+    that are not identifiers. `port=0` picks a free port for clients; the controller listener
+    (`controller_port`, for `--bootstrap-controller` tools) is always on a free port. Data
+    lives in a temporary directory removed at stop, unless `data_dir` is given: then it is
+    kept, and a later Broker on it serves it on the same port again.
     """
 
     def __init__(
@@ -160,6 +177,7 @@ class Broker:
         self._requested_port = port
         self.start_timeout = start_timeout
         self._port = port
+        self._controller_port = 0
         self._cluster_id = ""
         self._run: _Run | None = None
         self._finalizer: weakref.finalize[[], Broker] | None = None
@@ -173,8 +191,18 @@ class Broker:
         return self._port
 
     @property
+    def controller_port(self) -> int:
+        """The port of the controller listener (0 before the first start)."""
+        return self._controller_port
+
+    @property
     def bootstrap_servers(self) -> str:
         return f"{HOST}:{self._port}"
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        """The controller listener's address, for Kafka's `--bootstrap-controller` (KIP-919)."""
+        return f"{HOST}:{self._controller_port}"
 
     @property
     def pid(self) -> int:
@@ -196,10 +224,15 @@ class Broker:
         """Everything the broker printed (stdout and stderr) in its latest run."""
         return "" if self._run is None else self._run.log()
 
-    def broker_args(self, port: int, data_dir: Path) -> list[str]:
-        """krust-broker's arguments for this broker on `port` with its data in `data_dir`."""
+    def broker_args(self, port: int, controller_port: int, data_dir: Path) -> list[str]:
+        """krust-broker's arguments for this broker on `port` (its controller listener on
+        `controller_port`) with its data in `data_dir`."""
+        listeners = (
+            f"{BROKER_LISTENER}://{HOST}:{port},{CONTROLLER_LISTENER}://{HOST}:{controller_port}"
+        )
         config = {
-            "listeners": f"PLAINTEXT://{HOST}:{port}",
+            "listeners": listeners,
+            "controller.listener.names": CONTROLLER_LISTENER,
             "log.dirs": str(data_dir),
             "cluster.id": self._cluster_id,
             **self.config,
@@ -219,9 +252,11 @@ class Broker:
         self._cluster_id = self._choose_cluster_id()
         for _ in range(PORT_ATTEMPTS):
             self._port = fixed_port or free_port()
+            self._controller_port = free_port(other_than=self._port)
             workdir = Path(tempfile.mkdtemp(prefix="krust-broker-"))
             data_dir = self._given_data_dir or workdir / "data"
-            self._run = _Run(self.broker_args(self._port, data_dir), workdir)
+            args = self.broker_args(self._port, self._controller_port, data_dir)
+            self._run = _Run(args, workdir)
             self._finalizer = weakref.finalize(self, self._run.close)
             try:
                 ready = self._wait_ready(deadline, may_move=not fixed_port)
@@ -249,9 +284,8 @@ class Broker:
         return formatted[1]
 
     def _remembered_port(self) -> int:
-        """The port a given data dir was last served on, else 0. A node that is a quorum of
-        one records its own address in the metadata log, so its data dir reopens on that port
-        only."""
+        """The port a given data dir was last served on, else 0: its clients (and the
+        addresses they stored) find it where it was."""
         if self._given_data_dir is None:
             return 0
         try:

@@ -48,6 +48,14 @@ class AsyncBroker:
         return self.broker.bootstrap_servers
 
     @property
+    def controller_port(self) -> int:
+        return self.broker.controller_port
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        return self.broker.bootstrap_controllers
+
+    @property
     def pid(self) -> int:
         return self.broker.pid
 

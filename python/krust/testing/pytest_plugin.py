@@ -5,6 +5,8 @@
   has its own session, hence its own broker on its own free port.
 - `kafka_topic` (function): the name of a fresh topic, created on that broker; one partition
   unless the test is marked `@pytest.mark.kafka_topic(partitions=3, config={...})`.
+- `--krust-port PORT`: the port that broker serves clients on (default: a free one; with
+  pytest-xdist only one worker can have it).
 - `--krust-config KEY=VALUE` (repeatable): a Kafka config key for that broker, checked against
   krust's config table when pytest starts. The broker's groups start rebalancing at once
   (`group.initial.rebalance.delay.ms=0`, as in Kafka's own test harness) unless a
@@ -31,8 +33,10 @@ LOG_SECTION = "krust broker log"
 LOG_TAIL_LINES = 200
 # Kafka's limit is 249 characters; leave room for the unique suffix.
 _TOPIC_PREFIX_CHARS = 200
+MAX_PORT = 65535
 
 _CONFIG = pytest.StashKey[dict[str, str]]()
+_PORT = pytest.StashKey[int]()
 # A group's first rebalance waits 3 s by default (Kafka's production setting); a test's does not.
 FIXTURE_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 _BROKER = pytest.StashKey["Broker"]()
@@ -47,9 +51,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="KEY=VALUE",
         help="a Kafka config key of the kafka_broker fixture's broker (repeatable)",
     )
+    group.addoption(
+        "--krust-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="the port the kafka_broker fixture's broker serves clients on (default: a free one)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from krust.testing.embedded import OWNED_KEYS
+
     pairs: list[str] = config.getoption("krust_config")
     parsed = {}
     for pair in pairs:
@@ -57,6 +70,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if not equals or not key.strip():
             raise pytest.UsageError(f"--krust-config expects KEY=VALUE, got {pair!r}")
         parsed[key.strip()] = value
+    for key in sorted(parsed.keys() & OWNED_KEYS.keys()):
+        hint = "; use --krust-port" if OWNED_KEYS[key] == "port" else " (a temporary directory)"
+        raise pytest.UsageError(f"--krust-config: {key} is set by the fixture{hint}")
+    port: int = config.getoption("krust_port")
+    if not 0 <= port <= MAX_PORT:
+        raise pytest.UsageError(f"--krust-port: {port} is not a port (0 to {MAX_PORT})")
+    config.stash[_PORT] = port
     if parsed:
         _check_with_the_config_table(parsed)
     config.stash[_CONFIG] = parsed
@@ -87,7 +107,7 @@ def kafka_broker(pytestconfig: pytest.Config) -> Iterator[Broker]:
     from krust.testing.embedded import Broker
 
     given: dict[str, str] = pytestconfig.stash[_CONFIG]
-    broker = Broker(config={**FIXTURE_DEFAULTS, **given})
+    broker = Broker(port=pytestconfig.stash[_PORT], config={**FIXTURE_DEFAULTS, **given})
     pytestconfig.stash[_BROKER] = broker
     with broker:
         yield broker

@@ -17,7 +17,7 @@ use krust_storage::control_batch::{
     control_record_type, transactional_coordinator_batch, KeyValue,
 };
 use krust_storage::scheduler::Scheduler;
-use krust_storage::{LogManager, StorageError, TopicPartition};
+use krust_storage::{CleanerConfig, LogManager, StorageError, TopicPartition};
 use tokio::sync::watch;
 
 use crate::authorizer::{Authorizer, AuthorizerReceiver, DecisionCache};
@@ -122,6 +122,8 @@ pub struct Broker {
     applier: Scheduler,
     /// The SCRAM credentials of the metadata image (SASL/SCRAM listeners read them).
     scram_credentials: Arc<ScramCredentials>,
+    /// The log cleaner's settings in force: the static ones under the dynamic broker configs.
+    cleaner: parking_lot::Mutex<CleanerConfig>,
     /// Which node is the active controller, and the channels to it (none for a quorum of one).
     controller_locator: Arc<ControllerLocator>,
     controller_channels: Option<ControllerChannels>,
@@ -184,6 +186,7 @@ impl Broker {
         let controller_channels = ControllerChannels::start(&settings, &controller_locator)
             .map_err(OpenError::ControllerChannels)?;
         let metadata = Arc::<MetadataCache>::default();
+        let cleaner = parking_lot::Mutex::new(settings.cleaner.clone());
         Ok(Broker {
             producer_ids: Arc::new(ProducerIdManager::new(settings.node_id)),
             broker_channels: Arc::new(BrokerChannels::new(
@@ -213,6 +216,7 @@ impl Broker {
             authorizations: Arc::default(),
             applier,
             scram_credentials: Arc::default(),
+            cleaner,
             quorum: Arc::default(),
         })
     }
@@ -304,6 +308,20 @@ impl Broker {
         quotas.follower.set_bound(follower);
     }
 
+    /// The dynamic `log.cleaner.*` keys in force (threads, dedupe buffer, backoff, I/O rate),
+    /// changed while the broker runs: a running cleaner restarts its threads with them, as
+    /// Kafka's LogCleaner.reconfigure does. `log.cleaner.enable` stays as configured.
+    pub fn reconfigure_cleaner(&self, mut config: CleanerConfig) -> Result<(), StorageError> {
+        let mut cleaner = self.cleaner.lock();
+        config.enable = cleaner.enable;
+        if config == *cleaner {
+            return Ok(());
+        }
+        self.replicas.log_manager().reconfigure_cleaner(&config)?;
+        *cleaner = config;
+        Ok(())
+    }
+
     /// Sets the broker defaults of the topic configs (topic key names, from the static and
     /// dynamic broker configs) used by the next `apply_metadata`.
     pub fn set_log_defaults(&self, defaults: &HashMap<String, String>) {
@@ -317,11 +335,8 @@ impl Broker {
         self.metadata.replace(image);
         // As Kafka's broker starts its LogManager once metadata has caught up: only now do
         // the loaded logs carry their topics' cleanup.policy.
-        if let Err(error) = self
-            .replicas
-            .log_manager()
-            .start_cleaner(&self.settings.cleaner)
-        {
+        let cleaner = self.cleaner.lock().clone();
+        if let Err(error) = self.replicas.log_manager().start_cleaner(&cleaner) {
             tracing::error!("the log cleaner did not start: {error}");
         } else if self.replicas.log_manager().cleaner_status().is_some() {
             let replicas = Arc::downgrade(&self.replicas);

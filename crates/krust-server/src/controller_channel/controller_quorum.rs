@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 
 use crate::clock::now_ms;
 use crate::replica::replica_manager::ReplicaManager;
-use crate::settings::BrokerSettings;
+use crate::settings::{BrokerSettings, Listener};
 
 /// The quorum member, once started (`Broker::start_quorum`).
 pub type QuorumCell = Arc<OnceLock<ControllerQuorum>>;
@@ -55,14 +55,25 @@ pub enum StartError {
     MetadataLog(String),
 }
 
-/// The voters the settings name; none named: this node alone on its first listener.
+/// The listener a quorum of one is reached on: its first controller listener (Kafka's
+/// single-node config has `CONTROLLER://:9093`), else its first listener.
+pub fn own_quorum_listener(settings: &BrokerSettings) -> Option<&Listener> {
+    let names = &settings.quorum.controller_listener_names;
+    settings
+        .listeners
+        .iter()
+        .find(|l| names.contains(&l.name))
+        .or_else(|| settings.listeners.first())
+}
+
+/// The voters the settings name; none named: this node alone on `own_quorum_listener`.
 pub fn configured_voters(settings: &BrokerSettings) -> Result<StaticVoters, QuorumError> {
     let listed: Vec<Voter> = if settings.quorum.voters.is_empty() {
-        let first = settings.listeners.first();
+        let own = own_quorum_listener(settings);
         vec![Voter {
             id: settings.node_id,
-            host: first.map_or("localhost".into(), |l| l.host.clone()),
-            port: first.map_or(9093, |l| l.port),
+            host: own.map_or("localhost".into(), |l| l.host.clone()),
+            port: own.map_or(9093, |l| l.port),
         }]
     } else {
         settings

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use krust_raft::quorum::{QuorumStatus, ReplicaStatus};
 
+use crate::controller_channel::controller_quorum::own_quorum_listener;
 use crate::metadata::metadata_log::METADATA_LOG_TOPIC;
 use crate::server_context::ServerContext;
 
@@ -56,13 +57,15 @@ pub fn handle(context: &ServerContext, request: DescribeQuorumRequest) -> Descri
     }
     let quorum = context.quorum.get();
     let status = quorum.map(|q| q.status());
-    let listener = context
-        .settings
-        .quorum
-        .controller_listener_names
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "CONTROLLER".into());
+    // The voters' listener: the controller listener, or for a quorum of one the listener it
+    // is reached on, so the endpoint advertised is one that serves the quorum.
+    let settings = &context.settings;
+    let listener = if settings.clustered() {
+        settings.quorum.controller_listener_names.first().cloned()
+    } else {
+        own_quorum_listener(settings).map(|l| l.name.clone())
+    }
+    .unwrap_or_else(|| "CONTROLLER".into());
     let nodes = quorum
         .map(|q| {
             q.voters()

@@ -55,9 +55,70 @@ krust_config::config_settings! {
 /// The running cleaner threads.
 pub struct LogCleaner {
     manager: Arc<CleanerManager>,
+    failures: Arc<LogDirFailureChannel>,
+    config: CleanerConfig,
+    threads: Threads,
+}
+
+/// One generation of cleaner threads: what stops them, and their handles.
+struct Threads {
     stop: Arc<(Mutex<bool>, Condvar)>,
     abort: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Threads {
+    /// Starts `config.threads` threads (at least one) over `manager`'s logs.
+    fn start(
+        config: &CleanerConfig,
+        manager: &Arc<CleanerManager>,
+        failures: &Arc<LogDirFailureChannel>,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let abort = Arc::new(AtomicBool::new(false));
+        let threads = config.threads.max(1);
+        let map_bytes = usize::try_from(config.dedupe_buffer_size / threads as u64)
+            .unwrap_or(usize::MAX)
+            .min(i32::MAX as usize);
+        let mut started = Threads {
+            stop,
+            abort,
+            handles: Vec::with_capacity(threads),
+        };
+        for i in 0..threads {
+            let worker = Worker {
+                manager: Arc::clone(manager),
+                stop: Arc::clone(&started.stop),
+                abort: Arc::clone(&started.abort),
+                map_bytes,
+                failures: Arc::clone(failures),
+                backoff: Duration::from_millis(config.backoff_ms),
+                io_max_bytes_per_second: config.io_max_bytes_per_second,
+            };
+            let spawned = std::thread::Builder::new()
+                .name(format!("kafka-log-cleaner-thread-{i}"))
+                .spawn(move || worker.run());
+            match spawned {
+                Ok(handle) => started.handles.push(handle),
+                Err(error) => {
+                    started.stop();
+                    return Err(error);
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    /// Stops and joins the threads; a clean in progress is abandoned, leaving the log as it was.
+    fn stop(&mut self) {
+        self.abort.store(true, Ordering::Release);
+        let (stopped, wake) = &*self.stop;
+        *stopped.lock() = true;
+        wake.notify_all();
+        for thread in self.handles.drain(..) {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl LogCleaner {
@@ -69,33 +130,12 @@ impl LogCleaner {
         failures: Arc<LogDirFailureChannel>,
     ) -> std::io::Result<Self> {
         let manager = Arc::new(CleanerManager::new(log_dirs, logs));
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let abort = Arc::new(AtomicBool::new(false));
-        let threads = config.threads.max(1);
-        let map_bytes = usize::try_from(config.dedupe_buffer_size / threads as u64)
-            .unwrap_or(usize::MAX)
-            .min(i32::MAX as usize);
-        let handles = (0..threads)
-            .map(|i| {
-                let worker = Worker {
-                    manager: Arc::clone(&manager),
-                    stop: Arc::clone(&stop),
-                    abort: Arc::clone(&abort),
-                    map_bytes,
-                    failures: Arc::clone(&failures),
-                    backoff: Duration::from_millis(config.backoff_ms),
-                    io_max_bytes_per_second: config.io_max_bytes_per_second,
-                };
-                std::thread::Builder::new()
-                    .name(format!("kafka-log-cleaner-thread-{i}"))
-                    .spawn(move || worker.run())
-            })
-            .collect::<std::io::Result<Vec<_>>>()?;
+        let threads = Threads::start(config, &manager, &failures)?;
         Ok(Self {
             manager,
-            stop,
-            abort,
-            threads: handles,
+            failures,
+            config: config.clone(),
+            threads,
         })
     }
 
@@ -119,15 +159,22 @@ impl LogCleaner {
         self.manager.status()
     }
 
+    /// Kafka's `LogCleaner.reconfigure`: the threads stop (a clean in progress is abandoned
+    /// and done again later) and as many as `config.threads` start with the new settings;
+    /// the backlog, the uncleanable partitions and the checkpoints stay.
+    pub(crate) fn reconfigure(&mut self, config: &CleanerConfig) -> std::io::Result<()> {
+        if *config == self.config {
+            return Ok(());
+        }
+        self.threads.stop();
+        self.threads = Threads::start(config, &self.manager, &self.failures)?;
+        self.config = config.clone();
+        Ok(())
+    }
+
     /// Stops the threads; a clean in progress is abandoned, leaving the log as it was.
     pub fn shutdown(&mut self) {
-        self.abort.store(true, Ordering::Release);
-        let (stopped, wake) = &*self.stop;
-        *stopped.lock() = true;
-        wake.notify_all();
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
+        self.threads.stop();
     }
 }
 

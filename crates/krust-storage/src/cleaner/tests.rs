@@ -608,3 +608,35 @@ fn a_log_moved_to_another_log_dir_takes_its_cleaner_checkpoint_along() {
     assert_eq!(read(&dirs[0]), "0\n0\n");
     assert_eq!(read(&dirs[1]), "0\n1\ncompacted 0 32\n");
 }
+
+#[test]
+fn a_reconfigured_cleaner_restarts_its_threads_with_the_new_settings() {
+    let root = tempfile::tempdir().unwrap();
+    let manager =
+        crate::LogManager::open(&[root.path().to_path_buf()], LogConfig::default()).unwrap();
+    let sleepy = crate::CleanerConfig {
+        backoff_ms: 3_600_000,
+        ..crate::CleanerConfig::default()
+    };
+    manager.start_cleaner(&sleepy).unwrap();
+    let tp = crate::TopicPartition::new("t", 0);
+    let log = manager.get_or_create(&tp, None, compacted(300)).unwrap();
+    // The thread found nothing to clean and sleeps for an hour.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    write_versions(&mut log.lock(), Compression::None);
+    assert_eq!(manager.cleaner_status().unwrap().cleans_completed, 0);
+
+    let eager = crate::CleanerConfig {
+        threads: 2,
+        backoff_ms: 10,
+        ..sleepy
+    };
+    manager.reconfigure_cleaner(&eager).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while manager.cleaner_status().unwrap().cleans_completed == 0
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(manager.cleaner_status().unwrap().cleans_completed, 1);
+}

@@ -42,11 +42,11 @@ def compile_regex(pattern: str) -> Any:
 
 
 def resolve_regex(pattern: str, topic_names: Iterable[str]) -> frozenset[str]:
-    """The topics whose whole name matches; internal topics (`__...`) are never matched."""
+    """The topics whose whole name matches. As Kafka's TopicRegexResolver, no name is left
+    out: a `__`-prefixed topic matches like any other (internal ones too, if the pattern
+    names them)."""
     regex = compile_regex(pattern)
-    return frozenset(
-        name for name in topic_names if not name.startswith("__") and regex.fullmatch(name)
-    )
+    return frozenset(name for name in topic_names if regex.fullmatch(name))
 
 
 @dataclass(frozen=True)
