@@ -217,8 +217,11 @@ class ServingFakeCore(FakeCore):
         handler: Any,
         python_apis: dict[int, tuple[int, int, str]],
         authorize: Any = None,
+        on_listening: Any = None,
     ) -> None:
         self.python_apis = dict(python_apis)
+        if on_listening is not None:
+            on_listening()
         body = encode_entity(
             build_entity(
                 load_request_schema(19, 7),

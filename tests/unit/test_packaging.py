@@ -1,4 +1,4 @@
-"""What `pip install krust` puts on a user's machine."""
+"""What `pip install krust-broker` puts on a user's machine."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_wheel_installs_the_spark_data_source_beside_krust() -> None:
     source = {p.name for p in (REPO / "spark" / "purelib" / "pyspark_krust").glob("*.py")}
-    installed = importlib.metadata.files("krust") or []
+    installed = importlib.metadata.files("krust-broker") or []
     shipped = {f.name for f in installed if f.parts[0] == "pyspark_krust" and f.suffix == ".py"}
     assert source and shipped == source
 
