@@ -10,10 +10,33 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from .options import TOPIC, KrustOptionError, WriteOptions, write_options
 from .schema import HEADERS
+
+
+def nullable(data_type: DataType) -> DataType:
+    """`data_type` with every field, element and map value nullable: two types are the same
+    column type, for the sink, when their nullable forms are equal (Spark's Kafka connector
+    compares with `DataType.equalsIgnoreNullability`), e.g. `F.array(F.struct(F.lit(...)))`
+    gives non-nullable fields that are still valid headers."""
+    if isinstance(data_type, ArrayType):
+        return ArrayType(nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(nullable(data_type.keyType), nullable(data_type.valueType), True)
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, nullable(f.dataType), True) for f in data_type])
+    return data_type
 
 
 def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
@@ -35,7 +58,7 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
         raise KrustOptionError(
             f"column partition must be int, not {types['partition'].simpleString()}"
         )
-    if "headers" in types and types["headers"] != HEADERS.dataType:
+    if "headers" in types and nullable(types["headers"]) != nullable(HEADERS.dataType):
         raise KrustOptionError(
             f"column headers must be {HEADERS.dataType.simpleString()}, "
             f"not {types['headers'].simpleString()}"
