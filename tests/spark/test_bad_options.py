@@ -98,6 +98,18 @@ def test_bad_read_options_name_the_option(
     assert message in str(raised.value)
 
 
+def test_a_misspelled_option_is_refused_naming_the_right_one(spark: SparkSession) -> None:
+    with pytest.raises(PySparkException) as raised:
+        load(
+            spark,
+            {"kafka.bootstrap.servers": "B", "subscribe": "t", "maxOffsetsPerTriger": "10"},
+        )
+    # Spark hands a data source its options' names in lower case.
+    assert "unknown option maxoffsetspertriger: did you mean maxOffsetsPerTrigger?" in str(
+        raised.value
+    )
+
+
 def test_an_unknown_topic_is_named(spark: SparkSession, spark_broker: BrokerProcess) -> None:
     with pytest.raises(PySparkException) as raised:
         load(
