@@ -9,7 +9,7 @@ import pyarrow as pa
 from krust._core import DataLossError, PartitionReader
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .offsets import resolve, subscribed_partitions
+from .offsets import check_start_not_past_end, resolve, subscribed_partitions
 from .options import ENDING_OFFSETS, FAIL_ON_DATA_LOSS, STARTING_OFFSETS, ReadOptions, read_options
 from .ranges import OffsetRange, offset_ranges
 
@@ -27,6 +27,7 @@ class KrustBatchReader(DataSourceReader):
             client, partitions, options.starting, STARTING_OFFSETS, read_committed=committed
         )
         ends = resolve(client, partitions, options.ending, ENDING_OFFSETS, read_committed=committed)
+        check_start_not_past_end(starts, ends)
         return offset_ranges(starts, ends, options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
