@@ -21,6 +21,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from .errors import explained
 from .options import TOPIC, KrustOptionError, WriteOptions, write_options
 from .schema import HEADERS
 
@@ -84,6 +85,7 @@ class KrustBatchWriter(DataSourceArrowWriter):
         self.options = write_options(options)
         check_sink_schema(schema, self.options.topic)
 
+    @explained
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return produce_all(self.options, iterator)
 
@@ -96,6 +98,7 @@ class KrustStreamWriter(DataSourceStreamArrowWriter):
         self.options = write_options(options)
         check_sink_schema(schema, self.options.topic)
 
+    @explained
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return produce_all(self.options, iterator)
 
