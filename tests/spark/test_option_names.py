@@ -4,7 +4,7 @@ the closest known one named; the connector's options keep working."""
 from __future__ import annotations
 
 import pytest
-from pyspark_krust.options import KrustOptionError, check_option_names
+from pyspark_krust.options import KrustOptionError, check_option_names, write_options
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,31 @@ def test_the_connectors_options_are_accepted_in_any_case() -> None:
         reading=True,
     )
     check_option_names({"topic": "t", "kafka.acks": "1", "path": "p"}, reading=False)
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "message"),
+    [
+        ({"topic": "t", "exactlyOnce": "true"}, False, "option exactlyOnce is for writeStream"),
+        (
+            {"topic": "t", "exactlyOnce": "true", "kafka.acks": "1"},
+            True,
+            "option exactlyOnce needs kafka.acks=all, not 1",
+        ),
+        ({"exactlyOnce": "true"}, True, "option exactlyOnce needs the option topic"),
+        ({"topic": "t", "exactlyOnce": "yes"}, True, "option exactlyOnce must be true or false"),
+    ],
+)
+def test_exactly_once_needs_a_stream_a_topic_and_acks_all(
+    options: dict[str, str], streaming: bool, message: str
+) -> None:
+    with pytest.raises(KrustOptionError) as raised:
+        write_options({"kafka.bootstrap.servers": "b:9092", **options}, streaming=streaming)
+    assert str(raised.value).startswith(message)
+
+
+def test_exactly_once_writes_are_configured() -> None:
+    options = write_options(
+        {"kafka.bootstrap.servers": "b:9092", "topic": "t", "exactlyOnce": "true"}, streaming=True
+    )
+    assert options.exactly_once and options.transactional_id_prefix == "krust-spark-"

@@ -7,7 +7,9 @@ use arrow_array::{Array, RecordBatch};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId, TopicName};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+};
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::batch::{
     BatchHeader, Compression, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD,
@@ -24,6 +26,8 @@ use crate::sink_rows::SinkRows;
 const PRODUCE_VERSION: i16 = 9;
 /// InitProducerId v4 (KIP-360's epoch bump support).
 const INIT_PRODUCER_ID_VERSION: i16 = 4;
+/// A record batch's attributes bit for records of a transaction (KIP-98).
+const TRANSACTIONAL_ATTRIBUTE: i16 = 0x10;
 /// `acks=all`.
 pub const ACKS_ALL: i16 = -1;
 /// The largest uncompressed records area of one batch: with its header, the batch stays within
@@ -142,6 +146,8 @@ impl KafkaClient {
         options: &ProduceOptions,
     ) -> Result<(), ClientError> {
         let (producer_id, producer_epoch) = self.producer_id()?;
+        self.add_to_transaction(topic, partition)?;
+        let transactional_id = self.transactional_id().map(|id| id.to_string());
         let key = (topic.to_string(), partition);
         let base_sequence = *self.producer.sequences.get(&key).unwrap_or(&0);
         let header = BatchHeader {
@@ -150,7 +156,11 @@ impl KafkaClient {
             partition_leader_epoch: -1,
             magic: MAGIC_V2,
             crc: 0,
-            attributes: 0,
+            attributes: if transactional_id.is_some() {
+                TRANSACTIONAL_ATTRIBUTE
+            } else {
+                0
+            },
             last_offset_delta: records.count - 1,
             base_timestamp: records.first_timestamp,
             max_timestamp: records.first_timestamp,
@@ -163,6 +173,9 @@ impl KafkaClient {
         let batch = build_batch(&header, &records.area, codec)
             .map_err(|e| ClientError::InvalidRows(format!("cannot compress the records: {e}")))?;
         let request = ProduceRequest::default()
+            .with_transactional_id(
+                transactional_id.map(|id| TransactionalId(StrBytes::from_string(id))),
+            )
             .with_acks(options.acks)
             .with_timeout_ms(self.request_timeout().as_millis() as i32)
             .with_topic_data(vec![TopicProduceData::default()

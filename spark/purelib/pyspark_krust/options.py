@@ -38,6 +38,8 @@ TOPIC = "topic"
 ACKS = "kafka.acks"
 COMPRESSION = "kafka.compression.type"
 ISOLATION_LEVEL = "kafka.isolation.level"
+EXACTLY_ONCE = "exactlyOnce"
+TRANSACTIONAL_ID_PREFIX = "transactionalIdPrefix"
 
 # The `kafka.*` options this source interprets itself; every other `kafka.*` option is a Kafka
 # client setting (security.protocol, ssl.*, sasl.*) handed to the native client, which refuses
@@ -65,7 +67,7 @@ READ_OPTIONS = frozenset(
         FAIL_ON_DATA_LOSS,
     }
 )
-WRITE_OPTIONS = frozenset({TOPIC})
+WRITE_OPTIONS = frozenset({TOPIC, EXACTLY_ONCE, TRANSACTIONAL_ID_PREFIX})
 # Options of Spark's connector that tune its Java consumer (retries of offset lookups, poll
 # timeouts, the consumer group's prefix): this source has no such consumer, so they are
 # accepted and have no effect, and a query moves between the two sources unchanged.
@@ -147,6 +149,9 @@ class WriteOptions:
     topic: str | None
     acks: str
     compression: str
+    # writeStream only: each task writes in a Kafka transaction that records its batch id.
+    exactly_once: bool
+    transactional_id_prefix: str
 
 
 def check_option_names(options: Mapping[str, str], *, reading: bool) -> None:
@@ -386,8 +391,8 @@ def _has_sentinel(choice: OffsetChoice, sentinel: int) -> bool:
     )
 
 
-def write_options(options: Mapping[str, str]) -> WriteOptions:
-    """The options of `df.write.format("krust")`."""
+def write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
+    """The options of `df.write` (or `writeStream`) `.format("krust")`."""
     check_option_names(options, reading=False)
     acks = (_lookup(options, ACKS) or "all").strip().lower()
     if acks not in ("all", "-1", "1"):
@@ -398,9 +403,25 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
             f"option {COMPRESSION} must be one of {', '.join(COMPRESSIONS)}, not {compression!r}"
         )
     topic = _lookup(options, TOPIC)
+    topic = topic.strip() if topic is not None and topic.strip() else None
+    exactly_once = _flag(options, EXACTLY_ONCE, False)
+    if exactly_once and not streaming:
+        raise KrustOptionError(
+            f"option {EXACTLY_ONCE} is for writeStream: a batch write has no micro-batch id "
+            "to recognise a replay by"
+        )
+    if exactly_once and acks != "all" and acks != "-1":
+        raise KrustOptionError(f"option {EXACTLY_ONCE} needs {ACKS}=all, not {acks}")
+    if exactly_once and topic is None:
+        raise KrustOptionError(
+            f"option {EXACTLY_ONCE} needs the option {TOPIC}: each task records its batch id "
+            "as a consumer group offset on that topic"
+        )
     return WriteOptions(
         cluster=_cluster(options),
-        topic=topic.strip() if topic is not None and topic.strip() else None,
+        topic=topic,
         acks=acks,
         compression=compression,
+        exactly_once=exactly_once,
+        transactional_id_prefix=_lookup(options, TRANSACTIONAL_ID_PREFIX) or "krust-spark-",
     )

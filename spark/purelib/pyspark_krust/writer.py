@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import pyarrow as pa
+from krust._core import KafkaClientError
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -22,7 +26,7 @@ from pyspark.sql.types import (
 )
 
 from .errors import explained
-from .options import TOPIC, KrustOptionError, WriteOptions, write_options
+from .options import EXACTLY_ONCE, TOPIC, KrustOptionError, WriteOptions, write_options
 from .schema import HEADERS
 
 
@@ -67,8 +71,10 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
 
 
 class KrustCommitMessage(WriterCommitMessage):
-    def __init__(self, records: int) -> None:
+    def __init__(self, records: int, replayed: bool = False) -> None:
         self.records = records
+        # exactlyOnce: the task's rows of this batch were already committed, none were written.
+        self.replayed = replayed
 
 
 def produce_all(options: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> KrustCommitMessage:
@@ -80,9 +86,77 @@ def produce_all(options: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> Kr
     return KrustCommitMessage(records)
 
 
+# Local properties Spark's micro-batch execution sets on every task of a batch
+# (MicroBatchExecution.BATCH_ID_KEY, StreamExecution.QUERY_ID_KEY). The query id is the one in
+# the checkpoint's metadata: the same after a restart.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+@dataclass(frozen=True)
+class StreamTask:
+    """Which micro-batch, and which of its tasks, a write is."""
+
+    query_id: str
+    batch_id: int
+    partition: int
+
+    @classmethod
+    def current(cls) -> StreamTask:
+        context = TaskContext.get()
+        batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+        if context is None or batch_id is None or query_id is None:
+            raise KrustOptionError(
+                f"option {EXACTLY_ONCE}: this task is not part of a streaming micro-batch"
+            )
+        return cls(query_id, int(batch_id), context.partitionId())
+
+    def transactional_id(self, prefix: str) -> str:
+        """One per query and Spark partition: a retried or replayed task fences the attempt
+        before it and aborts what that attempt left open."""
+        return f"{prefix}{self.query_id}-{self.partition}"
+
+
+def produce_exactly_once(
+    options: WriteOptions, iterator: Iterator[pa.RecordBatch]
+) -> KrustCommitMessage:
+    """One task's rows in one Kafka transaction, which also commits the batch id as the offset
+    of a consumer group named after the transactional id (TxnOffsetCommit): the rows and the
+    batch id become visible together or not at all. A task whose batch id is already
+    committed is a replay (the driver died between the tasks' commits and Spark's commit log):
+    it writes nothing."""
+    assert options.topic is not None, "write_options requires the topic option"
+    task = StreamTask.current()
+    transactional_id = task.transactional_id(options.transactional_id_prefix)
+    client = options.cluster.client()
+    client.init_transactions(transactional_id)
+    committed = client.committed_offset(transactional_id, options.topic, 0)
+    if committed is not None and committed[0] >= task.batch_id:
+        return KrustCommitMessage(0, replayed=True)
+    records = 0
+    try:
+        for batch in iterator:
+            records += client.produce(batch, options.topic, options.acks, options.compression)
+        client.send_offsets_to_transaction(
+            transactional_id,
+            options.topic,
+            0,
+            task.batch_id,
+            f"spark query {task.query_id} batch {task.batch_id}",
+        )
+        client.commit_transaction()
+    except BaseException:
+        # Best effort: the next producer of this transactional id aborts it anyway.
+        with contextlib.suppress(KafkaClientError):
+            client.abort_transaction()
+        raise
+    return KrustCommitMessage(records)
+
+
 class KrustBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.options = write_options(options)
+        self.options = write_options(options, streaming=False)
         check_sink_schema(schema, self.options.topic)
 
     @explained
@@ -91,19 +165,24 @@ class KrustBatchWriter(DataSourceArrowWriter):
 
 
 class KrustStreamWriter(DataSourceStreamArrowWriter):
-    """`writeStream.format("krust")`: at least once, like Spark's Kafka sink: a micro-batch
-    retried after a failure may write some of its rows again."""
+    """`writeStream.format("krust")`: at least once by default, like Spark's Kafka sink: a
+    micro-batch retried after a failure may write some of its rows again. With exactlyOnce,
+    each task writes in a transaction that records its batch id, and a replayed batch's tasks
+    that already committed write nothing (read it read_committed)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.options = write_options(options)
+        self.options = write_options(options, streaming=True)
         check_sink_schema(schema, self.options.topic)
 
     @explained
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once:
+            return produce_exactly_once(self.options, iterator)
         return produce_all(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """The records are in Kafka once every task's write returned."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Kafka cannot take back records written: they stay (at-least-once)."""
+        """Kafka cannot take back records written: they stay (at-least-once); with
+        exactlyOnce each failed task aborted its own transaction."""
