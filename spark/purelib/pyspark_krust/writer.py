@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
-from krust._core import KafkaClientError
+from krust._core import KafkaClient, KafkaClientError
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -77,13 +79,40 @@ class KrustCommitMessage(WriterCommitMessage):
         self.replayed = replayed
 
 
+# Arrow batches produced while the task reads the next ones from Spark. `produce` releases the
+# GIL for its encoding and its round trips, so waiting for the broker's acks overlaps Spark's
+# JVM converting, and this worker reading, the next batch, instead of stalling both. One thread
+# keeps the batches in order (the idempotent producer's sequences); the window bounds memory.
+PRODUCE_WINDOW = 2
+
+
+def produce_batches(
+    client: KafkaClient, options: WriteOptions, iterator: Iterator[pa.RecordBatch]
+) -> int:
+    """Produces every batch of `iterator` in order; returns the number of records."""
+    records = 0
+    pending: deque[Future[int]] = deque()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="krust-produce") as pool:
+        try:
+            for batch in iterator:
+                pending.append(
+                    pool.submit(
+                        client.produce, batch, options.topic, options.acks, options.compression
+                    )
+                )
+                while len(pending) >= PRODUCE_WINDOW:
+                    records += pending.popleft().result()
+            while pending:
+                records += pending.popleft().result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    return records
+
+
 def produce_all(options: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> KrustCommitMessage:
     """One task's rows, produced batch by batch by one idempotent producer."""
-    client = options.cluster.client()
-    records = 0
-    for batch in iterator:
-        records += client.produce(batch, options.topic, options.acks, options.compression)
-    return KrustCommitMessage(records)
+    return KrustCommitMessage(produce_batches(options.cluster.client(), options, iterator))
 
 
 # Local properties Spark's micro-batch execution sets on every task of a batch
@@ -134,10 +163,8 @@ def produce_exactly_once(
     committed = client.committed_offset(transactional_id, options.topic, 0)
     if committed is not None and committed[0] >= task.batch_id:
         return KrustCommitMessage(0, replayed=True)
-    records = 0
     try:
-        for batch in iterator:
-            records += client.produce(batch, options.topic, options.acks, options.compression)
+        records = produce_batches(client, options, iterator)
         client.send_offsets_to_transaction(
             transactional_id,
             options.topic,
