@@ -387,6 +387,22 @@ class KafkaClient:
         partition, headers, as Spark's Kafka sink); `topic` overrides the topic column. `acks`
         is "all" (or "-1") or "1"; `compression` none, gzip, snappy, lz4 or zstd. Returns the
         number of records written."""
+    def init_transactions(self, transactional_id: str, transaction_timeout_ms: int = 60000) -> None:
+        """Become the transactional producer of `transactional_id` (fencing older producers of
+        it, aborting their open transaction); records produced then belong to a transaction."""
+    def send_offsets_to_transaction(
+        self, group: str, topic: str, partition: int, offset: int, metadata: str | None = None
+    ) -> None:
+        """Commit `group`'s offset for `topic`-`partition` within the open transaction."""
+    def commit_transaction(self) -> None:
+        """Commit the open transaction (records and offsets)."""
+    def abort_transaction(self) -> None:
+        """Abort the open transaction."""
+    def committed_offset(
+        self, group: str, topic: str, partition: int
+    ) -> tuple[int, str | None] | None:
+        """(offset, metadata) `group` committed for `topic`-`partition`, None if none; waits for
+        pending transactional offset commits (require_stable)."""
 
 @final
 class PartitionReader:

@@ -95,7 +95,20 @@ def test_bad_read_options_name_the_option(
 ) -> None:
     with pytest.raises(PySparkException) as raised:
         load(spark, options)
-    assert message in str(raised.value)
+    # The cause comes first, not at the bottom of the data source's traceback.
+    assert message in str(raised.value).splitlines()[0]
+
+
+def test_a_misspelled_option_is_refused_naming_the_right_one(spark: SparkSession) -> None:
+    with pytest.raises(PySparkException) as raised:
+        load(
+            spark,
+            {"kafka.bootstrap.servers": "B", "subscribe": "t", "maxOffsetsPerTriger": "10"},
+        )
+    # Spark hands a data source its options' names in lower case.
+    assert "unknown option maxoffsetspertriger: did you mean maxOffsetsPerTrigger?" in str(
+        raised.value
+    )
 
 
 def test_an_unknown_topic_is_named(spark: SparkSession, spark_broker: BrokerProcess) -> None:
@@ -156,3 +169,26 @@ def test_overwriting_a_topic_is_refused(spark: SparkSession, spark_broker: Broke
             "kafka.bootstrap.servers", spark_broker.bootstrap
         ).option("topic", "t").save()
     assert "topics are append-only: use mode('append')" in str(raised.value)
+
+
+def test_a_start_past_the_end_of_a_partition_fails(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    topic = "spark-start-past-end"
+    create_topic(spark_broker.bootstrap, topic)
+    spark.createDataFrame([("a",), ("b",)], "value string").write.format("krust").mode(
+        "append"
+    ).option("kafka.bootstrap.servers", spark_broker.bootstrap).option("topic", topic).save()
+    with pytest.raises(PySparkException) as raised:
+        load(
+            spark,
+            {
+                "kafka.bootstrap.servers": spark_broker.bootstrap,
+                "subscribe": topic,
+                "startingOffsets": f'{{"{topic}":{{"0":5}}}}',
+            },
+        )
+    assert (
+        f"The resolved start offset 5 is greater than the resolved end offset 2 for topic {topic} "
+        "partition 0" in str(raised.value)
+    )

@@ -7,6 +7,7 @@ from integration.broker_process import BrokerProcess
 from integration.clients.confluent import create_topic
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -135,4 +136,38 @@ def test_a_partition_outside_the_topic_is_refused(
         df.write.format("krust").mode("append").option(
             "kafka.bootstrap.servers", spark_broker.bootstrap
         ).option("topic", topic).save()
-    assert f"partition 2 is not in topic {topic}'s range [0, 2)" in str(raised.value)
+    # Spark's first line says a Python worker failed; the cause is the next, not a traceback.
+    lines = str(raised.value).splitlines()
+    assert f"partition 2 is not in topic {topic}'s range [0, 2)" in lines[1], lines
+
+
+def test_a_headers_column_of_literals_is_accepted(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    # F.struct of literals gives non-nullable fields; Spark's connector ignores nullability.
+    topic = "spark-write-literal-headers"
+    create_topic(spark_broker.bootstrap, topic)
+    header = F.struct(F.lit("origin").alias("key"), F.lit(b"spark").alias("value"))
+    df = spark.range(3).select(
+        F.col("id").cast("string").alias("value"), F.array(header).alias("headers")
+    )
+    df.write.format("krust").mode("append").option(
+        "kafka.bootstrap.servers", spark_broker.bootstrap
+    ).option("topic", topic).save()
+
+    consumed = consume_partition(spark_broker.bootstrap, topic, 0)
+    assert sorted((c.record.value, c.record.headers) for c in consumed) == [
+        (str(i).encode(), (("origin", b"spark"),)) for i in range(3)
+    ]
+
+
+def test_a_headers_column_of_another_type_is_refused(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    header = F.struct(F.lit(1).alias("key"), F.lit(b"v").alias("value"))
+    df = spark.range(1).select(F.lit("v").alias("value"), F.array(header).alias("headers"))
+    with pytest.raises(PySparkException) as raised:
+        df.write.format("krust").mode("append").option(
+            "kafka.bootstrap.servers", spark_broker.bootstrap
+        ).option("topic", "t").save()
+    assert "column headers must be array<struct<key:string,value:binary>>" in str(raised.value)

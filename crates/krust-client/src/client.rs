@@ -80,6 +80,8 @@ pub(crate) struct ProducerState {
     /// Kafka's sticky partitioner keeps one partition for a whole batch, this keeps it for a
     /// whole call and moves on at the next.
     pub(crate) sticky: usize,
+    /// Set by `init_transactions`: every record is then written in a transaction.
+    pub(crate) transaction: Option<crate::transactional::TransactionState>,
 }
 
 /// One partition as the last metadata response described it.
@@ -207,6 +209,14 @@ impl KafkaClient {
             .connections
             .get_mut(&node_id)
             .expect("inserted above when missing"))
+    }
+
+    /// Records the address of broker `node_id` (a coordinator FindCoordinator named).
+    pub(crate) fn add_broker(&mut self, node_id: i32, address: String) {
+        if self.brokers.get(&node_id) != Some(&address) {
+            self.connections.remove(&node_id);
+            self.brokers.insert(node_id, address);
+        }
     }
 
     pub(crate) fn request_timeout(&self) -> Duration {

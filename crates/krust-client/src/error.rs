@@ -70,6 +70,15 @@ pub enum ClientError {
         partition: i32,
         message: String,
     },
+    #[error("{api} for {target} failed: {error:?} (Kafka error code {})", error.code())]
+    Transaction {
+        api: &'static str,
+        /// The transactional id, group or partition the request was about.
+        target: String,
+        error: ResponseError,
+    },
+    #[error("no transaction: init_transactions was not called")]
+    NoTransaction,
     #[error("gave up on {target} after {attempts} attempts in {elapsed_ms} ms: {last}")]
     RetriesExhausted {
         /// What was asked for: a topic partition, or the producer id.
@@ -87,6 +96,12 @@ impl ClientError {
         match self {
             Self::Wire(error) => error.is_retriable(),
             Self::NoLeader { .. } => true,
+            // Kafka's producer retries a transaction request that met another one in flight.
+            Self::Transaction {
+                error: ResponseError::ConcurrentTransactions,
+                ..
+            } => true,
+            Self::Transaction { error, .. } => error.is_retriable(),
             Self::Kafka { error, .. }
             | Self::Topic { error, .. }
             | Self::KafkaCluster { error, .. } => error.is_retriable(),

@@ -12,6 +12,7 @@
 //!   Kafka source schema in Arrow.
 //! - [`transactions`]: read_committed, leaving out aborted transactions.
 //! - [`produce`]: an Arrow batch of rows (Spark's Kafka sink schema) produced with acks=all.
+//! - [`transactional`]: the transactional producer (exactly-once sink writes).
 
 pub mod client;
 pub mod columns;
@@ -22,6 +23,7 @@ pub mod list_offsets;
 mod partitioner;
 pub mod produce;
 mod sink_rows;
+pub mod transactional;
 pub mod transactions;
 
 pub use client::{ClientConfig, KafkaClient, PartitionInfo};

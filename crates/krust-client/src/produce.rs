@@ -7,7 +7,9 @@ use arrow_array::{Array, RecordBatch};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId, TopicName};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+};
 use kafka_protocol::protocol::StrBytes;
 use krust_storage::batch::{
     BatchHeader, Compression, LOG_OVERHEAD, MAGIC_V2, RECORD_BATCH_OVERHEAD,
@@ -24,6 +26,8 @@ use crate::sink_rows::SinkRows;
 const PRODUCE_VERSION: i16 = 9;
 /// InitProducerId v4 (KIP-360's epoch bump support).
 const INIT_PRODUCER_ID_VERSION: i16 = 4;
+/// A record batch's attributes bit for records of a transaction (KIP-98).
+const TRANSACTIONAL_ATTRIBUTE: i16 = 0x10;
 /// `acks=all`.
 pub const ACKS_ALL: i16 = -1;
 /// The largest uncompressed records area of one batch: with its header, the batch stays within
@@ -65,13 +69,21 @@ impl KafkaClient {
         now_ms: i64,
     ) -> Result<usize, ClientError> {
         let sink = SinkRows::new(rows)?;
-        let mut groups: Vec<((String, i32), Vec<PartitionRecords>)> = Vec::new();
-        let mut index: HashMap<(String, i32), usize> = HashMap::new();
+        // Each distinct topic once (name and partition count), then per row only a lookup of
+        // the topic column's bytes: no allocation per row.
+        let mut topics: Vec<(String, usize)> = Vec::new();
+        let mut topic_index: HashMap<&[u8], usize> = HashMap::new();
+        if let Some(t) = topic {
+            topics.push((t.to_string(), self.partition_count(t)?));
+        }
+        // (topic index, partition) -> the partition's batches, in first-seen order.
+        let mut groups: Vec<((usize, i32), Vec<PartitionRecords>)> = Vec::new();
+        let mut index: HashMap<(usize, i32), usize> = HashMap::new();
         let sticky = self.producer.sticky;
         self.producer.sticky = sticky.wrapping_add(1);
         for row in 0..sink.len {
-            let row_topic = match topic {
-                Some(t) => t.to_string(),
+            let topic_slot = match topic {
+                Some(_) => 0,
                 None => {
                     let bytes = sink
                         .topic
@@ -82,17 +94,27 @@ impl KafkaClient {
                                 "row {row} has no topic: give a topic column or the topic option"
                             ))
                         })?;
-                    String::from_utf8_lossy(bytes).into_owned()
+                    match topic_index.get(bytes) {
+                        Some(&slot) => slot,
+                        None => {
+                            let name = String::from_utf8_lossy(bytes).into_owned();
+                            let count = self.partition_count(&name)?;
+                            topics.push((name, count));
+                            topic_index.insert(bytes, topics.len() - 1);
+                            topics.len() - 1
+                        }
+                    }
                 }
             };
+            let count = topics[topic_slot].1;
             let key = sink.key.as_ref().and_then(|c| c.get(row));
-            let count = self.partition_count(&row_topic)?;
             let partition = match sink.partition.filter(|p| p.is_valid(row)) {
                 Some(p) if (0..count as i64).contains(&i64::from(p.value(row))) => p.value(row),
                 Some(p) => {
                     return Err(ClientError::InvalidRows(format!(
-                        "row {row}: partition {} is not in topic {row_topic}'s range [0, {count})",
-                        p.value(row)
+                        "row {row}: partition {} is not in topic {}'s range [0, {count})",
+                        p.value(row),
+                        topics[topic_slot].0
                     )))
                 }
                 None => match key {
@@ -100,12 +122,10 @@ impl KafkaClient {
                     None => (sticky % count.max(1)) as i32,
                 },
             };
-            let slot = *index
-                .entry((row_topic.clone(), partition))
-                .or_insert_with(|| {
-                    groups.push(((row_topic, partition), Vec::new()));
-                    groups.len() - 1
-                });
+            let slot = *index.entry((topic_slot, partition)).or_insert_with(|| {
+                groups.push(((topic_slot, partition), Vec::new()));
+                groups.len() - 1
+            });
             let record = Record {
                 key,
                 value: sink.value.get(row),
@@ -114,10 +134,11 @@ impl KafkaClient {
             append_record(&mut groups[slot].1, &record, now_ms)?;
         }
         let mut written = 0;
-        for ((topic, partition), batches) in groups {
+        for ((topic_slot, partition), batches) in groups {
+            let topic = &topics[topic_slot].0;
             for records in batches {
                 written += records.count as usize;
-                self.send_batch(&topic, partition, records, options)?;
+                self.send_batch(topic, partition, records, options)?;
             }
         }
         Ok(written)
@@ -142,6 +163,8 @@ impl KafkaClient {
         options: &ProduceOptions,
     ) -> Result<(), ClientError> {
         let (producer_id, producer_epoch) = self.producer_id()?;
+        self.add_to_transaction(topic, partition)?;
+        let transactional_id = self.transactional_id().map(|id| id.to_string());
         let key = (topic.to_string(), partition);
         let base_sequence = *self.producer.sequences.get(&key).unwrap_or(&0);
         let header = BatchHeader {
@@ -150,7 +173,11 @@ impl KafkaClient {
             partition_leader_epoch: -1,
             magic: MAGIC_V2,
             crc: 0,
-            attributes: 0,
+            attributes: if transactional_id.is_some() {
+                TRANSACTIONAL_ATTRIBUTE
+            } else {
+                0
+            },
             last_offset_delta: records.count - 1,
             base_timestamp: records.first_timestamp,
             max_timestamp: records.first_timestamp,
@@ -163,6 +190,9 @@ impl KafkaClient {
         let batch = build_batch(&header, &records.area, codec)
             .map_err(|e| ClientError::InvalidRows(format!("cannot compress the records: {e}")))?;
         let request = ProduceRequest::default()
+            .with_transactional_id(
+                transactional_id.map(|id| TransactionalId(StrBytes::from_string(id))),
+            )
             .with_acks(options.acks)
             .with_timeout_ms(self.request_timeout().as_millis() as i32)
             .with_topic_data(vec![TopicProduceData::default()
@@ -280,36 +310,58 @@ fn append_record(
     Ok(())
 }
 
-/// Appends one record to `batch`: timestamps are the batch's (CreateTime, now).
+/// Appends one record to `batch`: timestamps are the batch's (CreateTime, now). The record's
+/// length is computed first, so that the record is written straight into the area.
 fn encode_record(
     batch: &mut PartitionRecords,
     key: Option<&[u8]>,
     value: Option<&[u8]>,
     headers: Option<&crate::sink_rows::RowHeaders<'_>>,
 ) -> Result<(), ClientError> {
-    let mut body = vec![0u8];
-    put_varlong(&mut body, 0);
-    put_varlong(&mut body, i64::from(batch.count));
-    put_bytes(&mut body, key);
-    put_bytes(&mut body, value);
-    match headers {
-        None => put_varlong(&mut body, 0),
-        Some(headers) => {
-            let entries: Vec<_> = headers.iter().collect();
-            put_varlong(&mut body, entries.len() as i64);
-            for (key, value) in entries {
-                put_bytes(&mut body, Some(key));
-                put_bytes(&mut body, value);
-            }
+    let offset_delta = i64::from(batch.count);
+    let header_count = headers.map_or(0, |h| h.len());
+    // attributes (1 byte), timestamp delta (0: 1 byte), offset delta, key, value, headers.
+    let mut body = 2 + varlong_size(offset_delta) + bytes_size(key) + bytes_size(value);
+    body += varlong_size(header_count as i64);
+    if let Some(headers) = headers {
+        for (key, value) in headers.iter() {
+            body += bytes_size(Some(key)) + bytes_size(value);
         }
     }
-    put_varlong(&mut batch.area, body.len() as i64);
-    batch.area.extend_from_slice(&body);
+    let area = &mut batch.area;
+    area.reserve(body + 5);
+    put_varlong(area, body as i64);
+    area.push(0);
+    put_varlong(area, 0);
+    put_varlong(area, offset_delta);
+    put_bytes(area, key);
+    put_bytes(area, value);
+    put_varlong(area, header_count as i64);
+    if let Some(headers) = headers {
+        for (key, value) in headers.iter() {
+            put_bytes(area, Some(key));
+            put_bytes(area, value);
+        }
+    }
     batch.count = batch
         .count
         .checked_add(1)
         .ok_or_else(|| ClientError::InvalidRows("too many records for one batch".to_string()))?;
     Ok(())
+}
+
+/// The bytes of `value` as a zigzag varint.
+fn varlong_size(value: i64) -> usize {
+    let zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    (64 - (zigzag | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// The bytes `put_bytes` writes for `bytes`.
+fn bytes_size(bytes: Option<&[u8]>) -> usize {
+    match bytes {
+        Some(bytes) => varlong_size(bytes.len() as i64) + bytes.len(),
+        None => 1,
+    }
 }
 
 /// A varint-length-prefixed byte field; -1 for null.
@@ -471,6 +523,17 @@ mod tests {
         }
         let counts: i32 = batches.iter().map(|b| b.count).sum();
         assert_eq!(counts, 10_000);
+    }
+
+    #[test]
+    fn varlong_sizes_are_the_lengths_put_varlong_writes() {
+        let mut values = vec![0, 1, -1, 63, 64, -64, -65, i64::MAX, i64::MIN];
+        values.extend((0..63).flat_map(|bit| [1i64 << bit, (1i64 << bit) - 1, -(1i64 << bit)]));
+        for value in values {
+            let mut out = Vec::new();
+            put_varlong(&mut out, value);
+            assert_eq!(varlong_size(value), out.len(), "{value}");
+        }
     }
 
     #[test]

@@ -4,38 +4,44 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, GenericListArray, Int32Array, RecordBatch, StructArray};
+use arrow_array::{
+    Array, GenericBinaryArray, GenericListArray, GenericStringArray, Int32Array, RecordBatch,
+    StructArray,
+};
 use arrow_schema::DataType;
 
 use crate::error::ClientError;
 
-/// A binary or string column read as bytes.
-pub(crate) struct BytesColumn<'a> {
-    array: &'a dyn Array,
+/// A binary or string column read as bytes; its type resolved once, not per row.
+pub(crate) enum BytesColumn<'a> {
+    Binary(&'a GenericBinaryArray<i32>),
+    LargeBinary(&'a GenericBinaryArray<i64>),
+    Utf8(&'a GenericStringArray<i32>),
+    LargeUtf8(&'a GenericStringArray<i64>),
 }
 
 impl<'a> BytesColumn<'a> {
     fn new(array: &'a dyn Array, column: &str) -> Result<Self, ClientError> {
-        match array.data_type() {
-            DataType::Binary | DataType::LargeBinary | DataType::Utf8 | DataType::LargeUtf8 => {
-                Ok(Self { array })
+        Ok(match array.data_type() {
+            DataType::Binary => Self::Binary(array.as_binary::<i32>()),
+            DataType::LargeBinary => Self::LargeBinary(array.as_binary::<i64>()),
+            DataType::Utf8 => Self::Utf8(array.as_string::<i32>()),
+            DataType::LargeUtf8 => Self::LargeUtf8(array.as_string::<i64>()),
+            other => {
+                return Err(ClientError::InvalidRows(format!(
+                    "column {column} must be binary or string, not {other}"
+                )))
             }
-            other => Err(ClientError::InvalidRows(format!(
-                "column {column} must be binary or string, not {other}"
-            ))),
-        }
+        })
     }
 
     pub(crate) fn get(&self, row: usize) -> Option<&'a [u8]> {
-        if self.array.is_null(row) {
-            return None;
+        match self {
+            Self::Binary(a) => a.is_valid(row).then(|| a.value(row)),
+            Self::LargeBinary(a) => a.is_valid(row).then(|| a.value(row)),
+            Self::Utf8(a) => a.is_valid(row).then(|| a.value(row).as_bytes()),
+            Self::LargeUtf8(a) => a.is_valid(row).then(|| a.value(row).as_bytes()),
         }
-        Some(match self.array.data_type() {
-            DataType::Binary => self.array.as_binary::<i32>().value(row),
-            DataType::LargeBinary => self.array.as_binary::<i64>().value(row),
-            DataType::Utf8 => self.array.as_string::<i32>().value(row).as_bytes(),
-            _ => self.array.as_string::<i64>().value(row).as_bytes(),
-        })
     }
 }
 
@@ -47,6 +53,10 @@ pub(crate) struct RowHeaders<'a> {
 }
 
 impl<'a> RowHeaders<'a> {
+    pub(crate) fn len(&self) -> usize {
+        self.range.len()
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + '_ {
         self.range
             .clone()

@@ -201,6 +201,69 @@ impl PyKafkaClient {
         py.detach(|| self.inner.lock().produce(&rows, topic, &options, now_ms))
             .map_err(client_error)
     }
+
+    /// Makes this client the transactional producer of `transactional_id`, fencing older
+    /// producers of the id and aborting the transaction they left open; every record it
+    /// produces from then on belongs to the open transaction.
+    #[pyo3(signature = (transactional_id, transaction_timeout_ms=60_000))]
+    fn init_transactions(
+        &self,
+        py: Python<'_>,
+        transactional_id: &str,
+        transaction_timeout_ms: i32,
+    ) -> PyResult<()> {
+        py.detach(|| {
+            self.inner
+                .lock()
+                .init_transactions(transactional_id, transaction_timeout_ms)
+        })
+        .map_err(client_error)
+    }
+
+    /// Commits `offset` (and `metadata`) of `group` for `topic`-`partition` within the open
+    /// transaction: visible if and only if the transaction commits.
+    #[pyo3(signature = (group, topic, partition, offset, metadata=None))]
+    fn send_offsets_to_transaction(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        metadata: Option<&str>,
+    ) -> PyResult<()> {
+        py.detach(|| {
+            self.inner
+                .lock()
+                .send_offsets_to_transaction(group, topic, partition, offset, metadata)
+        })
+        .map_err(client_error)
+    }
+
+    /// Commits the open transaction.
+    fn commit_transaction(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.lock().end_transaction(true))
+            .map_err(client_error)
+    }
+
+    /// Aborts the open transaction: its records are never read by read_committed readers.
+    fn abort_transaction(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.lock().end_transaction(false))
+            .map_err(client_error)
+    }
+
+    /// The offset and metadata `group` committed for `topic`-`partition`, None if none;
+    /// waits for transactions still committing offsets of the group (require_stable).
+    fn committed_offset(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topic: &str,
+        partition: i32,
+    ) -> PyResult<Option<(i64, Option<String>)>> {
+        py.detach(|| self.inner.lock().committed_offset(group, topic, partition))
+            .map_err(client_error)
+    }
 }
 
 /// Reads offsets `[start, end)` of one partition as Arrow batches of Spark's Kafka source

@@ -10,7 +10,8 @@ this package importable, and no other step::
           .load())
 
 `register(spark)` does the same explicitly, for a session whose lookup ran before the package was
-importable.
+importable, and checks that Spark's Python workers can load it: `[DATA_SOURCE_NOT_FOUND]` means
+they run an interpreter without it, and `check_workers(spark)` says which and what to set.
 
 Reads and writes go through the Rust client in `krust._core`: records are decoded into Arrow
 batches in Rust and produced from Arrow batches in Rust, never one Python object per record.
@@ -22,13 +23,23 @@ from pyspark.sql import SparkSession
 
 from .options import KrustOptionError
 from .source import KrustDataSource
+from .workers import WorkerPythonError, check_workers
 
 # The name Spark's data source lookup looks for (pyspark/sql/worker/lookup_data_sources.py).
 DefaultSource = KrustDataSource
 
-__all__ = ["DefaultSource", "KrustDataSource", "KrustOptionError", "register"]
+__all__ = [
+    "DefaultSource",
+    "KrustDataSource",
+    "KrustOptionError",
+    "WorkerPythonError",
+    "check_workers",
+    "register",
+]
 
 
 def register(spark: SparkSession) -> None:
-    """Makes `format("krust")` available in `spark`."""
+    """Makes `format("krust")` available in `spark`, after checking that Spark's Python workers
+    can load it (WorkerPythonError says what to set when they cannot)."""
+    check_workers(spark)
     spark.dataSource.register(KrustDataSource)

@@ -9,7 +9,8 @@ import pyarrow as pa
 from krust._core import DataLossError, PartitionReader
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .offsets import resolve, subscribed_partitions
+from .errors import explained, explained_rows
+from .offsets import check_start_not_past_end, resolve, subscribed_partitions
 from .options import ENDING_OFFSETS, FAIL_ON_DATA_LOSS, STARTING_OFFSETS, ReadOptions, read_options
 from .ranges import OffsetRange, offset_ranges
 
@@ -18,6 +19,7 @@ class KrustBatchReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = read_options(options, streaming=False)
 
+    @explained
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
         client = options.cluster.client()
@@ -27,10 +29,11 @@ class KrustBatchReader(DataSourceReader):
             client, partitions, options.starting, STARTING_OFFSETS, read_committed=committed
         )
         ends = resolve(client, partitions, options.ending, ENDING_OFFSETS, read_committed=committed)
+        check_start_not_past_end(starts, ends)
         return offset_ranges(starts, ends, options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition)
+        return explained_rows(read_range(self.options, partition))
 
 
 def read_range(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:

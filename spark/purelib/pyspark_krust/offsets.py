@@ -105,6 +105,20 @@ def resolve(
     return resolved
 
 
+def check_start_not_past_end(starts: PartitionOffsets, ends: PartitionOffsets) -> None:
+    """A batch query whose start is past its end fails, in the words of Spark's connector
+    (RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET), rather than reading no rows."""
+    for (topic, partition), start in sorted(starts.items()):
+        end = ends.get((topic, partition))
+        if end is not None and start > end:
+            raise KrustOptionError(
+                f"The resolved start offset {start} is greater than the resolved end offset "
+                f"{end} for topic {topic} partition {partition}: the start options "
+                "(startingOffsets, startingTimestamp, startingOffsetsByTimestamp) name an offset "
+                "past the end options' (endingOffsets, latest by default)"
+            )
+
+
 def by_timestamp(
     client: KafkaClient,
     partitions: list[TopicPartition],

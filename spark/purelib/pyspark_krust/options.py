@@ -6,6 +6,7 @@ to the other by changing the format name.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -37,6 +38,8 @@ TOPIC = "topic"
 ACKS = "kafka.acks"
 COMPRESSION = "kafka.compression.type"
 ISOLATION_LEVEL = "kafka.isolation.level"
+EXACTLY_ONCE = "exactlyOnce"
+TRANSACTIONAL_ID_PREFIX = "transactionalIdPrefix"
 
 # The `kafka.*` options this source interprets itself; every other `kafka.*` option is a Kafka
 # client setting (security.protocol, ssl.*, sasl.*) handed to the native client, which refuses
@@ -44,6 +47,44 @@ ISOLATION_LEVEL = "kafka.isolation.level"
 SOURCE_KAFKA_OPTIONS = frozenset({BOOTSTRAP, ACKS, COMPRESSION, ISOLATION_LEVEL})
 KAFKA_PREFIX = "kafka."
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+CHECKPOINT_LOCATION = "checkpointLocation"
+
+READ_OPTIONS = frozenset(
+    {
+        SUBSCRIBE,
+        SUBSCRIBE_PATTERN,
+        ASSIGN,
+        STARTING_OFFSETS,
+        ENDING_OFFSETS,
+        INCLUDE_HEADERS,
+        STARTING_TIMESTAMP,
+        STARTING_OFFSETS_BY_TIMESTAMP,
+        STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY,
+        ENDING_TIMESTAMP,
+        ENDING_OFFSETS_BY_TIMESTAMP,
+        MIN_PARTITIONS,
+        MAX_OFFSETS_PER_TRIGGER,
+        FAIL_ON_DATA_LOSS,
+    }
+)
+WRITE_OPTIONS = frozenset({TOPIC, EXACTLY_ONCE, TRANSACTIONAL_ID_PREFIX})
+# Options of Spark's connector that tune its Java consumer (retries of offset lookups, poll
+# timeouts, the consumer group's prefix): this source has no such consumer, so they are
+# accepted and have no effect, and a query moves between the two sources unchanged.
+NO_EFFECT_OPTIONS = frozenset(
+    {
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "kafkaConsumer.pollTimeoutMs",
+        "groupIdPrefix",
+    }
+)
+# Options of Spark's connector that change what is read and that this source does not offer.
+UNSUPPORTED_OPTIONS = frozenset(
+    {"minOffsetsPerTrigger", "maxTriggerDelay", "maxRecordsPerPartition"}
+)
+# What Spark itself puts among a query's options (`.load(path)`, `writeStream`'s checkpoint).
+SPARK_OPTIONS = frozenset({"path", CHECKPOINT_LOCATION})
 
 
 class KrustOptionError(ValueError):
@@ -108,6 +149,30 @@ class WriteOptions:
     topic: str | None
     acks: str
     compression: str
+    # writeStream only: each task writes in a Kafka transaction that records its batch id.
+    exactly_once: bool
+    transactional_id_prefix: str
+
+
+def check_option_names(options: Mapping[str, str], *, reading: bool) -> None:
+    """Refuses an option this source does not know, rather than ignoring it, naming the known
+    option closest to it (`maxOffsetsPerTriger`: did you mean maxOffsetsPerTrigger?). `kafka.*`
+    options are checked by the client settings' own check."""
+    own, other = (READ_OPTIONS, WRITE_OPTIONS) if reading else (WRITE_OPTIONS, READ_OPTIONS)
+    known = own | SOURCE_KAFKA_OPTIONS | NO_EFFECT_OPTIONS | SPARK_OPTIONS
+    by_lower = {name.lower(): name for name in known}
+    for name in options:
+        lower = name.lower()
+        if lower in by_lower or lower.startswith(KAFKA_PREFIX):
+            continue
+        if lower in {o.lower() for o in UNSUPPORTED_OPTIONS}:
+            raise KrustOptionError(f"option {name} of Spark's Kafka connector is not supported")
+        if lower in {o.lower() for o in other}:
+            direction = "reads" if reading else "writes"
+            raise KrustOptionError(f"option {name} has no meaning in {direction}")
+        close = difflib.get_close_matches(lower, list(by_lower), n=1, cutoff=0.6)
+        hint = f": did you mean {by_lower[close[0]]}?" if close else ""
+        raise KrustOptionError(f"unknown option {name}{hint}")
 
 
 def _lookup(options: Mapping[str, str], name: str) -> str | None:
@@ -269,6 +334,7 @@ def _offsets(
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """The options of `spark.read` (or `readStream`) `.format("krust")`."""
+    check_option_names(options, reading=True)
     cluster = _cluster(options)
     subscription = _subscription(options)
     strategy = (_lookup(options, STARTING_OFFSETS_BY_TIMESTAMP_STRATEGY) or "error").strip()
@@ -325,8 +391,9 @@ def _has_sentinel(choice: OffsetChoice, sentinel: int) -> bool:
     )
 
 
-def write_options(options: Mapping[str, str]) -> WriteOptions:
-    """The options of `df.write.format("krust")`."""
+def write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
+    """The options of `df.write` (or `writeStream`) `.format("krust")`."""
+    check_option_names(options, reading=False)
     acks = (_lookup(options, ACKS) or "all").strip().lower()
     if acks not in ("all", "-1", "1"):
         raise KrustOptionError(f"option {ACKS} must be all, -1 or 1, not {acks!r}")
@@ -336,9 +403,25 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
             f"option {COMPRESSION} must be one of {', '.join(COMPRESSIONS)}, not {compression!r}"
         )
     topic = _lookup(options, TOPIC)
+    topic = topic.strip() if topic is not None and topic.strip() else None
+    exactly_once = _flag(options, EXACTLY_ONCE, False)
+    if exactly_once and not streaming:
+        raise KrustOptionError(
+            f"option {EXACTLY_ONCE} is for writeStream: a batch write has no micro-batch id "
+            "to recognise a replay by"
+        )
+    if exactly_once and acks != "all" and acks != "-1":
+        raise KrustOptionError(f"option {EXACTLY_ONCE} needs {ACKS}=all, not {acks}")
+    if exactly_once and topic is None:
+        raise KrustOptionError(
+            f"option {EXACTLY_ONCE} needs the option {TOPIC}: each task records its batch id "
+            "as a consumer group offset on that topic"
+        )
     return WriteOptions(
         cluster=_cluster(options),
-        topic=topic.strip() if topic is not None and topic.strip() else None,
+        topic=topic,
         acks=acks,
         compression=compression,
+        exactly_once=exactly_once,
+        transactional_id_prefix=_lookup(options, TRANSACTIONAL_ID_PREFIX) or "krust-spark-",
     )

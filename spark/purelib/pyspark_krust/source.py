@@ -13,6 +13,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .batch_reader import KrustBatchReader
+from .errors import explained
 from .options import INCLUDE_HEADERS, KrustOptionError
 from .schema import source_schema
 from .stream_reader import KrustStreamReader
@@ -26,23 +27,28 @@ class KrustDataSource(DataSource):
     def name(cls) -> str:
         return "krust"
 
+    @explained
     def schema(self) -> StructType:
         raw = self.options.get(INCLUDE_HEADERS, "false").strip().lower()
         if raw not in ("true", "false"):
             raise KrustOptionError(f"option {INCLUDE_HEADERS} must be true or false, not {raw!r}")
         return source_schema(raw == "true")
 
+    @explained
     def reader(self, schema: StructType) -> DataSourceReader:
         return KrustBatchReader(self.options)
 
+    @explained
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KrustStreamReader(self.options)
 
+    @explained
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise KrustOptionError("Kafka topics are append-only: use mode('append')")
         return KrustBatchWriter(self.options, schema)
 
+    @explained
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # Complete mode asks to overwrite: like Spark's Kafka sink, each trigger appends the
         # whole result table to the topic, the newest record per key being the current one.

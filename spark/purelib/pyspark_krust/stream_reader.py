@@ -17,6 +17,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .batch_reader import read_range
+from .errors import explained, explained_rows
 from .offsets import (
     PartitionOffsets,
     TopicPartition,
@@ -66,6 +67,7 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             client, partitions, choice, STARTING_OFFSETS, read_committed=self.options.read_committed
         )
 
+    @explained
     def initialOffset(self) -> JsonOffsets:
         client = self._client()
         partitions = subscribed_partitions(client, self.options.subscription)
@@ -84,6 +86,7 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ) -> PartitionOffsets:
         return self._resolve(client, partitions, "latest")
 
+    @explained
     def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
         client = self._client()
         starts = self._starts(client, start)
@@ -101,11 +104,13 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limit = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
+    @explained
     def prepareForTriggerAvailableNow(self) -> None:
         client = self._client()
         partitions = subscribed_partitions(client, self.options.subscription)
         self.available_now = self._latest(client, partitions)
 
+    @explained
     def partitions(self, start: JsonOffsets, end: JsonOffsets) -> Sequence[InputPartition]:
         ends = from_json_offsets(end)
         starts = from_json_offsets(start)
@@ -115,7 +120,7 @@ class KrustStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_ranges(starts, ends, self.options.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition)
+        return explained_rows(read_range(self.options, partition))
 
     def commit(self, end: JsonOffsets) -> None:
         """Kafka keeps the data; the checkpoint, not the broker, records progress (as with the
