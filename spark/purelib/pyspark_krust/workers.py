@@ -82,7 +82,7 @@ def _import_error(python: str) -> str | None:
 
 def fix(worker: str) -> str:
     return (
-        f"install krust[spark] into the workers' interpreter ({worker}), or run the workers "
+        f"install krust-broker[spark] into the workers' interpreter ({worker}), or run the workers "
         f"with this driver's: set PYSPARK_PYTHON={sys.executable} (or the Spark config "
         "spark.pyspark.python) before the SparkSession starts"
     )
