@@ -81,7 +81,7 @@ pub(crate) struct ProducerState {
     /// whole call and moves on at the next.
     pub(crate) sticky: usize,
     /// Set by `init_transactions`: every record is then written in a transaction.
-    pub(crate) transaction: Option<crate::transactional::TransactionState>,
+    pub(crate) transaction: Option<crate::transaction_state::TransactionState>,
 }
 
 /// One partition as the last metadata response described it.

@@ -23,6 +23,7 @@ pub mod list_offsets;
 mod partitioner;
 pub mod produce;
 mod sink_rows;
+mod transaction_state;
 pub mod transactional;
 pub mod transactions;
 

@@ -21,6 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::client::KafkaClient;
 use crate::error::ClientError;
+use crate::transaction_state::TransactionState;
 
 /// FindCoordinator v3: one key, flexible (v4 batches keys).
 const FIND_COORDINATOR_VERSION: i16 = 3;
@@ -36,16 +37,6 @@ const OFFSET_FETCH_VERSION: i16 = 7;
 /// FindCoordinator key types.
 const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
-
-/// The open transaction of a transactional producer.
-#[derive(Debug)]
-pub(crate) struct TransactionState {
-    pub(crate) transactional_id: String,
-    /// Partitions added to the current transaction (AddPartitionsToTxn).
-    added: HashSet<(String, i32)>,
-    /// Whether anything (records or offsets) was added since the last EndTxn.
-    open: bool,
-}
 
 fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
