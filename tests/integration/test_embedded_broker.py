@@ -38,11 +38,16 @@ def produce_and_consume(bootstrap: str, topic: str) -> bytes:
     producer = Producer({"bootstrap.servers": bootstrap})
     producer.produce(topic, b"hello")
     assert producer.flush(ADMIN_TIMEOUT_S) == 0
+    return first_value(bootstrap, topic)
+
+
+def first_value(bootstrap: str, topic: str, group_protocol: str = "consumer") -> bytes:
+    """The first record's value, read by a member of group g."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "g",
-            "group.protocol": "consumer",
+            "group.protocol": group_protocol,
             "auto.offset.reset": "earliest",
         }
     )
@@ -149,22 +154,7 @@ def test_a_data_dir_restarts_at_once_on_its_port_after_clients_were_connected(
 
     with krust.Broker(data_dir) as again:
         assert again.port == broker.port
-        consumer = Consumer(
-            {
-                "bootstrap.servers": again.bootstrap_servers,
-                "group.id": "g",
-                "auto.offset.reset": "earliest",
-            }
-        )
-        try:
-            consumer.subscribe([topic])
-            message = None
-            while message is None:
-                message = consumer.poll(1.0)
-            assert message.error() is None, message.error()
-            assert message.value() == b"before"
-        finally:
-            consumer.close()
+        assert first_value(again.bootstrap_servers, topic, group_protocol="classic") == b"before"
     del producer
 
 
