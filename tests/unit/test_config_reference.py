@@ -19,6 +19,6 @@ def test_the_readme_lists_every_key_of_the_config_table() -> None:
 def test_a_refused_key_says_only_its_default_is_accepted() -> None:
     table = reference.markdown()
 
-    assert "| `log.preallocate` | boolean | `false` |" in table
-    preallocate = next(line for line in table.splitlines() if "`log.preallocate`" in line)
+    preallocate = next(line for line in table.splitlines() if "**log.preallocate**" in line)
+    assert preallocate.startswith("- **log.preallocate** (boolean, default `false`")
     assert "Only the default is accepted" in preallocate

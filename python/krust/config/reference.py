@@ -21,7 +21,7 @@ END = "<!-- end of config keys -->"
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("\n", " ")
 
 
 def _default(key: ConfigKey) -> str:
@@ -36,19 +36,16 @@ def _description(key: ConfigKey) -> str:
     return _cell(f"{key.doc} **Only the default is accepted**: {key.refused}.")
 
 
-def _table(keys: Iterable[ConfigKey], with_dynamic: bool) -> list[str]:
-    if with_dynamic:
-        lines = ["| key | type | default | update | what it does |", "|---|---|---|---|---|"]
-    else:
-        lines = ["| key | type | default | what it does |", "|---|---|---|---|"]
+def _entries(keys: Iterable[ConfigKey], with_dynamic: bool) -> list[str]:
+    """One list item per key (a list, not a table: a table of names reads as a file layout)."""
+    lines = []
     for key in sorted(keys, key=lambda key: key.name):
         if key.internal:
             continue
-        cells = [f"`{key.name}`", key.type.value.lower(), _default(key)]
+        facts = [key.type.value.lower(), f"default {_default(key)}"]
         if with_dynamic:
-            cells.append(key.dynamic.value if key.dynamic else "read-only")
-        cells.append(_description(key))
-        lines.append("| " + " | ".join(cells) + " |")
+            facts.append(key.dynamic.value if key.dynamic else "read-only")
+        lines.append(f"- **{key.name}** ({', '.join(facts)}): {_description(key)}")
     return lines
 
 
@@ -56,25 +53,25 @@ def markdown() -> str:
     """Every key of the table: broker keys first, then topic, group and client metrics keys."""
     lines = [
         START,
-        f"**Broker keys** ({len(BROKER_KEYS)}): `update` is how `kafka-configs` may change a key "
-        "while the broker runs (read-only: restart with the new value).",
+        f"**Broker keys** ({len(BROKER_KEYS)}): the last fact is how `kafka-configs` may "
+        "change a key while the broker runs (read-only: restart with the new value).",
         "",
-        *_table(BROKER_KEYS, with_dynamic=True),
+        *_entries(BROKER_KEYS, with_dynamic=True),
         "",
         f"**Topic keys** ({len(TOPIC_KEYS)}), set per topic at creation or with "
         "`kafka-configs --entity-type topics`:",
         "",
-        *_table(TOPIC_KEYS, with_dynamic=False),
+        *_entries(TOPIC_KEYS, with_dynamic=False),
         "",
         f"**Group keys** ({len(GROUP_KEYS)}), set with `kafka-configs --entity-type groups`:",
         "",
-        *_table(GROUP_KEYS, with_dynamic=False),
+        *_entries(GROUP_KEYS, with_dynamic=False),
         "",
         f"**Client metrics keys** ({len(CLIENT_METRICS_KEYS)}), a subscription's settings "
         "(KIP-714), set with `kafka-client-metrics` or `kafka-configs --entity-type "
         "client-metrics`:",
         "",
-        *_table(CLIENT_METRICS_KEYS, with_dynamic=False),
+        *_entries(CLIENT_METRICS_KEYS, with_dynamic=False),
         END,
     ]
     return "\n".join(lines)
